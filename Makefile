@@ -1,0 +1,143 @@
+# lfepoll: lfepolld (the daemon) and lfbench (the load client).
+#
+#   make run          install missing Debian packages (as root), build, run lfepolld
+#   make test         unit + integration tests; ends with "N passed, N failed"
+#   make WERROR=1     warnings are errors (CI)
+#   make SANITIZER=address|undefined|thread   instrumented build in build-$(SANITIZER)/
+#   make bench        side-by-side benchmark against the peers in ../shared/peers
+
+PREFIX ?= /usr/local
+OPT ?= -O2
+SANITIZER ?=
+WERROR ?=
+
+DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev libcmocka-dev
+
+WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
+        -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+ifeq ($(SANITIZER),)
+BUILD := build
+BINDIR := .
+ALLOC_LIBS = $(shell pkg-config --libs jemalloc)
+else
+BUILD := build-$(SANITIZER)
+BINDIR := $(BUILD)
+ALLOC_LIBS :=   # the sanitizers bring their own malloc
+ifeq ($(SANITIZER),address)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else ifeq ($(SANITIZER),undefined)
+SAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZER),thread)
+SAN_FLAGS := -fsanitize=thread
+else
+$(error SANITIZER must be address, undefined or thread)
+endif
+endif
+
+LFE_CPPFLAGS := -D_GNU_SOURCE -Iinclude
+LFE_CFLAGS := -std=c11 -g -pthread -MMD -MP $(WARN) $(SAN_FLAGS)
+LFE_LDFLAGS := -pthread $(SAN_FLAGS)
+ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
+ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
+ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
+
+SRV_MODS := log opt topo net obuf conn stats dispatch server acceptor worker
+SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o)
+LFEPOLLD := $(BINDIR)/lfepolld
+
+# Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
+# the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
+UNIT := opt topo dispatch obuf conn net
+TOBJ := $(BUILD)/t
+UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
+INT_BINS := $(TOBJ)/test_daemon
+
+.PHONY: all run test unit integration deps bench format install uninstall clean
+all: $(LFEPOLLD)
+
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LFEPOLLD): $(SRV_OBJS) $(BUILD)/src/main.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ALLOC_LIBS) $(LDLIBS)
+
+# --- tests -------------------------------------------------------------------------------
+TEST_CFLAGS = $(LFE_CFLAGS) -O0 -U_FORTIFY_SOURCE $(CFLAGS)
+
+$(TOBJ)/src/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(TEST_CFLAGS) -c -o $@ $<
+
+$(TOBJ)/libsrv.a: $(SRV_MODS:%=$(TOBJ)/src/%.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(TOBJ)/%.o: tests/unit/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) -Itests $(TEST_CFLAGS) -c -o $@ $<
+
+$(TOBJ)/int_%.o: tests/integration/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) -Itests/integration $(TEST_CFLAGS) -c -o $@ $<
+
+# The integration client is optimised: it checks every byte of hundreds of megabytes.
+$(TOBJ)/test_daemon: $(TOBJ)/int_test_daemon.o $(TOBJ)/int_load.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
+
+$(TOBJ)/int_load.o: TEST_CFLAGS = $(LFE_CFLAGS) -O2 $(CFLAGS)
+
+$(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/libsrv.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $< \
+	  $$(sed -n 's/.*\b__wrap_\([a-z_0-9]*\)(.*/-Wl,--wrap=\1/p' tests/unit/test_$*.c 2>/dev/null | sort -u) \
+	  $(TOBJ)/libsrv.a -lcmocka $(LDLIBS)
+
+test: deps
+	@$(MAKE) --no-print-directory $(LFEPOLLD) $(UNIT_BINS) $(INT_BINS)
+	@LFEPOLLD=$(abspath $(LFEPOLLD)) tests/run.sh $(UNIT_BINS) $(INT_BINS)
+
+unit: $(UNIT_BINS)
+	@tests/run.sh $(UNIT_BINS)
+
+integration: $(LFEPOLLD) $(INT_BINS)
+	@LFEPOLLD=$(abspath $(LFEPOLLD)) tests/run.sh $(INT_BINS)
+
+# --- the two commands' prerequisites ---------------------------------------------------------
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "missing Debian packages; install them with:"; \
+	    echo "  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+run: deps
+	@$(MAKE) --no-print-directory $(LFEPOLLD)
+	$(LFEPOLLD) $(ARGS)
+
+bench: $(LFEPOLLD)
+	bench/peers.sh
+
+format:
+	clang-format -i src/*.c src/*.h include/*.h tests/unit/*.c tests/integration/*.c
+
+install: $(LFEPOLLD)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(LFEPOLLD) $(DESTDIR)$(PREFIX)/bin/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/lfepolld
+
+clean:
+	rm -rf build build-address build-undefined build-thread lfepolld lfbench
+
+-include $(wildcard $(BUILD)/src/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d)

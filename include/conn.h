@@ -1,0 +1,42 @@
+/* conn: one client connection and its byte-exact echo state machine. */
+#ifndef LFE_CONN_H
+#define LFE_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "obuf.h"
+#include "stats.h"
+
+#define CONN_RDCLOSED 0x1u /* the peer shut down its side: read returned 0 */
+
+/* A connection. Allocated by the accept thread, then owned by exactly one worker at a time: the
+ * one whose epoll_wait returned it (EPOLLONESHOT disarms it) until that worker re-arms it with
+ * EPOLL_CTL_MOD or closes and frees it. Idle, it holds no buffer: only this struct. */
+struct conn {
+    int fd;          /* the socket; never used after close */
+    uint32_t flags;  /* CONN_* */
+    struct obuf out; /* bytes read but not yet written back */
+};
+
+/* What a worker lends the connection for one event. */
+struct conn_io {
+    char *buf;          /* worker's scratch read buffer */
+    size_t bufsize;     /* its size */
+    size_t max_pending; /* cap on c->out: reading pauses at it */
+    struct worker_stats *st;
+};
+
+/* Per-event read budget: at most this many full buffers before re-arming, so one fast sender
+ * cannot monopolise a worker; the re-arm (EPOLL_CTL_MOD) re-polls and reports the rest. */
+#define CONN_READS_PER_EVENT 4
+
+/* Handles one epoll event (events as returned by epoll_wait) on c: writes pending output,
+ * reads what the socket has (while pending output stays under the cap), echoes it, keeps
+ * what the socket did not take. Never blocks; retries EINTR. Returns the epoll events to
+ * re-arm with (EPOLLIN|EPOLLRDHUP and/or EPOLLOUT, without EPOLLONESHOT), or 0 when the
+ * connection is finished (peer closed and everything echoed, or an error: counted in io->st)
+ * and must be closed. Caller must own c. */
+uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io);
+
+#endif /* LFE_CONN_H */

@@ -1,0 +1,19 @@
+/* log: one-line, timestamped messages on stderr, safe from any thread. */
+#ifndef LFE_LOG_H
+#define LFE_LOG_H
+
+enum log_level { LOG_ERR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* Messages above this level are dropped. Set once at start, before threads exist. */
+extern enum log_level log_threshold;
+
+/* Writes "<time> lfepolld[pid]: <level>: <message>\n" with one write(2), so lines from
+ * different threads never interleave. Preserves errno. */
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+#endif /* LFE_LOG_H */

@@ -1,0 +1,26 @@
+/* net: listening sockets and the accept(2) wrapper; the edge cases of both live here. */
+#ifndef LFE_NET_H
+#define LFE_NET_H
+
+#include <stddef.h>
+
+/* Resolves hostport ("127.0.0.1:9876", "[::1]:0", "localhost:9876"), then socket, SO_REUSEADDR,
+ * IPV6_V6ONLY for IPv6, TCP_NODELAY (Linux copies it to accepted sockets: no setsockopt per
+ * connection), bind and listen(backlog). The socket is non-blocking and close-on-exec.
+ * Returns the fd, or -errno with one line in err saying what failed and what to do
+ * (EADDRINUSE: "port in use"). */
+int net_listen(const char *hostport, int backlog, char *err, size_t errlen);
+
+/* accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) on a non-blocking listener. Retries EINTR and
+ * ECONNABORTED (the peer gave up while queued: nothing to report). Returns the new fd, or
+ * -EAGAIN when the queue is empty, or another -errno (EMFILE/ENFILE/ENOBUFS/ENOMEM: out of
+ * resources, the caller pauses; anything else: count it and go on). Thread-safe. */
+int net_accept(int lfd);
+
+/* Formats fd's local address as "ADDR:PORT" or "[ADDR]:PORT" into buf. */
+void net_local_name(int fd, char *buf, size_t len);
+
+/* net.core.somaxconn, or -1 when it cannot be read. */
+long net_somaxconn(void);
+
+#endif /* LFE_NET_H */

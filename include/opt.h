@@ -1,0 +1,52 @@
+/* opt: lfepolld's command line, parsed into an immutable configuration. */
+#ifndef LFE_OPT_H
+#define LFE_OPT_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define OPT_MAX_LISTEN 16
+
+enum dispatch_policy {
+    DISPATCH_RR,    /* round-robin over groups */
+    DISPATCH_LEAST, /* power of two choices on live connections per group */
+};
+
+/* The configuration. Filled by opt_parse() before any thread starts, read-only after. */
+struct opt {
+    const char *listen[OPT_MAX_LISTEN]; /* HOST:PORT strings, pointing into argv */
+    int nlisten;                        /* at least 1 after opt_parse() */
+    int backlog;                        /* listen(2) backlog */
+    int groups;                         /* epoll groups; 0 = from the CPU plan */
+    int workers;                        /* workers per group; 0 = from the CPU plan */
+    bool have_cpus;                     /* --cpus given */
+    cpu_set_t cpus;                     /* --cpus, valid when have_cpus */
+    bool pin;                           /* false with --no-pin */
+    long max_conns;                     /* 0 = derived from RLIMIT_NOFILE at start */
+    size_t max_pending;                 /* per-connection output cap, bytes */
+    int drain_ms;                       /* SIGTERM grace for in-flight work */
+    int batch;                          /* maxevents per epoll_wait of a worker */
+    enum dispatch_policy dispatch;      /* how the accept thread picks a group */
+    int verbosity;                      /* 0 quiet (warnings), 1 info, 2 debug */
+};
+
+enum opt_result {
+    OPT_RUN = 0,   /* parsed: start the daemon */
+    OPT_EXIT = 1,  /* --help or --version printed: exit 0 */
+    OPT_ERROR = -1 /* bad input: err holds one line saying what is wrong and what to do */
+};
+
+/* Fills o with the defaults, then applies argv. Pure: no I/O except --help/--version text on
+ * out. Returns an enum opt_result. */
+enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
+                          size_t errlen);
+
+/* Parses "N", "Nk", "NK", "NM", "NG" (binary units) into bytes. Returns 0 or -EINVAL. */
+int opt_parse_size(const char *s, size_t *out);
+
+/* Parses "N" or "Ns" (seconds, fractions allowed) or "Nms" into milliseconds. 0 or -EINVAL. */
+int opt_parse_duration_ms(const char *s, long *out);
+
+#endif /* LFE_OPT_H */

@@ -1,0 +1,39 @@
+/* server: the accept thread, the epoll groups and their worker threads, as one pool. */
+#ifndef LFE_SERVER_H
+#define LFE_SERVER_H
+
+#include <stdio.h>
+
+#include "opt.h"
+#include "topo.h"
+
+struct server;
+
+/* Builds the pool for the listening sockets lfds[0..nlisten) (the server takes them over and
+ * closes them): one epoll fd and wake-up eventfd per group, the accept thread's epoll, and the
+ * fd -> connection table sized by RLIMIT_NOFILE. Creates no thread. max_conns is the live
+ * connection limit (over it: accept and close). Returns the server, or NULL with err filled.
+ * o and p must outlive the server. */
+struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
+                          long max_conns, char *err, size_t errlen);
+
+/* Creates every thread (G*W workers, pinned per the plan, then the accept thread) and returns.
+ * No thread is created or destroyed after this until server_stop(). Returns 0 or -errno (then
+ * the threads that did start are stopped and joined). Call with every signal the process
+ * handles blocked, so that the threads inherit the mask. */
+int server_start(struct server *s);
+
+/* Graceful stop: closes the listeners, lets in-flight work finish for up to timeout_ms (until no
+ * byte moves and no output is pending), then stops and joins every thread, writes out what output is still pending within what is left of the
+ * timeout, and closes every connection. The abort callback is polled while waiting: when it
+ * returns non-zero (a second SIGTERM) the wait ends at once. Call once, from the main thread. */
+void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
+
+/* Prints counters: one line per worker, per group (with its accepted and live connections) and
+ * in total, plus the accept thread's. Safe while the server runs. */
+void server_print_stats(struct server *s, FILE *f);
+
+/* Frees everything. The server must be stopped (or never started). */
+void server_free(struct server *s);
+
+#endif /* LFE_SERVER_H */

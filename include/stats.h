@@ -1,0 +1,55 @@
+/* stats: per-thread counters, written by their owner only and summed when read. */
+#ifndef LFE_STATS_H
+#define LFE_STATS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* One worker's counters (memcached's per-thread stats). */
+#define WORKER_STATS(X)                                                                           \
+    X(events)       /* events handled */                                                          \
+    X(closed)       /* connections closed */                                                      \
+    X(reads)        /* read(2) calls that returned data */                                        \
+    X(bytes_in)     /* bytes read */                                                              \
+    X(bytes_out)    /* bytes written */                                                           \
+    X(rearms)       /* EPOLL_CTL_MOD calls */                                                     \
+    X(short_writes) /* writes the socket did not take whole: output went pending */               \
+    X(paused)       /* events after which reading paused at --max-pending */                      \
+    X(err_reset)    /* connections lost to ECONNRESET/EPIPE/ETIMEDOUT */                          \
+    X(err_io)       /* other read/write errors and EPOLLERR */                                    \
+    X(err_nomem)    /* output that could not be buffered: connection closed */                    \
+    X(err_epoll)    /* epoll_ctl failures: connection closed */
+
+/* The accept thread's counters; per-group "accepted" lives beside them. */
+#define ACCEPT_STATS(X)                                                                           \
+    X(accepted)     /* connections handed to a group */                                          \
+    X(shed)         /* accepted over --max-conns and closed at once */                            \
+    X(emfile)       /* accept4 EMFILE/ENFILE: accepting paused */                                 \
+    X(enomem)       /* accept4 ENOBUFS/ENOMEM, or no memory for a connection */                   \
+    X(err_other)    /* other accept4 or epoll_ctl errors */
+
+#define STATS_FIELD(name) uint64_t name;
+
+struct worker_stats {
+    WORKER_STATS(STATS_FIELD)
+} __attribute__((aligned(64)));
+
+struct accept_stats {
+    ACCEPT_STATS(STATS_FIELD)
+} __attribute__((aligned(64)));
+
+/* Owner-only increment. Relaxed atomic load and store compile to a plain add (no lock prefix),
+ * and a reader in another thread sees a torn-free value. */
+#define STAT_ADD(s, field, n)                                                                     \
+    __atomic_store_n(&(s)->field, __atomic_load_n(&(s)->field, __ATOMIC_RELAXED) + (n),          \
+                     __ATOMIC_RELAXED)
+
+/* Adds a snapshot of src into dst (dst is private to the caller). */
+void stats_add_worker(struct worker_stats *dst, const struct worker_stats *src);
+void stats_snap_accept(struct accept_stats *dst, const struct accept_stats *src);
+
+/* Prints "name=value" pairs on one line after prefix. */
+void stats_print_worker(FILE *f, const char *prefix, const struct worker_stats *s);
+void stats_print_accept(FILE *f, const char *prefix, const struct accept_stats *s);
+
+#endif /* LFE_STATS_H */

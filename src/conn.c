@@ -1,0 +1,129 @@
+/* conn: one client connection and its byte-exact echo state machine. */
+#include "conn.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Counts a failed read/write by kind. A peer that resets or vanishes is ordinary churn; anything
+ * else is worth a look. */
+static void count_error(int err, const struct conn_io *io)
+{
+    if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT)
+        STAT_ADD(io->st, err_reset, 1);
+    else
+        STAT_ADD(io->st, err_io, 1);
+}
+
+/* Writes as much of p as the socket takes now. Returns bytes written (maybe 0), or -errno. */
+static ssize_t send_some(int fd, const char *p, size_t n)
+{
+    for (;;) {
+        /* MSG_NOSIGNAL: a peer that is gone is an EPIPE to handle, not a process-wide signal. */
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+        if (w >= 0)
+            return w;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    }
+}
+
+/* Flushes pending output. Returns 0 (maybe still pending) or -errno. */
+static int flush(struct conn *c, const struct conn_io *io)
+{
+    while (obuf_len(&c->out)) {
+        ssize_t w = send_some(c->fd, c->out.data + c->out.off, obuf_len(&c->out));
+
+        if (w < 0)
+            return (int)w;
+        if (w == 0)
+            return 0;
+        STAT_ADD(io->st, bytes_out, (uint64_t)w);
+        obuf_consume(&c->out, (size_t)w);
+    }
+    return 0;
+}
+
+uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
+{
+    int rc;
+
+    if (events & EPOLLERR) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        count_error(err, io);
+        return 0;
+    }
+    if (obuf_len(&c->out)) {
+        rc = flush(c, io);
+        if (rc < 0) {
+            count_error(-rc, io);
+            return 0;
+        }
+    }
+    for (int i = 0; i < CONN_READS_PER_EVENT && !(c->flags & CONN_RDCLOSED); i++) {
+        size_t room = io->max_pending - obuf_len(&c->out);
+        size_t want = room < io->bufsize ? room : io->bufsize;
+        ssize_t n;
+
+        if (want == 0)
+            break; /* at the cap: stop reading until the peer drains its side */
+        n = read(c->fd, io->buf, want);
+        if (n < 0) {
+            if (errno == EINTR) {
+                i--;
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            count_error(errno, io);
+            return 0;
+        }
+        if (n == 0) {
+            c->flags |= CONN_RDCLOSED;
+            break;
+        }
+        STAT_ADD(io->st, reads, 1);
+        STAT_ADD(io->st, bytes_in, (uint64_t)n);
+        if (obuf_len(&c->out) == 0) {
+            /* The common case: straight from the read buffer to the socket, no copy kept. */
+            ssize_t w = send_some(c->fd, io->buf, (size_t)n);
+
+            if (w < 0) {
+                count_error((int)-w, io);
+                return 0;
+            }
+            STAT_ADD(io->st, bytes_out, (uint64_t)w);
+            if (w < n) {
+                STAT_ADD(io->st, short_writes, 1);
+                if (obuf_append(&c->out, io->buf + w, (size_t)(n - w)) < 0) {
+                    STAT_ADD(io->st, err_nomem, 1);
+                    return 0;
+                }
+            }
+        } else if (obuf_append(&c->out, io->buf, (size_t)n) < 0) {
+            STAT_ADD(io->st, err_nomem, 1);
+            return 0;
+        }
+        /* A short read drained the socket, unless the peer already sent FIN (EPOLLRDHUP): then
+         * one more read returns 0 now instead of after another epoll round trip. */
+        if ((size_t)n < want && !(events & EPOLLRDHUP))
+            break;
+    }
+    if (c->flags & CONN_RDCLOSED) {
+        /* Half-close: the peer gets every byte back, then the server closes. */
+        return obuf_len(&c->out) ? EPOLLOUT : 0;
+    }
+    if (obuf_len(&c->out) == 0)
+        return EPOLLIN | EPOLLRDHUP;
+    if (obuf_len(&c->out) >= io->max_pending) {
+        STAT_ADD(io->st, paused, 1);
+        return EPOLLOUT;
+    }
+    return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+}

@@ -1,0 +1,216 @@
+/* main: lfepolld's start-up, signal handling and shutdown. */
+#include "log.h"
+#include "net.h"
+#include "opt.h"
+#include "server.h"
+#include "topo.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct server *srv; /* for the signal helpers below; main thread only */
+
+/* Descriptors open right now (each costs one from RLIMIT_NOFILE). */
+static long count_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    long n = 0;
+
+    if (!d)
+        return 16;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+static void print_stats(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    if (!f)
+        return;
+    server_print_stats(srv, f);
+    fclose(f);
+    /* One write: stats lines are not interleaved with log lines from other threads. */
+    if (write(STDERR_FILENO, text, len) < 0) {
+        /* nowhere left to report to */
+    }
+    free(text);
+}
+
+/* Called by server_stop() while it drains: waits up to 10 ms for a signal. Returns 1 on a second
+ * SIGTERM/SIGINT (stop waiting), else 0; SIGUSR1 still prints counters. */
+static int drain_wait(void)
+{
+    static const struct timespec tick = {0, 10 * 1000 * 1000};
+    sigset_t set;
+    int sig;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGHUP);
+    sig = sigtimedwait(&set, NULL, &tick);
+    if (sig == SIGUSR1)
+        print_stats();
+    return sig == SIGINT || sig == SIGTERM;
+}
+
+int main(int argc, char **argv)
+{
+    struct opt o;
+    struct topo *t = NULL;
+    struct plan p = {0};
+    struct rlimit rl;
+    cpu_set_t allowed;
+    sigset_t sigs;
+    char err[512], cpus[256];
+    int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0;
+    long reserved, max_conns, somaxconn;
+
+    switch (opt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
+    case OPT_EXIT:
+        return 0;
+    case OPT_ERROR:
+        fprintf(stderr, "lfepolld: %s\n", err);
+        return 2;
+    case OPT_RUN:
+        break;
+    }
+    log_threshold = o.verbosity == 0 ? LOG_WARN : o.verbosity == 1 ? LOG_INFO : LOG_DEBUG;
+    signal(SIGPIPE, SIG_IGN); /* a vanished peer is an EPIPE, never a signal */
+
+    /* The soft descriptor limit is often 1024; the hard one is what an admin granted. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t soft = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            log_warn("cannot raise RLIMIT_NOFILE from %llu to %llu: %s",
+                     (unsigned long long)soft, (unsigned long long)rl.rlim_max, strerror(errno));
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+
+    t = malloc(sizeof(*t));
+    if (!t || topo_read("/sys/devices/system/cpu", t) < 0) {
+        fprintf(stderr, "lfepolld: cannot read the CPU topology from /sys/devices/system/cpu: %s\n",
+                strerror(errno));
+        goto out;
+    }
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) {
+        fprintf(stderr, "lfepolld: sched_getaffinity: %s\n", strerror(errno));
+        goto out;
+    }
+    if (plan_make(t, &allowed, o.have_cpus ? &o.cpus : NULL, o.groups, o.workers, o.pin, &p, err,
+                  sizeof(err)) < 0) {
+        fprintf(stderr, "lfepolld: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+
+    somaxconn = net_somaxconn();
+    for (int i = 0; i < o.nlisten; i++) {
+        int fd = net_listen(o.listen[i], o.backlog, err, sizeof(err));
+
+        if (fd < 0) {
+            fprintf(stderr, "lfepolld: %s\n", err);
+            goto out_close;
+        }
+        lfds[nlisten++] = fd;
+    }
+    if (somaxconn > 0 && o.backlog > somaxconn)
+        log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
+                 "at %ld; raise it with sysctl -w net.core.somaxconn=%d",
+                 o.backlog, somaxconn, somaxconn, o.backlog);
+
+    /* What this process holds now, plus two fds per group and two for the accept thread, plus
+     * slack for /proc reads and logging: the rest of RLIMIT_NOFILE is for connections. */
+    reserved = count_open_fds() + 2L * p.ngroups + 2 + 8;
+    max_conns = (long)rl.rlim_cur - reserved;
+    if (max_conns < 1)
+        max_conns = 1;
+    if (o.max_conns) {
+        if (o.max_conns > max_conns)
+            log_warn("--max-conns %ld exceeds the %ld connections RLIMIT_NOFILE %llu leaves; "
+                     "accepting pauses when descriptors run out: raise ulimit -n",
+                     o.max_conns, max_conns, (unsigned long long)rl.rlim_cur);
+        max_conns = o.max_conns;
+    }
+
+    srv = server_new(&o, &p, lfds, nlisten, max_conns, err, sizeof(err));
+    nlisten = 0; /* the server owns them now, even on failure */
+    if (!srv) {
+        fprintf(stderr, "lfepolld: %s\n", err);
+        goto out;
+    }
+
+    /* Every thread inherits this mask; only main takes these signals, synchronously. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    for (int i = 0; i < o.nlisten; i++) {
+        char name[128];
+        net_local_name(lfds[i], name, sizeof(name));
+        log_info("listening on %s (backlog %d)", name, o.backlog);
+    }
+    cpulist_format(&allowed, cpus, sizeof(cpus));
+    for (int gi = 0; gi < p.ngroups; gi++)
+        nthreads += p.nworkers[gi];
+    log_info("mode echo; %d group%s, %d worker%s, batch %d, dispatch %s; allowed CPUs %s",
+             p.ngroups, p.ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o.batch,
+             o.dispatch == DISPATCH_RR ? "rr" : "least", cpus);
+    for (int gi = 0; gi < p.ngroups; gi++) {
+        cpulist_format(&p.cpus[gi], cpus, sizeof(cpus));
+        log_info("group %d: %d worker%s on CPUs %s", gi, p.nworkers[gi],
+                 p.nworkers[gi] == 1 ? "" : "s", p.pin ? cpus : "any (--no-pin)");
+    }
+    log_info("limits: max-conns %ld (RLIMIT_NOFILE %llu), max-pending %zu bytes per connection",
+             max_conns, (unsigned long long)rl.rlim_cur, o.max_pending);
+
+    if (server_start(srv) < 0)
+        goto out;
+
+    for (;;) {
+        int sig = sigwaitinfo(&sigs, NULL);
+
+        if (sig == SIGUSR1) {
+            print_stats();
+        } else if (sig == SIGHUP) {
+            log_info("SIGHUP: nothing to reload in echo mode");
+        } else if (sig == SIGINT || sig == SIGTERM) {
+            log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            break;
+        }
+    }
+    server_stop(srv, o.drain_ms, drain_wait);
+    print_stats();
+    log_info("stopped");
+    rc = 0;
+    goto out;
+
+out_close:
+    for (int i = 0; i < nlisten; i++)
+        close(lfds[i]);
+out:
+    server_free(srv);
+    plan_free(&p);
+    free(t);
+    return rc;
+}

@@ -1,0 +1,279 @@
+/* opt: lfepolld's command line, parsed into an immutable configuration. */
+#include "opt.h"
+
+#include "topo.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LFE_VERSION "0.1.0"
+
+static const char usage[] =
+    "usage: lfepolld [options]\n"
+    "\n"
+    "Leader-follower TCP echo daemon: one accept thread hands connections to epoll groups;\n"
+    "each group's worker threads share one epoll fd (EPOLLONESHOT) and are pinned to its CPUs.\n"
+    "\n"
+    "  --listen HOST:PORT     address to listen on, repeatable; IPv6 as [ADDR]:PORT\n"
+    "                         (default 127.0.0.1:9876; port 0 picks a free port)\n"
+    "  --backlog N            listen backlog (default 65535; capped by net.core.somaxconn)\n"
+    "  --groups N             epoll groups (default: one per 4 CPUs of the plan)\n"
+    "  --workers N            worker threads per group (default: the group's CPUs)\n"
+    "  --cpus LIST            CPUs to use, e.g. 0-3,8 (default: all this process may use)\n"
+    "  --no-pin               do not set CPU affinity on worker threads\n"
+    "  --max-conns N          live connections; more are accepted and closed at once\n"
+    "                         (default: what RLIMIT_NOFILE leaves, raised soft to hard)\n"
+    "  --max-pending BYTES    output held per connection before reading pauses (default 1M)\n"
+    "  --drain-timeout TIME   on SIGTERM/SIGINT, time for in-flight work: 5, 2.5s, 500ms\n"
+    "                         (default 5s)\n"
+    "  --batch N              events one worker takes per epoll_wait (default 16)\n"
+    "  --dispatch rr|least    group choice per connection: round-robin, or the less loaded\n"
+    "                         of two random groups (default rr)\n"
+    "  -q, --quiet            log warnings and errors only\n"
+    "  -v, --verbose          log debug detail\n"
+    "  -h, --help             this text\n"
+    "  -V, --version          version\n"
+    "\n"
+    "Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits at once); SIGUSR1 prints\n"
+    "counters per worker, group and in total.\n";
+
+int opt_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v;
+    unsigned shift = 0;
+
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (*end == 'i' && shift) /* accept KiB/MiB spelled out */
+        end++;
+    if ((*end == 'b' || *end == 'B') && shift)
+        end++;
+    if (*end || v > (SIZE_MAX >> shift))
+        return -EINVAL;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+int opt_parse_duration_ms(const char *s, long *out)
+{
+    char *end;
+    double v;
+
+    if (!s || ((*s < '0' || *s > '9') && *s != '.'))
+        return -EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s)
+        return -EINVAL;
+    if (strcmp(end, "ms") == 0)
+        ;
+    else if (*end == '\0' || strcmp(end, "s") == 0)
+        v *= 1000.0;
+    else
+        return -EINVAL;
+    if (v < 0 || v > 86400000.0)
+        return -EINVAL;
+    *out = (long)(v + 0.5);
+    return 0;
+}
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    long v;
+
+    if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9')))
+        return -EINVAL;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* A HOST:PORT must have a port of 0-65535 after its last colon, and IPv6 must be bracketed. */
+static bool hostport_ok(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    long port;
+
+    if (!colon || colon == s)
+        return false;
+    if (s[0] == '[' ? colon[-1] != ']' || colon - s < 3 : memchr(s, ':', (size_t)(colon - s)) != NULL)
+        return false;
+    return parse_long(colon + 1, 0, 65535, &port) == 0;
+}
+
+enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
+                          size_t errlen)
+{
+    static const char *const with_value[] = {
+        "--listen", "--backlog", "--groups", "--workers", "--cpus", "--max-conns",
+        "--max-pending", "--drain-timeout", "--batch", "--dispatch", NULL};
+
+    memset(o, 0, sizeof(*o));
+    o->backlog = 65535;
+    o->pin = true;
+    o->max_pending = 1 << 20;
+    o->drain_ms = 5000;
+    o->batch = 16;
+    o->dispatch = DISPATCH_RR;
+    o->verbosity = 1;
+
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *arg = argv[i], *val = NULL, *eq;
+        bool takes = false;
+        long v;
+
+        if (arg[0] != '-') {
+            snprintf(err, errlen, "unexpected argument '%s': options start with --; see --help",
+                     arg);
+            return OPT_ERROR;
+        }
+        eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (eq && (size_t)(eq - arg) < sizeof(name)) {
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof(name), "%s", arg);
+        }
+        for (int k = 0; with_value[k]; k++)
+            if (strcmp(name, with_value[k]) == 0)
+                takes = true;
+        if (takes && !val) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "%s needs a value; see --help", name);
+                return OPT_ERROR;
+            }
+            val = argv[++i];
+        } else if (!takes && val) {
+            snprintf(err, errlen, "%s takes no value (got '%s')", name, val);
+            return OPT_ERROR;
+        }
+
+        if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
+            fputs(usage, out);
+            return OPT_EXIT;
+        } else if (!strcmp(name, "-V") || !strcmp(name, "--version")) {
+            fprintf(out, "lfepolld %s\n", LFE_VERSION);
+            return OPT_EXIT;
+        } else if (!strcmp(name, "-q") || !strcmp(name, "--quiet")) {
+            o->verbosity = 0;
+        } else if (!strcmp(name, "-v") || !strcmp(name, "--verbose")) {
+            o->verbosity = 2;
+        } else if (!strcmp(name, "--no-pin")) {
+            o->pin = false;
+        } else if (!strcmp(name, "--listen")) {
+            if (!hostport_ok(val)) {
+                snprintf(err, errlen,
+                         "--listen: '%s' is not HOST:PORT; write 127.0.0.1:9876 or [::1]:9876 "
+                         "(port 0-65535)",
+                         val);
+                return OPT_ERROR;
+            }
+            if (o->nlisten == OPT_MAX_LISTEN) {
+                snprintf(err, errlen, "--listen: at most %d addresses", OPT_MAX_LISTEN);
+                return OPT_ERROR;
+            }
+            o->listen[o->nlisten++] = val;
+        } else if (!strcmp(name, "--backlog")) {
+            if (parse_long(val, 1, INT_MAX, &v) < 0) {
+                snprintf(err, errlen, "--backlog: '%s' is not an integer from 1 to %d", val,
+                         INT_MAX);
+                return OPT_ERROR;
+            }
+            o->backlog = (int)v;
+        } else if (!strcmp(name, "--groups") || !strcmp(name, "--workers")) {
+            if (parse_long(val, 1, 1024, &v) < 0) {
+                snprintf(err, errlen, "%s: '%s' is not an integer from 1 to 1024", name, val);
+                return OPT_ERROR;
+            }
+            *(name[2] == 'g' ? &o->groups : &o->workers) = (int)v;
+        } else if (!strcmp(name, "--cpus")) {
+            if (cpulist_parse(val, &o->cpus) < 0) {
+                snprintf(err, errlen,
+                         "--cpus: '%s' is not a CPU list; write e.g. 0-3,8 (CPUs below %d)", val,
+                         CPU_SETSIZE);
+                return OPT_ERROR;
+            }
+            o->have_cpus = true;
+        } else if (!strcmp(name, "--max-conns")) {
+            if (parse_long(val, 1, INT_MAX, &v) < 0) {
+                snprintf(err, errlen, "--max-conns: '%s' is not an integer from 1 to %d", val,
+                         INT_MAX);
+                return OPT_ERROR;
+            }
+            o->max_conns = v;
+        } else if (!strcmp(name, "--max-pending")) {
+            size_t sz;
+            if (opt_parse_size(val, &sz) < 0 || sz < 1024 || sz > (1u << 30)) {
+                snprintf(err, errlen,
+                         "--max-pending: '%s' is not a size from 1K to 1G (e.g. 65536, 64K, 1M)",
+                         val);
+                return OPT_ERROR;
+            }
+            o->max_pending = sz;
+        } else if (!strcmp(name, "--drain-timeout")) {
+            if (opt_parse_duration_ms(val, &v) < 0) {
+                snprintf(err, errlen,
+                         "--drain-timeout: '%s' is not a duration; write 5, 2.5s or 500ms", val);
+                return OPT_ERROR;
+            }
+            o->drain_ms = (int)v;
+        } else if (!strcmp(name, "--batch")) {
+            if (parse_long(val, 1, 1024, &v) < 0) {
+                snprintf(err, errlen, "--batch: '%s' is not an integer from 1 to 1024", val);
+                return OPT_ERROR;
+            }
+            o->batch = (int)v;
+        } else if (!strcmp(name, "--dispatch")) {
+            if (!strcmp(val, "rr"))
+                o->dispatch = DISPATCH_RR;
+            else if (!strcmp(val, "least"))
+                o->dispatch = DISPATCH_LEAST;
+            else {
+                snprintf(err, errlen, "--dispatch: '%s' is not a policy; use rr or least", val);
+                return OPT_ERROR;
+            }
+        } else {
+            snprintf(err, errlen, "unknown option '%s'; see lfepolld --help", name);
+            return OPT_ERROR;
+        }
+    }
+    if (o->nlisten == 0)
+        o->listen[o->nlisten++] = "127.0.0.1:9876";
+    return OPT_RUN;
+}

@@ -1,0 +1,80 @@
+/* pool: the structures shared by server.c, acceptor.c and worker.c (private to the pool). */
+#ifndef LFE_POOL_H
+#define LFE_POOL_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "conn.h"
+#include "dispatch.h"
+#include "opt.h"
+#include "stats.h"
+#include "topo.h"
+
+#define WORKER_BUF (64 * 1024) /* scratch read buffer per worker: one read per 64 KiB */
+#define ACCEPT_WAKE UINT32_MAX /* epoll data of the accept thread's eventfd */
+#define ACCEPT_RETRY_MS 100    /* paused accept thread re-tries at least this often */
+
+struct server;
+struct group;
+
+/* One worker thread and everything it owns. Touched only by its thread, except st and busy,
+ * which others read. */
+struct worker {
+    struct worker_stats st;  /* counters, written by this thread only */
+    struct server *srv;      /* the pool */
+    struct group *g;         /* the group whose epoll fd this thread waits on */
+    int idx;                 /* index within the group */
+    int busy;                /* atomic: 1 while handling a batch of events (drain reads it) */
+    bool started;            /* the thread exists (for join) */
+    pthread_t tid;           /* the thread */
+    char *buf;               /* WORKER_BUF bytes: where reads land */
+    struct epoll_event *evs; /* opt->batch events per epoll_wait */
+};
+
+/* One epoll group: an epoll fd shared by nworkers threads pinned to cpus. */
+struct group {
+    long live __attribute__((aligned(64))); /* atomic: live connections (+1 accept, -1 close) */
+    uint64_t accepted;                      /* connections dispatched here (accept thread) */
+    int idx;                                /* group number */
+    int epfd;                               /* the shared epoll fd */
+    int stopfd;                             /* eventfd, level-triggered, data.ptr NULL: stop */
+    int nworkers;                           /* W: threads waiting on epfd */
+    cpu_set_t cpus;                         /* where its workers run */
+    struct worker *workers;                 /* nworkers of them */
+};
+
+struct server {
+    const struct opt *opt;                 /* immutable configuration */
+    const struct plan *plan;               /* immutable CPU plan */
+    int ngroups;                           /* G */
+    struct group *groups;                  /* G groups */
+    int lfds[OPT_MAX_LISTEN];              /* listening sockets, -1 once closed */
+    int nlisten;                           /* how many */
+    int acc_epfd;                          /* accept thread's epoll: listeners + acc_wakefd */
+    int acc_wakefd;                        /* eventfd: stop, or a descriptor freed while paused */
+    bool acc_started;                      /* the accept thread exists */
+    pthread_t acc_tid;                     /* the accept thread */
+    struct dispatch disp;                  /* group choice; accept thread only */
+    struct accept_stats ast;               /* accept thread's counters */
+    long max_conns;                        /* live connection cap */
+    long live __attribute__((aligned(64))); /* atomic: live connections, all groups */
+    long npending;                         /* atomic: connections with output pending */
+    int draining;                          /* atomic: SIGTERM seen, stop accepting, finish up */
+    int accept_paused;                     /* atomic: accept thread out of descriptors */
+    size_t table_size;                     /* RLIMIT_NOFILE: no fd reaches it */
+    struct conn **table;                   /* fd -> connection; slots are atomic */
+    cpu_set_t all_cpus;                    /* union of the groups' CPUs: the accept thread's */
+};
+
+void *acceptor_main(void *arg);
+void *worker_main(void *arg);
+
+/* Writes 1 to an eventfd; the counter saturating is harmless, so errors are ignored. */
+void pool_kick(int efd);
+
+#endif /* LFE_POOL_H */

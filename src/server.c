@@ -1,0 +1,369 @@
+/* server: the accept thread, the epoll groups and their worker threads, as one pool.
+ *
+ * DESIGN
+ *
+ * Threads. main (signals, drain), one accept thread, and G groups of W workers. All are created
+ * by server_start() and joined by server_stop(); none is created or destroyed while serving.
+ * Workers are pinned to their group's CPU set, the accept thread to the union of them.
+ *
+ * Hand-off (leader-follower through the kernel). The accept thread accept4()s until EAGAIN and
+ * registers each connection in one group's epoll fd with EPOLLIN|EPOLLRDHUP|EPOLLONESHOT;
+ * epoll_data.ptr is the struct conn. The W workers of a group all block in epoll_wait on that
+ * fd; the kernel wakes one (LIFO: the most recently idle, so hot threads stay hot). When
+ * epoll_wait returns a connection, EPOLLONESHOT has disarmed it: this worker is its only owner
+ * until it re-arms it with EPOLL_CTL_MOD (EPOLLIN, or EPOLLOUT while output is pending) or
+ * closes it. MOD re-polls the socket, so data that arrived meanwhile is reported at once. A
+ * worker may take up to --batch events per epoll_wait; each is owned the same way.
+ *
+ * Locks. None of ours on the request path: epoll_ctl and epoll_wait are thread-safe (the kernel
+ * takes each group's ep->mtx, which is why there are several groups). Shared words are atomics:
+ * live counts (accept +1, closing worker -1), npending, draining, accept_paused, and the
+ * fd -> conn table (slot written by the accept thread before EPOLL_CTL_ADD, cleared by the
+ * closing worker before close(); read by main only after every thread is joined). Counters are
+ * per thread, written by their owner, summed on read.
+ *
+ * Stop. SIGTERM: draining = 1, the accept thread exits and main closes the listeners; workers go
+ * on serving. Main waits until the pool is quiet (no output pending, no worker inside a batch,
+ * no event handled across two 10 ms looks) or the drain timeout passes, then makes each group's
+ * stop eventfd readable (level-triggered, never read, so all W workers see it), joins them,
+ * writes out any output still pending (within the timeout) and closes every connection. Echo
+ * has no request boundary, so "in flight" means bytes moving; a client that never stops
+ * sending holds the drain to its timeout.
+ */
+#include "server.h"
+
+#include "log.h"
+#include "net.h"
+#include "pool.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+void pool_kick(int efd)
+{
+    eventfd_write(efd, 1);
+}
+
+static int add_fd(int epfd, int fd, uint32_t events, uint64_t data)
+{
+    struct epoll_event ev = {.events = events, .data.u64 = data};
+
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
+                          long max_conns, char *err, size_t errlen)
+{
+    struct server *s = calloc(1, sizeof(*s));
+    struct rlimit rl;
+
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->opt = o;
+    s->plan = p;
+    s->ngroups = p->ngroups;
+    s->max_conns = max_conns;
+    s->acc_epfd = s->acc_wakefd = -1;
+    s->nlisten = nlisten;
+    memcpy(s->lfds, lfds, sizeof(*lfds) * (size_t)nlisten);
+    dispatch_init(&s->disp, o->dispatch, (unsigned)p->ngroups, (uint64_t)getpid() * 2654435761u);
+    CPU_ZERO(&s->all_cpus);
+
+    getrlimit(RLIMIT_NOFILE, &rl);
+    s->table_size = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 26) ? (1u << 26)
+                                                                              : rl.rlim_cur;
+    /* calloc of a large table is mmap'd zero pages: untouched slots cost no memory. */
+    s->table = calloc(s->table_size, sizeof(*s->table));
+    s->groups = calloc((size_t)s->ngroups, sizeof(*s->groups));
+    if (!s->table || !s->groups)
+        goto out_nomem;
+    for (int gi = 0; gi < s->ngroups; gi++)
+        s->groups[gi].epfd = s->groups[gi].stopfd = -1; /* before anything can fail */
+    for (int gi = 0; gi < s->ngroups; gi++) {
+        struct group *g = &s->groups[gi];
+
+        g->idx = gi;
+        g->nworkers = p->nworkers[gi];
+        g->cpus = p->cpus[gi];
+        CPU_OR(&s->all_cpus, &s->all_cpus, &g->cpus);
+        g->workers = calloc((size_t)g->nworkers, sizeof(*g->workers));
+        if (!g->workers)
+            goto out_nomem;
+        g->epfd = epoll_create1(EPOLL_CLOEXEC);
+        g->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (g->epfd < 0 || g->stopfd < 0 || add_fd(g->epfd, g->stopfd, EPOLLIN, 0) < 0) {
+            snprintf(err, errlen, "group %d: epoll/eventfd: %s (raise ulimit -n?)", gi,
+                     strerror(errno));
+            goto out_free;
+        }
+        for (int wi = 0; wi < g->nworkers; wi++) {
+            struct worker *w = &g->workers[wi];
+
+            w->srv = s;
+            w->g = g;
+            w->idx = wi;
+            w->buf = malloc(WORKER_BUF);
+            w->evs = calloc((size_t)o->batch, sizeof(*w->evs));
+            if (!w->buf || !w->evs)
+                goto out_nomem;
+        }
+    }
+    s->acc_epfd = epoll_create1(EPOLL_CLOEXEC);
+    s->acc_wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->acc_epfd < 0 || s->acc_wakefd < 0 ||
+        add_fd(s->acc_epfd, s->acc_wakefd, EPOLLIN, ACCEPT_WAKE) < 0) {
+        snprintf(err, errlen, "accept thread: epoll/eventfd: %s", strerror(errno));
+        goto out_free;
+    }
+    for (int i = 0; i < nlisten; i++) {
+        if (add_fd(s->acc_epfd, lfds[i], EPOLLIN, (uint64_t)i) < 0) {
+            snprintf(err, errlen, "accept thread: epoll_ctl: %s", strerror(errno));
+            goto out_free;
+        }
+    }
+    return s;
+
+out_nomem:
+    snprintf(err, errlen, "out of memory");
+out_free:
+    server_free(s);
+    return NULL;
+}
+
+static int start_thread(pthread_t *tid, void *(*fn)(void *), void *arg, const cpu_set_t *cpus,
+                        const char *name)
+{
+    pthread_attr_t attr;
+    int rc;
+
+    pthread_attr_init(&attr);
+    /* Pinned from its first instruction: the thread never runs outside its CPUs. */
+    if (cpus)
+        pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
+    rc = pthread_create(tid, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    if (rc == 0) {
+        char comm[16]; /* the kernel keeps 15 characters */
+        snprintf(comm, sizeof(comm), "%s", name);
+        pthread_setname_np(*tid, comm);
+    }
+    return -rc;
+}
+
+int server_start(struct server *s)
+{
+    char name[32];
+    int rc;
+
+    for (int gi = 0; gi < s->ngroups; gi++) {
+        struct group *g = &s->groups[gi];
+
+        for (int wi = 0; wi < g->nworkers; wi++) {
+            struct worker *w = &g->workers[wi];
+
+            snprintf(name, sizeof(name), "lfe-g%d-w%d", gi, wi);
+            rc = start_thread(&w->tid, worker_main, w, s->plan->pin ? &g->cpus : NULL, name);
+            if (rc < 0) {
+                log_err("cannot create worker %d.%d: %s", gi, wi, strerror(-rc));
+                goto out_stop;
+            }
+            w->started = true;
+        }
+    }
+    rc = start_thread(&s->acc_tid, acceptor_main, s, s->plan->pin ? &s->all_cpus : NULL,
+                      "lfe-accept");
+    if (rc < 0) {
+        log_err("cannot create the accept thread: %s", strerror(-rc));
+        goto out_stop;
+    }
+    s->acc_started = true;
+    return 0;
+
+out_stop:
+    server_stop(s, 0, NULL);
+    return rc;
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+/* Sum of events handled and whether any worker is inside a batch. */
+static uint64_t activity(struct server *s, bool *busy)
+{
+    uint64_t ev = 0;
+
+    *busy = false;
+    for (int gi = 0; gi < s->ngroups; gi++)
+        for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
+            struct worker *w = &s->groups[gi].workers[wi];
+
+            ev += __atomic_load_n(&w->st.events, __ATOMIC_RELAXED);
+            if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE))
+                *busy = true;
+        }
+    return ev;
+}
+
+/* After every worker is joined: output still pending goes out while time is left, blocking. */
+static void flush_and_close(struct conn *c, long deadline)
+{
+    while (obuf_len(&c->out)) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+        long left = deadline - now_ms();
+        ssize_t w;
+
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            break;
+        w = send(c->fd, c->out.data + c->out.off, obuf_len(&c->out), MSG_NOSIGNAL);
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
+            break;
+        if (w > 0)
+            obuf_consume(&c->out, (size_t)w);
+    }
+    close(c->fd);
+    obuf_free(&c->out);
+    free(c);
+}
+
+void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
+{
+    long deadline = now_ms() + timeout_ms;
+    uint64_t prev = 0;
+    int quiet = 0;
+    long left;
+
+    __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
+    if (s->acc_started) {
+        pool_kick(s->acc_wakefd);
+        pthread_join(s->acc_tid, NULL);
+        s->acc_started = false;
+    }
+    for (int i = 0; i < s->nlisten; i++) {
+        if (s->lfds[i] >= 0)
+            close(s->lfds[i]); /* new connections are refused from here on */
+        s->lfds[i] = -1;
+    }
+    log_info("draining %ld connections (%ld with output pending), up to %d ms",
+             __atomic_load_n(&s->live, __ATOMIC_RELAXED),
+             __atomic_load_n(&s->npending, __ATOMIC_RELAXED), timeout_ms);
+    /* Quiet means: no connection left, or nothing pending, no worker busy and no event handled
+     * across two consecutive looks (an idle connection is closed below, losing nothing). */
+    while (abort_wait && now_ms() < deadline) {
+        bool busy;
+        uint64_t ev;
+
+        if (abort_wait()) { /* waits up to 10 ms; non-zero: a second signal */
+            log_warn("second stop signal: not waiting for in-flight work");
+            deadline = now_ms();
+            break;
+        }
+        ev = activity(s, &busy);
+        if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) == 0)
+            break;
+        if (!busy && ev == prev && __atomic_load_n(&s->npending, __ATOMIC_RELAXED) == 0) {
+            if (++quiet >= 2)
+                break;
+        } else {
+            quiet = 0;
+        }
+        prev = ev;
+    }
+    for (int gi = 0; gi < s->ngroups; gi++)
+        pool_kick(s->groups[gi].stopfd);
+    for (int gi = 0; gi < s->ngroups; gi++)
+        for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
+            struct worker *w = &s->groups[gi].workers[wi];
+
+            if (w->started)
+                pthread_join(w->tid, NULL);
+            w->started = false;
+        }
+    left = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
+    for (size_t fd = 0; fd < s->table_size && left > 0; fd++) {
+        struct conn *c = s->table[fd];
+
+        if (c) {
+            s->table[fd] = NULL;
+            flush_and_close(c, deadline);
+            left--;
+        }
+    }
+    __atomic_store_n(&s->live, 0, __ATOMIC_RELAXED);
+}
+
+void server_print_stats(struct server *s, FILE *f)
+{
+    struct worker_stats total = {0};
+    struct accept_stats acc = {0};
+    char prefix[128], cpus[64];
+
+    for (int gi = 0; gi < s->ngroups; gi++) {
+        struct group *g = &s->groups[gi];
+        struct worker_stats gs = {0};
+
+        cpulist_format(&g->cpus, cpus, sizeof(cpus));
+        for (int wi = 0; wi < g->nworkers; wi++) {
+            struct worker_stats one = {0};
+
+            stats_add_worker(&one, &g->workers[wi].st);
+            stats_add_worker(&gs, &one);
+            snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s:", gi, wi,
+                     s->plan->pin ? cpus : "any");
+            stats_print_worker(f, prefix, &one);
+        }
+        snprintf(prefix, sizeof(prefix), "stats: group %d live=%ld accepted=%llu:", gi,
+                 __atomic_load_n(&g->live, __ATOMIC_RELAXED),
+                 (unsigned long long)__atomic_load_n(&g->accepted, __ATOMIC_RELAXED));
+        stats_print_worker(f, prefix, &gs);
+        stats_add_worker(&total, &gs);
+    }
+    snprintf(prefix, sizeof(prefix), "stats: total live=%ld:",
+             __atomic_load_n(&s->live, __ATOMIC_RELAXED));
+    stats_print_worker(f, prefix, &total);
+    stats_snap_accept(&acc, &s->ast);
+    stats_print_accept(f, "stats: accept:", &acc);
+    fflush(f);
+}
+
+void server_free(struct server *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->nlisten; i++)
+        if (s->lfds[i] >= 0)
+            close(s->lfds[i]);
+    if (s->acc_epfd >= 0)
+        close(s->acc_epfd);
+    if (s->acc_wakefd >= 0)
+        close(s->acc_wakefd);
+    for (int gi = 0; s->groups && gi < s->ngroups; gi++) {
+        struct group *g = &s->groups[gi];
+
+        if (g->epfd >= 0)
+            close(g->epfd);
+        if (g->stopfd >= 0)
+            close(g->stopfd);
+        for (int wi = 0; g->workers && wi < g->nworkers; wi++) {
+            free(g->workers[wi].buf);
+            free(g->workers[wi].evs);
+        }
+        free(g->workers);
+    }
+    free(s->groups);
+    free(s->table);
+    free(s);
+}

@@ -1,0 +1,92 @@
+/* worker: a follower thread of one epoll group; takes events, runs the handler, re-arms. */
+#include "log.h"
+#include "pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* Ends a connection this worker owns: after this neither c nor its fd number is touched. */
+static void close_conn(struct worker *w, struct conn *c, bool counted_pending)
+{
+    struct server *s = w->srv;
+
+    if (counted_pending)
+        __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
+    /* No EPOLL_CTL_DEL first: the registration is disarmed (its EPOLLONESHOT event was delivered
+     * to this worker and not re-armed), so no other thread can be handed it, and close() of the
+     * only reference to the socket removes it from the epoll set. One syscall less per
+     * connection. */
+    close(c->fd);
+    obuf_free(&c->out);
+    free(c);
+    __atomic_sub_fetch(&w->g->live, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&s->live, 1, __ATOMIC_RELAXED);
+    STAT_ADD(&w->st, closed, 1);
+    if (__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED))
+        pool_kick(s->acc_wakefd); /* a descriptor came free: the accept thread may resume */
+}
+
+static void handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io)
+{
+    struct server *s = w->srv;
+    bool had = obuf_len(&c->out) != 0, has;
+    uint32_t want = conn_echo(c, events, io);
+    struct epoll_event ev;
+
+    STAT_ADD(&w->st, events, 1);
+    has = obuf_len(&c->out) != 0;
+    if (!want) {
+        close_conn(w, c, had);
+        return;
+    }
+    if (had != has)
+        __atomic_add_fetch(&s->npending, has ? 1 : -1, __ATOMIC_RELAXED);
+    ev.events = want | EPOLLONESHOT;
+    ev.data.ptr = c;
+    if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
+        STAT_ADD(&w->st, err_epoll, 1);
+        log_warn("epoll_ctl(MOD) on fd %d failed: %s; connection closed", c->fd, strerror(errno));
+        close_conn(w, c, has);
+        return;
+    }
+    STAT_ADD(&w->st, rearms, 1);
+}
+
+void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct server *s = w->srv;
+    struct conn_io io = {
+        .buf = w->buf, .bufsize = WORKER_BUF, .max_pending = s->opt->max_pending, .st = &w->st};
+    bool stop = false;
+
+    while (!stop) {
+        int n = epoll_wait(w->g->epfd, w->evs, s->opt->batch, -1);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            log_err("worker %d.%d: epoll_wait: %s; worker stops", w->g->idx, w->idx,
+                    strerror(errno));
+            break;
+        }
+        __atomic_store_n(&w->busy, 1, __ATOMIC_RELAXED);
+        for (int i = 0; i < n; i++) {
+            struct conn *c = w->evs[i].data.ptr;
+
+            if (!c) {
+                /* The stop eventfd. It is level-triggered and never read, so it stays ready and
+                 * every worker of the group sees it. The rest of the batch is still ours. */
+                stop = true;
+                continue;
+            }
+            handle(w, c, w->evs[i].events, &io);
+        }
+        __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}

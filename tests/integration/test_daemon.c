@@ -1,0 +1,767 @@
+/* Integration tests: the real lfepolld on 127.0.0.1 (a free port it picks itself), driven over
+ * TCP, every byte checked. Each daemon runs under a hard deadline and is killed if it hangs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "load.h"
+
+static const char *lfepolld; /* path from $LFEPOLLD */
+static int slow = 1;         /* $TEST_SLOW: timeout multiplier for sanitizer builds */
+
+struct daemon {
+    pid_t pid;
+    int port;
+    char log[64];
+};
+
+static long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* The daemon's whole log so far (static buffer). */
+static const char *log_text(const struct daemon *d)
+{
+    static char buf[1 << 16];
+    int fd = open(d->log, O_RDONLY);
+    ssize_t n = fd < 0 ? 0 : read(fd, buf, sizeof(buf) - 1);
+
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return buf;
+}
+
+/* Starts lfepolld with args (NULL-terminated; "--listen 127.0.0.1:0" is added when args name
+ * no --listen). nofile > 0 sets RLIMIT_NOFILE, cpus pins the process (as taskset would).
+ * Returns 0 with d filled once the daemon logs its port, or -1 (then d->pid may have exited:
+ * see its log). */
+static int spawn(struct daemon *d, const char *const *args, long nofile, const cpu_set_t *cpus)
+{
+    const char *argv[64] = {lfepolld};
+    int argc = 1, fd;
+    bool has_listen = false;
+    long deadline = now_ms() + 5000L * slow;
+
+    for (; args && *args; args++) {
+        has_listen |= strcmp(*args, "--listen") == 0;
+        argv[argc++] = *args;
+    }
+    if (!has_listen) {
+        argv[argc++] = "--listen";
+        argv[argc++] = "127.0.0.1:0";
+    }
+    snprintf(d->log, sizeof(d->log), "/tmp/lfe-daemon-XXXXXX");
+    fd = mkstemp(d->log);
+    assert_true(fd >= 0);
+    d->port = 0;
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        if (nofile > 0) {
+            struct rlimit rl = {(rlim_t)nofile, (rlim_t)nofile};
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (cpus)
+            sched_setaffinity(0, sizeof(*cpus), cpus);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        execv(lfepolld, (char *const *)argv);
+        _exit(127);
+    }
+    close(fd);
+    while (now_ms() < deadline) {
+        const char *t = log_text(d), *p = strstr(t, "listening on ");
+        int status;
+
+        if (p && (p = strchr(p, '\n'))) {
+            const char *colon = p;
+            while (colon > t && colon[-1] != ':')
+                colon--;
+            d->port = atoi(colon);
+            return 0;
+        }
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+            d->pid = -(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) - 1000;
+            return -1;
+        }
+        sleep_ms(10);
+    }
+    return -1;
+}
+
+/* Sends sig and waits up to timeout_ms; returns the exit status, 128+signal if killed by one,
+ * or -1 if it had to be killed with SIGKILL. */
+static int stop_daemon(struct daemon *d, int sig, long timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms * slow;
+    int status;
+
+    if (d->pid <= 0)
+        return d->pid <= -1000 ? -(d->pid + 1000) : -1;
+    kill(d->pid, sig);
+    while (now_ms() < deadline) {
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        sleep_ms(5);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, &status, 0);
+    d->pid = 0;
+    return -1;
+}
+
+static void cleanup(struct daemon *d)
+{
+    if (d->pid > 0)
+        stop_daemon(d, SIGKILL, 1000);
+    unlink(d->log);
+}
+
+/* One field of /proc/PID/status, e.g. "VmRSS" -> its text. */
+static long proc_status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    FILE *f;
+    long v = -1;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, strlen(field)) == 0 && line[strlen(field)] == ':')
+            v = atol(line + strlen(field) + 1);
+    fclose(f);
+    return v;
+}
+
+static int count_threads(pid_t pid)
+{
+    char path[64];
+    DIR *dir;
+    struct dirent *e;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    dir = opendir(path);
+    if (!dir)
+        return -1;
+    while ((e = readdir(dir)))
+        n += e->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
+/* utime + stime of the whole process, in clock ticks. */
+static long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    long ut = 0, st = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (!f || !fgets(buf, sizeof(buf), f)) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    fclose(f);
+    p = strrchr(buf, ')'); /* comm may hold spaces */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) != 2)
+        return -1;
+    return ut + st;
+}
+
+/* The value of field on the last log line starting with prefix (e.g. "stats: accept:"), or -1. */
+static long stat_value(const char *text, const char *prefix, const char *field)
+{
+    const char *line = NULL, *p = text, *f;
+    char key[64];
+
+    while ((p = strstr(p, prefix))) {
+        line = p;
+        p += strlen(prefix);
+    }
+    if (!line)
+        return -1;
+    snprintf(key, sizeof(key), " %s=", field);
+    f = strstr(line, key);
+    if (!f || (strchr(line, '\n') && f > strchr(line, '\n')))
+        return -1;
+    return atol(f + strlen(key));
+}
+
+static struct load base_load(const struct daemon *d)
+{
+    struct load l = {.port = d->port, .conns = 1, .reqs = 1, .depth = 1, .min_size = 1,
+                     .max_size = 1 << 20, .timeout_ms = 60000 * slow};
+    return l;
+}
+
+static void assert_clean(const struct load *l, uint64_t want_requests)
+{
+    if (l->timed_out || l->mismatches || l->early_eof || l->errors || l->requests != want_requests)
+        fail_msg("load: requests %llu/%llu, mismatches %llu, early EOF %llu, errors %llu%s",
+                 (unsigned long long)l->requests, (unsigned long long)want_requests,
+                 (unsigned long long)l->mismatches, (unsigned long long)l->early_eof,
+                 (unsigned long long)l->errors, l->timed_out ? ", TIMED OUT" : "");
+}
+
+static void run_echo(int conns, int reqs, size_t max_size, const char *const *args)
+{
+    struct daemon d;
+    struct load l;
+
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    l = base_load(&d);
+    l.conns = conns;
+    l.reqs = reqs;
+    l.max_size = max_size;
+    load_run(&l);
+    assert_clean(&l, (uint64_t)conns * (uint64_t)reqs);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* Random sizes from 1 B to 1 MiB (log-uniform), byte-exact. */
+static void test_echo_1_conn(void **state)
+{
+    (void)state;
+    run_echo(1, 40, 1 << 20, NULL);
+}
+
+static void test_echo_100_conns(void **state)
+{
+    (void)state;
+    run_echo(100, 4, 1 << 20, NULL);
+}
+
+static void test_echo_1000_conns(void **state)
+{
+    static const char *const args[] = {"--groups", "2", "--workers", "2", NULL};
+
+    (void)state;
+    run_echo(1000, 2, 1 << 20, args);
+}
+
+/* Output pending and partial writes on every request: a 4 KiB cap makes the server stop
+ * reading and resume constantly; still byte-exact. */
+static void test_echo_tiny_max_pending(void **state)
+{
+    static const char *const args[] = {"--max-pending", "4K", "--batch", "1", NULL};
+
+    (void)state;
+    run_echo(20, 5, 1 << 20, args);
+}
+
+static void test_pipelined(void **state)
+{
+    struct daemon d;
+    struct load l;
+
+    (void)state;
+    assert_int_equal(spawn(&d, NULL, 0, NULL), 0);
+    l = base_load(&d);
+    l.conns = 10;
+    l.reqs = 2000;
+    l.depth = 64; /* 64 requests written before their echoes are read */
+    l.min_size = 1;
+    l.max_size = 4096;
+    load_run(&l);
+    assert_clean(&l, 20000);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+static void test_half_close(void **state)
+{
+    struct daemon d;
+    struct load l;
+
+    (void)state;
+    assert_int_equal(spawn(&d, NULL, 0, NULL), 0);
+    l = base_load(&d);
+    l.conns = 50;
+    l.reqs = 3;
+    l.depth = 3; /* all three requests sent, then SHUT_WR, then everything must come back */
+    l.min_size = 1;
+    l.max_size = 1 << 20;
+    l.half_close = true;
+    load_run(&l);
+    assert_clean(&l, 150);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+static void test_short_connections(void **state)
+{
+    struct daemon d;
+    struct load l;
+
+    (void)state;
+    assert_int_equal(spawn(&d, NULL, 0, NULL), 0);
+    l = base_load(&d);
+    l.conns = 50;
+    l.short_total = 10000; /* connect, send, read it back, close: 10,000 times */
+    l.min_size = 64;
+    l.max_size = 64;
+    load_run(&l);
+    assert_clean(&l, 10000);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_int_equal(stat_value(log_text(&d), "stats: accept:", "accepted"), 10000);
+    assert_int_equal(stat_value(log_text(&d), "stats: total", "closed"), 10000);
+    cleanup(&d);
+}
+
+static void test_ipv6(void **state)
+{
+    static const char *const args[] = {"--listen", "[::1]:0", NULL};
+    struct daemon d;
+    struct load l;
+
+    (void)state;
+    if (spawn(&d, args, 0, NULL) < 0) {
+        if (strstr(log_text(&d), "no such local address") ||
+            strstr(log_text(&d), "Address family")) {
+            cleanup(&d);
+            skip(); /* no IPv6 on loopback here */
+        }
+        fail_msg("lfepolld did not start on [::1]: %s", log_text(&d));
+    }
+    l = base_load(&d);
+    l.ipv6 = 1;
+    l.conns = 10;
+    l.reqs = 5;
+    l.max_size = 100000;
+    load_run(&l);
+    assert_clean(&l, 50);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* The pool is fixed: main + accept thread + G*W workers, before and after load. */
+static void test_thread_count_constant(void **state)
+{
+    static const char *const args[] = {"--groups", "2", "--workers", "3", "--no-pin", NULL};
+    struct daemon d;
+    struct load l;
+
+    (void)state;
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    assert_int_equal(count_threads(d.pid), 1 + 1 + 2 * 3);
+    l = base_load(&d);
+    l.conns = 100;
+    l.reqs = 20;
+    l.max_size = 8192;
+    load_run(&l);
+    assert_clean(&l, 2000);
+    assert_int_equal(count_threads(d.pid), 8);
+    l = base_load(&d);
+    l.conns = 20;
+    l.short_total = 2000;
+    l.min_size = l.max_size = 64;
+    load_run(&l);
+    assert_clean(&l, 2000);
+    assert_int_equal(count_threads(d.pid), 8);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* Cpus_allowed_list of one thread, found by its name. */
+static bool thread_cpus(pid_t pid, const char *comm, char *out, size_t len)
+{
+    char path[300], name[32], line[256];
+    DIR *dir;
+    struct dirent *e;
+    bool found = false;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    dir = opendir(path);
+    while (dir && !found && (e = readdir(dir))) {
+        FILE *f;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+        f = fopen(path, "r");
+        if (!f || !fgets(name, sizeof(name), f)) {
+            if (f)
+                fclose(f);
+            continue;
+        }
+        fclose(f);
+        name[strcspn(name, "\n")] = '\0';
+        if (strcmp(name, comm) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+        f = fopen(path, "r");
+        while (f && fgets(line, sizeof(line), f))
+            if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+                snprintf(out, len, "%s", line + 18 + strspn(line + 18, " \t"));
+                out[strcspn(out, "\n")] = '\0';
+                found = true;
+            }
+        if (f)
+            fclose(f);
+    }
+    if (dir)
+        closedir(dir);
+    return found;
+}
+
+/* Each worker runs exactly on its group's CPUs as the daemon logged its plan. */
+static void test_worker_affinity_matches_plan(void **state)
+{
+    static const char *const args[] = {"--groups", "2", "--workers", "2", NULL};
+    struct daemon d;
+    char want[128], got[128], comm[32], key[32];
+
+    (void)state;
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    for (int g = 0; g < 2; g++) {
+        const char *p;
+        snprintf(key, sizeof(key), "group %d: 2 workers on CPUs ", g);
+        p = strstr(log_text(&d), key);
+        assert_non_null(p);
+        snprintf(want, sizeof(want), "%s", p + strlen(key));
+        want[strcspn(want, "\n")] = '\0';
+        for (int w = 0; w < 2; w++) {
+            snprintf(comm, sizeof(comm), "lfe-g%d-w%d", g, w);
+            assert_true(thread_cpus(d.pid, comm, got, sizeof(got)));
+            assert_string_equal(got, want);
+        }
+    }
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* Under taskset -c 0, no thread escapes CPU 0, whatever the plan. */
+static void test_stays_inside_affinity(void **state)
+{
+    static const char *const args[] = {"--groups", "2", "--workers", "2", NULL};
+    struct daemon d;
+    cpu_set_t one;
+    char got[128];
+    const char *names[] = {"lfepolld", "lfe-accept", "lfe-g0-w0", "lfe-g0-w1", "lfe-g1-w0",
+                           "lfe-g1-w1"};
+
+    (void)state;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    assert_int_equal(spawn(&d, args, 0, &one), 0);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        assert_true(thread_cpus(d.pid, names[i], got, sizeof(got)));
+        assert_string_equal(got, "0");
+    }
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+struct term_arg {
+    struct daemon *d;
+    long at_ms;
+    bool sent;
+};
+
+static bool send_term(long elapsed, void *arg)
+{
+    struct term_arg *t = arg;
+
+    if (!t->sent && elapsed >= t->at_ms) {
+        kill(t->d->pid, SIGTERM);
+        t->sent = true;
+    }
+    return t->sent;
+}
+
+/* SIGTERM under load: every request in flight is echoed in full, then the server closes the
+ * connection and exits 0. */
+static void test_sigterm_under_load(void **state)
+{
+    static const char *const args[] = {"--drain-timeout", "10s", NULL};
+    struct daemon d;
+    struct load l;
+    struct term_arg t;
+    int status;
+
+    (void)state;
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    t = (struct term_arg){&d, 300, false};
+    l = base_load(&d);
+    l.conns = 100;
+    l.reqs = 1000000; /* until SIGTERM */
+    l.depth = 2;
+    l.max_size = 256 * 1024;
+    l.tick = send_term;
+    l.tick_arg = &t;
+    load_run(&l);
+    if (l.timed_out || l.mismatches || l.early_eof || l.errors || l.server_closed != 100)
+        fail_msg("requests %llu, mismatches %llu, early EOF %llu, errors %llu, closed after "
+                 "drain %llu/100%s",
+                 (unsigned long long)l.requests, (unsigned long long)l.mismatches,
+                 (unsigned long long)l.early_eof, (unsigned long long)l.errors,
+                 (unsigned long long)l.server_closed, l.timed_out ? ", TIMED OUT" : "");
+    assert_true(l.requests > 100);
+    status = stop_daemon(&d, 0, 10000); /* signal 0: just wait for the exit */
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(log_text(&d), "stopped"));
+    cleanup(&d);
+}
+
+/* SIGTERM with idle connections: they are closed, the daemon exits 0 at once. */
+static void test_sigterm_idle_and_sigusr1(void **state)
+{
+    struct daemon d;
+    int fds[10];
+    long t0;
+    char b;
+
+    (void)state;
+    assert_int_equal(spawn(&d, NULL, 0, NULL), 0);
+    for (int i = 0; i < 10; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
+    }
+    sleep_ms(100);
+    kill(d.pid, SIGUSR1);
+    sleep_ms(200 * slow);
+    assert_non_null(strstr(log_text(&d), "stats: total live=10:"));
+    assert_non_null(strstr(log_text(&d), "stats: accept: accepted=10 "));
+    t0 = now_ms();
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_true(now_ms() - t0 < 2000 * slow); /* idle connections do not hold the drain */
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(read(fds[i], &b, 1), 0); /* closed by the server */
+        close(fds[i]);
+    }
+    cleanup(&d);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static void test_port_in_use(void **state)
+{
+    struct daemon a, b;
+    char listen[64];
+    const char *args[] = {"--listen", listen, NULL};
+    const char *text;
+
+    (void)state;
+    assert_int_equal(spawn(&a, NULL, 0, NULL), 0);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", a.port);
+    assert_int_equal(spawn(&b, args, 0, NULL), -1);
+    assert_int_equal(stop_daemon(&b, 0, 5000), 1);
+    text = log_text(&b);
+    if (count_lines(text) != 1 || !strstr(text, "port in use") || !strstr(text, listen))
+        fail_msg("want one line naming %s and 'port in use', got: %s", listen, text);
+    cleanup(&b);
+    assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
+    cleanup(&a);
+}
+
+static void bad_start(const char *const *args, int want_status, const char *needle)
+{
+    struct daemon d;
+    const char *text;
+
+    assert_int_equal(spawn(&d, args, 0, NULL), -1);
+    assert_int_equal(stop_daemon(&d, 0, 5000), want_status);
+    text = log_text(&d);
+    if (count_lines(text) != 1 || !strstr(text, needle))
+        fail_msg("want one line with '%s', got: %s", needle, text);
+    cleanup(&d);
+}
+
+static void test_bad_flags(void **state)
+{
+    static const char *const a1[] = {"--bogus", NULL};
+    static const char *const a2[] = {"--groups", "zero", NULL};
+    static const char *const a3[] = {"--cpus", "1000", NULL};
+    static const char *const a4[] = {"--listen", "127.0.0.1", NULL};
+
+    (void)state;
+    bad_start(a1, 2, "unknown option '--bogus'");
+    bad_start(a2, 2, "--groups: 'zero' is not an integer");
+    bad_start(a3, 2, "--cpus: CPU 1000 is not online");
+    bad_start(a4, 2, "--listen: '127.0.0.1' is not HOST:PORT");
+}
+
+/* A client that sends and never reads: the server stops reading at --max-pending, its memory
+ * stays bounded, and once the client reads, every byte comes back. */
+static void test_slow_reader_bounded(void **state)
+{
+    static const char *const args[] = {"--max-pending", "256K", NULL};
+    struct daemon d;
+    struct load l;
+    long rss0;
+    pid_t child;
+    int status;
+
+    (void)state;
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    rss0 = proc_status_kb(d.pid, "VmRSS");
+    l = base_load(&d);
+    l.conns = 20;
+    l.reqs = 1;
+    l.min_size = l.max_size = 16 << 20; /* 16 MiB each, 320 MiB in all */
+    l.noread_ms = 1500;
+    /* A child samples the server's RSS while the load runs and nobody reads. */
+    child = fork();
+    if (child == 0) {
+        long max = 0;
+        for (int i = 0; i < 14; i++) {
+            long v = proc_status_kb(d.pid, "VmRSS");
+            if (v > max)
+                max = v;
+            sleep_ms(100);
+        }
+        _exit(max - rss0 > 64 * 1024 ? 1 : 0); /* 20 x 256K pending + slack, far below 320M */
+    }
+    load_run(&l);
+    waitpid(child, &status, 0);
+    assert_clean(&l, 20);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) != 0)
+        fail_msg("server RSS grew past 64 MiB while the client did not read");
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_true(stat_value(log_text(&d), "stats: total", "paused") > 0); /* backpressure engaged */
+    cleanup(&d);
+}
+
+/* RLIMIT_NOFILE 64 and 200 connections: no spinning, the rest are shed or wait, and the server
+ * serves again once clients leave. Run with the default --max-conns (shed) and with a
+ * --max-conns above the limit (accept hits EMFILE and pauses). */
+static void fd_exhaustion(const char *const *args, const char *counter, const char *logline)
+{
+    struct daemon d;
+    int fds[200];
+    long t0, ticks;
+    struct load l;
+
+    assert_int_equal(spawn(&d, args, 64, NULL), 0);
+    for (int i = 0; i < 200; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        connect(fds[i], (struct sockaddr *)&a, sizeof(a));
+    }
+    sleep_ms(200);
+    t0 = cpu_ticks(d.pid);
+    sleep_ms(1000);
+    ticks = cpu_ticks(d.pid) - t0;
+    /* A spinning accept loop burns ~100 ticks a second; an idle one a few. */
+    if (ticks > 30 * slow)
+        fail_msg("lfepolld used %ld ticks in 1 s while out of descriptors: spinning", ticks);
+    for (int i = 0; i < 200; i++)
+        close(fds[i]);
+    l = base_load(&d);
+    l.conns = 10;
+    l.reqs = 10;
+    l.max_size = 10000;
+    l.timeout_ms = 10000 * slow;
+    load_run(&l);
+    assert_clean(&l, 100);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    if (stat_value(log_text(&d), "stats: accept:", counter) <= 0 ||
+        (logline && !strstr(log_text(&d), logline)))
+        fail_msg("want %s > 0 in the stats and '%s' in the log: %s", counter,
+                 logline ? logline : "", log_text(&d));
+    cleanup(&d);
+}
+
+static void test_fd_limit_sheds(void **state)
+{
+    (void)state;
+    fd_exhaustion(NULL, "shed", NULL);
+}
+
+static void test_fd_limit_emfile_pauses(void **state)
+{
+    static const char *const args[] = {"--max-conns", "1000", NULL};
+
+    (void)state;
+    fd_exhaustion(args, "emfile", "accepting paused until one closes");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_echo_1_conn),
+        cmocka_unit_test(test_echo_100_conns),
+        cmocka_unit_test(test_echo_1000_conns),
+        cmocka_unit_test(test_echo_tiny_max_pending),
+        cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_half_close),
+        cmocka_unit_test(test_short_connections),
+        cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_thread_count_constant),
+        cmocka_unit_test(test_worker_affinity_matches_plan),
+        cmocka_unit_test(test_stays_inside_affinity),
+        cmocka_unit_test(test_sigterm_under_load),
+        cmocka_unit_test(test_sigterm_idle_and_sigusr1),
+        cmocka_unit_test(test_port_in_use),
+        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_slow_reader_bounded),
+        cmocka_unit_test(test_fd_limit_sheds),
+        cmocka_unit_test(test_fd_limit_emfile_pauses),
+    };
+    struct rlimit rl;
+
+    lfepolld = getenv("LFEPOLLD");
+    if (!lfepolld) {
+        fprintf(stderr, "set LFEPOLLD to the lfepolld binary (make test does)\n");
+        return 1;
+    }
+    if (getenv("TEST_SLOW"))
+        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
+    /* 1,000 connections and their server side need more than the usual 1024 descriptors. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

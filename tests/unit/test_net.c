@@ -1,0 +1,121 @@
+/* Unit tests of net: the accept4 wrapper's EINTR/ECONNABORTED/EAGAIN/EMFILE paths (accept4
+ * faked through -Wl,--wrap) and real listening sockets on loopback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net.h"
+
+static int script_ret[16], script_err[16], nsteps, istep;
+static int last_flags;
+
+int __real_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags);
+int __wrap_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags);
+int __wrap_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
+{
+    if (nsteps == 0)
+        return __real_accept4(fd, a, l, flags);
+    last_flags = flags;
+    assert_true(istep < nsteps);
+    errno = script_err[istep];
+    return script_ret[istep++];
+}
+
+static void script(int ret, int err)
+{
+    script_ret[nsteps] = ret;
+    script_err[nsteps++] = err;
+}
+
+static int reset(void **state)
+{
+    (void)state;
+    nsteps = istep = 0;
+    return 0;
+}
+
+static void test_accept_retries_eintr_and_aborted(void **state)
+{
+    (void)state;
+    script(-1, EINTR);
+    script(-1, ECONNABORTED);
+    script(42, 0);
+    assert_int_equal(net_accept(3), 42);
+    assert_int_equal(istep, 3);
+    assert_int_equal(last_flags, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+static void test_accept_errors(void **state)
+{
+    (void)state;
+    script(-1, EAGAIN);
+    script(-1, EMFILE);
+    script(-1, ENFILE);
+    script(-1, ENOBUFS);
+    script(-1, EPERM);
+    assert_int_equal(net_accept(3), -EAGAIN);
+    assert_int_equal(net_accept(3), -EMFILE);
+    assert_int_equal(net_accept(3), -ENFILE);
+    assert_int_equal(net_accept(3), -ENOBUFS);
+    assert_int_equal(net_accept(3), -EPERM);
+}
+
+static void test_listen_and_port_in_use(void **state)
+{
+    char err[256], name[64], addr[80];
+    int a, b;
+
+    (void)state;
+    a = net_listen("127.0.0.1:0", 128, err, sizeof(err));
+    assert_true(a >= 0);
+    net_local_name(a, name, sizeof(name));
+    assert_true(strncmp(name, "127.0.0.1:", 10) == 0);
+    assert_int_equal(net_accept(a), -EAGAIN); /* real accept4: non-blocking, empty queue */
+    snprintf(addr, sizeof(addr), "%s", name);
+    b = net_listen(addr, 128, err, sizeof(err));
+    assert_int_equal(b, -EADDRINUSE);
+    if (!strstr(err, "port in use") || !strstr(err, addr) || strchr(err, '\n'))
+        fail_msg("bad message: %s", err);
+    close(a);
+}
+
+static void test_listen_ipv6_and_bad_host(void **state)
+{
+    char err[256], name[64];
+    int fd;
+
+    (void)state;
+    fd = net_listen("[::1]:0", 16, err, sizeof(err));
+    if (fd >= 0) {
+        net_local_name(fd, name, sizeof(name));
+        assert_true(strncmp(name, "[::1]:", 6) == 0);
+        close(fd);
+    } else {
+        /* a kernel without IPv6 on loopback: the error must still be one clear line */
+        assert_null(strchr(err, '\n'));
+    }
+    assert_true(net_listen("no-such-host.invalid:1", 16, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "cannot resolve"));
+    assert_true(net_listen("192.0.2.1:0", 16, err, sizeof(err)) < 0); /* not ours */
+    assert_non_null(strstr(err, "no such local address"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_accept_retries_eintr_and_aborted, reset),
+        cmocka_unit_test_setup(test_accept_errors, reset),
+        cmocka_unit_test_setup(test_listen_and_port_in_use, reset),
+        cmocka_unit_test_setup(test_listen_ipv6_and_bad_host, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

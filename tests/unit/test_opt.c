@@ -1,0 +1,188 @@
+/* Unit tests of opt: every flag, its default, and each bad value rejected with its message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "opt.h"
+
+static char err[512];
+static struct opt o;
+
+/* Parses a NULL-terminated argument list (argv[0] is supplied). */
+static enum opt_result parse(const char *first, ...)
+{
+    char *argv[64] = {(char *)"lfepolld"};
+    int argc = 1;
+    va_list ap;
+    FILE *out = fopen("/dev/null", "w");
+    enum opt_result r;
+
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    err[0] = '\0';
+    r = opt_parse(&o, argc, argv, out, err, sizeof(err));
+    fclose(out);
+    return r;
+}
+
+static void expect_error(const char *needle, enum opt_result r)
+{
+    assert_int_equal(r, OPT_ERROR);
+    if (!strstr(err, needle))
+        fail_msg("error '%s' lacks '%s'", err, needle);
+    assert_null(strchr(err, '\n')); /* one line */
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    assert_int_equal(parse(NULL), OPT_RUN);
+    assert_int_equal(o.nlisten, 1);
+    assert_string_equal(o.listen[0], "127.0.0.1:9876");
+    assert_int_equal(o.backlog, 65535);
+    assert_int_equal(o.groups, 0);
+    assert_int_equal(o.workers, 0);
+    assert_false(o.have_cpus);
+    assert_true(o.pin);
+    assert_int_equal(o.max_conns, 0);
+    assert_int_equal(o.max_pending, 1 << 20);
+    assert_int_equal(o.drain_ms, 5000);
+    assert_int_equal(o.batch, 16);
+    assert_int_equal(o.dispatch, DISPATCH_RR);
+    assert_int_equal(o.verbosity, 1);
+}
+
+static void test_every_flag(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("--listen", "127.0.0.1:1", "--listen=[::1]:2", "--backlog", "128",
+                           "--groups", "3", "--workers=2", "--cpus", "0,2-3", "--no-pin",
+                           "--max-conns", "500", "--max-pending", "64K", "--drain-timeout",
+                           "250ms", "--batch", "1", "--dispatch", "least", "-q", NULL),
+                     OPT_RUN);
+    assert_int_equal(o.nlisten, 2);
+    assert_string_equal(o.listen[0], "127.0.0.1:1");
+    assert_string_equal(o.listen[1], "[::1]:2");
+    assert_int_equal(o.backlog, 128);
+    assert_int_equal(o.groups, 3);
+    assert_int_equal(o.workers, 2);
+    assert_true(o.have_cpus);
+    assert_int_equal(CPU_COUNT(&o.cpus), 3);
+    assert_true(CPU_ISSET(0, &o.cpus) && CPU_ISSET(2, &o.cpus) && CPU_ISSET(3, &o.cpus));
+    assert_false(o.pin);
+    assert_int_equal(o.max_conns, 500);
+    assert_int_equal(o.max_pending, 65536);
+    assert_int_equal(o.drain_ms, 250);
+    assert_int_equal(o.batch, 1);
+    assert_int_equal(o.dispatch, DISPATCH_LEAST);
+    assert_int_equal(o.verbosity, 0);
+    assert_int_equal(parse("-v", "--dispatch", "rr", "--drain-timeout", "2.5", NULL), OPT_RUN);
+    assert_int_equal(o.verbosity, 2);
+    assert_int_equal(o.dispatch, DISPATCH_RR);
+    assert_int_equal(o.drain_ms, 2500);
+}
+
+static void test_help_version(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("--help", NULL), OPT_EXIT);
+    assert_int_equal(parse("-h", NULL), OPT_EXIT);
+    assert_int_equal(parse("--version", NULL), OPT_EXIT);
+}
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    expect_error("unknown option '--bogus'", parse("--bogus", NULL));
+    expect_error("unexpected argument 'extra'", parse("extra", NULL));
+    expect_error("--groups needs a value", parse("--groups", NULL));
+    expect_error("--no-pin takes no value", parse("--no-pin=1", NULL));
+    expect_error("--groups: 'x' is not an integer from 1 to 1024", parse("--groups", "x", NULL));
+    expect_error("--groups: '0'", parse("--groups", "0", NULL));
+    expect_error("--workers: '2000'", parse("--workers", "2000", NULL));
+    expect_error("--workers: '3x'", parse("--workers", "3x", NULL));
+    expect_error("--backlog: '-1'", parse("--backlog", "-1", NULL));
+    expect_error("--backlog: ''", parse("--backlog=", NULL));
+    expect_error("--listen: '9876' is not HOST:PORT", parse("--listen", "9876", NULL));
+    expect_error("--listen: 'localhost:99999'", parse("--listen", "localhost:99999", NULL));
+    expect_error("--listen: '::1:80'", parse("--listen", "::1:80", NULL));
+    expect_error("--listen: 'h:'", parse("--listen", "h:", NULL));
+    expect_error("--cpus: 'a-b' is not a CPU list", parse("--cpus", "a-b", NULL));
+    expect_error("--cpus: '3-1'", parse("--cpus", "3-1", NULL));
+    expect_error("--cpus: '0,,1'", parse("--cpus", "0,,1", NULL));
+    expect_error("--cpus: '5000'", parse("--cpus", "5000", NULL));
+    expect_error("--max-conns: '0'", parse("--max-conns", "0", NULL));
+    expect_error("--max-pending: '12'", parse("--max-pending", "12", NULL));
+    expect_error("--max-pending: '2G'", parse("--max-pending", "2G", NULL));
+    expect_error("--max-pending: '1Q'", parse("--max-pending", "1Q", NULL));
+    expect_error("--drain-timeout: 'soon'", parse("--drain-timeout", "soon", NULL));
+    expect_error("--drain-timeout: '5h'", parse("--drain-timeout", "5h", NULL));
+    expect_error("--drain-timeout: '-1'", parse("--drain-timeout", "-1", NULL));
+    expect_error("--batch: '0'", parse("--batch", "0", NULL));
+    expect_error("--dispatch: 'random' is not a policy; use rr or least",
+                 parse("--dispatch", "random", NULL));
+}
+
+static void test_too_many_listen(void **state)
+{
+    const char *a[2 * OPT_MAX_LISTEN + 3] = {"lfepolld"};
+    int n = 1;
+    FILE *out = fopen("/dev/null", "w");
+
+    (void)state;
+    for (int i = 0; i <= OPT_MAX_LISTEN; i++) {
+        a[n++] = "--listen";
+        a[n++] = "127.0.0.1:0";
+    }
+    assert_int_equal(opt_parse(&o, n, (char **)a, out, err, sizeof(err)), OPT_ERROR);
+    assert_non_null(strstr(err, "at most 16"));
+    fclose(out);
+}
+
+static void test_sizes_durations(void **state)
+{
+    size_t sz;
+    long ms;
+
+    (void)state;
+    assert_int_equal(opt_parse_size("1024", &sz), 0);
+    assert_int_equal(sz, 1024);
+    assert_int_equal(opt_parse_size("4k", &sz), 0);
+    assert_int_equal(sz, 4096);
+    assert_int_equal(opt_parse_size("2MiB", &sz), 0);
+    assert_int_equal(sz, 2 << 20);
+    assert_int_equal(opt_parse_size("1G", &sz), 0);
+    assert_int_equal(sz, 1 << 30);
+    assert_int_equal(opt_parse_size("", &sz), -EINVAL);
+    assert_int_equal(opt_parse_size("k", &sz), -EINVAL);
+    assert_int_equal(opt_parse_size("1kk", &sz), -EINVAL);
+    assert_int_equal(opt_parse_size("99999999999999999999", &sz), -EINVAL);
+    assert_int_equal(opt_parse_duration_ms("5", &ms), 0);
+    assert_int_equal(ms, 5000);
+    assert_int_equal(opt_parse_duration_ms("0.5s", &ms), 0);
+    assert_int_equal(ms, 500);
+    assert_int_equal(opt_parse_duration_ms("20ms", &ms), 0);
+    assert_int_equal(ms, 20);
+    assert_int_equal(opt_parse_duration_ms("0", &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(opt_parse_duration_ms("1m", &ms), -EINVAL);
+    assert_int_equal(opt_parse_duration_ms("", &ms), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),      cmocka_unit_test(test_every_flag),
+        cmocka_unit_test(test_help_version),  cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_too_many_listen), cmocka_unit_test(test_sizes_durations),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
