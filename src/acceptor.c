@@ -96,6 +96,7 @@ static bool accept_all(struct server *s, int li)
         ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
         ev.data.ptr = c;
         /* From here a worker may own, close and free c: do not touch it again. */
+        HANDOFF_RELEASE(c);
         if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
             log_warn("epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
                      strerror(errno));

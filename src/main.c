@@ -165,6 +165,9 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    if (server_start(srv) < 0)
+        goto out;
+    /* Logged once every thread runs: "listening on" means ready. */
     for (int i = 0; i < o.nlisten; i++) {
         char name[128];
         net_local_name(lfds[i], name, sizeof(name));
@@ -184,8 +187,6 @@ int main(int argc, char **argv)
     log_info("limits: max-conns %ld (RLIMIT_NOFILE %llu), max-pending %zu bytes per connection",
              max_conns, (unsigned long long)rl.rlim_cur, o.max_pending);
 
-    if (server_start(srv) < 0)
-        goto out;
 
     for (;;) {
         int sig = sigwaitinfo(&sigs, NULL);

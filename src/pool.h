@@ -71,6 +71,20 @@ struct server {
     cpu_set_t all_cpus;                    /* union of the groups' CPUs: the accept thread's */
 };
 
+/* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept
+ * thread, MOD by a worker) happens before the epoll_wait that returns the connection to the
+ * next owner. ThreadSanitizer models that edge for EPOLL_CTL_ADD only, so TSan builds state it;
+ * other builds compile these to nothing. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define HANDOFF_RELEASE(c) __tsan_release(c)
+#define HANDOFF_ACQUIRE(c) __tsan_acquire(c)
+#else
+#define HANDOFF_RELEASE(c) ((void)(c))
+#define HANDOFF_ACQUIRE(c) ((void)(c))
+#endif
+
 void *acceptor_main(void *arg);
 void *worker_main(void *arg);
 

@@ -36,6 +36,7 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
     bool had = obuf_len(&c->out) != 0, has;
     uint32_t want = conn_echo(c, events, io);
     struct epoll_event ev;
+    int fd = c->fd; /* after the re-arm, c belongs to whichever worker epoll hands it to */
 
     STAT_ADD(&w->st, events, 1);
     has = obuf_len(&c->out) != 0;
@@ -47,9 +48,11 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
         __atomic_add_fetch(&s->npending, has ? 1 : -1, __ATOMIC_RELAXED);
     ev.events = want | EPOLLONESHOT;
     ev.data.ptr = c;
-    if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
+    HANDOFF_RELEASE(c);
+    if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
+        /* Failed: the registration is unchanged (still disarmed), so c is still ours. */
         STAT_ADD(&w->st, err_epoll, 1);
-        log_warn("epoll_ctl(MOD) on fd %d failed: %s; connection closed", c->fd, strerror(errno));
+        log_warn("epoll_ctl(MOD) on fd %d failed: %s; connection closed", fd, strerror(errno));
         close_conn(w, c, has);
         return;
     }
@@ -84,6 +87,7 @@ void *worker_main(void *arg)
                 stop = true;
                 continue;
             }
+            HANDOFF_ACQUIRE(c);
             handle(w, c, w->evs[i].events, &io);
         }
         __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
