@@ -128,7 +128,7 @@ run: deps
 	$(LFEPOLLD) $(ARGS)
 
 bench: $(LFEPOLLD)
-	bench/peers.sh
+	tests/bench/peers.sh
 
 format:
 	clang-format -i src/*.c src/*.h include/*.h tests/unit/*.c tests/integration/*.c
