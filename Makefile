@@ -49,15 +49,22 @@ SRV_MODS := log opt topo net obuf conn stats dispatch server acceptor worker
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o)
 LFEPOLLD := $(BINDIR)/lfepolld
 
+# lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
+CLI_MODS := bopt hist payload verify rate engine
+CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o
+LFBENCH := $(BINDIR)/lfbench
+
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
-UNIT := opt topo dispatch obuf conn net
+UNIT := opt topo dispatch obuf conn net hist rate bopt verify
+CLI_TMODS := bopt hist payload verify rate
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
-INT_BINS := $(TOBJ)/test_daemon
+INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lfbench
+BADSERVER := $(TOBJ)/badserver
 
 .PHONY: all run test unit integration deps bench format install uninstall clean
-all: $(LFEPOLLD)
+all: $(LFEPOLLD) $(LFBENCH)
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -65,6 +72,13 @@ $(BUILD)/src/%.o: src/%.c
 
 $(LFEPOLLD): $(SRV_OBJS) $(BUILD)/src/main.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ALLOC_LIBS) $(LDLIBS)
+
+$(BUILD)/client/%.o: client/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) -Iclient $(ALL_CFLAGS) -c -o $@ $<
+
+$(LFBENCH): $(CLI_OBJS) $(BUILD)/client/lfbench.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lm $(LDLIBS)
 
 # --- tests -------------------------------------------------------------------------------
 TEST_CFLAGS = $(LFE_CFLAGS) -O0 -U_FORTIFY_SOURCE $(CFLAGS)
@@ -76,9 +90,16 @@ $(TOBJ)/src/%.o: src/%.c
 $(TOBJ)/libsrv.a: $(SRV_MODS:%=$(TOBJ)/src/%.o)
 	rm -f $@ && ar rcs $@ $^
 
+$(TOBJ)/client/%.o: client/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) -Iclient $(TEST_CFLAGS) -c -o $@ $<
+
+$(TOBJ)/libcli.a: $(CLI_TMODS:%=$(TOBJ)/client/%.o)
+	rm -f $@ && ar rcs $@ $^
+
 $(TOBJ)/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CPPFLAGS) -Itests $(TEST_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CPPFLAGS) -Iclient $(TEST_CFLAGS) -c -o $@ $<
 
 $(TOBJ)/int_%.o: tests/integration/%.c
 	@mkdir -p $(@D)
@@ -88,25 +109,35 @@ $(TOBJ)/int_%.o: tests/integration/%.c
 $(TOBJ)/test_daemon: $(TOBJ)/int_test_daemon.o $(TOBJ)/int_load.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
+$(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(BADSERVER): tests/integration/badserver.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -o $@ $<
+
 $(TOBJ)/int_load.o: TEST_CFLAGS = $(LFE_CFLAGS) -O2 $(CFLAGS)
 
-$(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/libsrv.a
+$(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $< \
 	  $$(sed -n 's/.*\b__wrap_\([a-z_0-9]*\)(.*/-Wl,--wrap=\1/p' tests/unit/test_$*.c 2>/dev/null | sort -u) \
-	  $(TOBJ)/libsrv.a -lcmocka $(LDLIBS)
+	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka -lm $(LDLIBS)
 
 # TSan cannot see the hand-off ordered by EPOLL_CTL_MOD: see tests/tsan.supp.
 export TSAN_OPTIONS ?= suppressions=$(abspath tests/tsan.supp) second_deadlock_stack=1
 
+TEST_ENV = LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
+           BADSERVER=$(abspath $(BADSERVER)) LFE_SANITIZER=$(SANITIZER)
+
 test: deps
-	@$(MAKE) --no-print-directory $(LFEPOLLD) $(UNIT_BINS) $(INT_BINS)
-	@LFEPOLLD=$(abspath $(LFEPOLLD)) LFE_SANITIZER=$(SANITIZER) tests/run.sh $(UNIT_BINS) $(INT_BINS)
+	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(UNIT_BINS) $(INT_BINS)
+	@$(TEST_ENV) tests/run.sh $(UNIT_BINS) $(INT_BINS)
 
 unit: $(UNIT_BINS)
 	@tests/run.sh $(UNIT_BINS)
 
-integration: $(LFEPOLLD) $(INT_BINS)
-	@LFEPOLLD=$(abspath $(LFEPOLLD)) LFE_SANITIZER=$(SANITIZER) tests/run.sh $(INT_BINS)
+integration: $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(INT_BINS)
+	@$(TEST_ENV) tests/run.sh $(INT_BINS)
 
 # --- the two commands' prerequisites ---------------------------------------------------------
 deps:
@@ -131,9 +162,10 @@ bench: $(LFEPOLLD)
 	tests/bench/peers.sh
 
 format:
-	clang-format -i src/*.c src/*.h include/*.h tests/unit/*.c tests/integration/*.c
+	clang-format -i src/*.c src/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
+	  tests/integration/*.c tests/integration/*.h tests/bench/*.c
 
-install: $(LFEPOLLD)
+install: $(LFEPOLLD) $(LFBENCH)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(LFEPOLLD) $(DESTDIR)$(PREFIX)/bin/
 

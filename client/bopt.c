@@ -1,0 +1,337 @@
+/* bopt: lfbench's command line. */
+#include "bopt.h"
+
+#include "topo.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: lfbench [options] HOST:PORT\n"
+    "\n"
+    "Load client for TCP echo and framed servers: QPS and latency, every byte verified.\n"
+    "\n"
+    "  -t N                 threads, one event loop each (default 1)\n"
+    "  --cpus LIST          pin the threads to these CPUs, e.g. 1 or 2-3\n"
+    "  -c N                 connections (long) or connections in flight (short) (default 100)\n"
+    "  --mode long|short    long: keep connections open (default); short: one request per\n"
+    "                       connection (connect, write, read the response, close)\n"
+    "  --pipeline D         requests in flight per connection (long mode, default 1)\n"
+    "  -d SECONDS           run time after warm-up (default 10)\n"
+    "  -n REQUESTS          stop after this many requests instead\n"
+    "  --warmup SECONDS     excluded from the statistics (default 0)\n"
+    "  --timeout MS         per request; a stuck request is an error (default 5000)\n"
+    "  -R RATE              open loop: RATE requests/s in total, latency measured from the\n"
+    "                       intended send time (no coordinated omission)\n"
+    "  --connect-rate N     at most N new connections per second\n"
+    "  --linger0            close with SO_LINGER {1,0}: a reset instead of a FIN\n"
+    "  --size BYTES         generated payload size (default 64); carries a sequence number\n"
+    "  --payload FILE       send FILE as every request\n"
+    "  --mix F:W,F:W,...    weighted mix of request files; latency reported per file\n"
+    "  --expect echo        responses are the request, byte for byte (default)\n"
+    "  --expect line        a response is everything up to and including '\\n'\n"
+    "  --expect len32       a response is a 4-byte big-endian length, then that many bytes\n"
+    "  --expect bytes N     a response is exactly N bytes\n"
+    "  --source A[-B]       spread connections over these IPv4 source addresses\n"
+    "  --json FILE          write the results and the per-second series as JSON\n"
+    "  --max-errors N       exit non-zero when errors exceed N (default 0)\n"
+    "  -q                   no per-second progress lines\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Exit status: 0 when every response verified and errors <= --max-errors; 1 otherwise;\n"
+    "2 for bad usage.\n";
+
+int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+    const char *colon = strrchr(s, ':');
+    char host[64], *end;
+    long port;
+    size_t hl;
+
+    if (!colon || colon == s)
+        return -EINVAL;
+    port = strtol(colon + 1, &end, 10);
+    if (*end || end == colon + 1 || port < 1 || port > 65535)
+        return -EINVAL;
+    hl = (size_t)(colon - s);
+    memset(ss, 0, sizeof(*ss));
+    if (s[0] == '[') {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        if (hl < 3 || s[hl - 1] != ']' || hl - 2 >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, s + 1, hl - 2);
+        host[hl - 2] = '\0';
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+            return -EINVAL;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        if (hl >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, s, hl);
+        host[hl] = '\0';
+        if (strcmp(host, "localhost") == 0)
+            strcpy(host, "127.0.0.1");
+        if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+            return -EINVAL;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        *len = sizeof(*a);
+    }
+    return 0;
+}
+
+int bopt_parse_sources(const char *s, struct in_addr *out, int max)
+{
+    char a[32], b[32];
+    const char *dash = strchr(s, '-');
+    struct in_addr lo, hi;
+    uint32_t l, h;
+
+    if (dash) {
+        if ((size_t)(dash - s) >= sizeof(a) || strlen(dash + 1) >= sizeof(b))
+            return -EINVAL;
+        memcpy(a, s, (size_t)(dash - s));
+        a[dash - s] = '\0';
+        strcpy(b, dash + 1);
+    } else {
+        if (strlen(s) >= sizeof(a))
+            return -EINVAL;
+        strcpy(a, s);
+        strcpy(b, s);
+    }
+    if (inet_pton(AF_INET, a, &lo) != 1 || inet_pton(AF_INET, b, &hi) != 1)
+        return -EINVAL;
+    l = ntohl(lo.s_addr);
+    h = ntohl(hi.s_addr);
+    if (h < l || h - l >= (uint32_t)max)
+        return -EINVAL;
+    for (uint32_t v = l; v <= h; v++)
+        out[v - l].s_addr = htonl(v);
+    return (int)(h - l + 1);
+}
+
+static int parse_num(const char *s, double min, double max, double *out)
+{
+    char *end;
+    double v;
+
+    if (!s || !*s)
+        return -EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *s, long min, long max, long *out)
+{
+    double v;
+
+    if (parse_num(s, (double)min, (double)max, &v) < 0 || v != floor(v))
+        return -EINVAL;
+    *out = (long)v;
+    return 0;
+}
+
+enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
+                            size_t errlen)
+{
+    static const char *const with_value[] = {
+        "-t", "-c", "--cpus", "--mode", "--pipeline", "-d", "-n", "--warmup", "--timeout", "-R",
+        "--connect-rate", "--size", "--payload", "--mix", "--expect", "--source", "--json",
+        "--max-errors", NULL};
+    bool have_d = false, have_n = false, have_size = false;
+
+    memset(o, 0, sizeof(*o));
+    o->threads = 1;
+    o->conns = 100;
+    o->mode = MODE_LONG;
+    o->pipeline = 1;
+    o->duration = 10;
+    o->timeout_ms = 5000;
+    o->size = 64;
+    o->expect = EXPECT_ECHO;
+
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *arg = argv[i], *val = NULL, *eq;
+        bool takes = false;
+        double d;
+        long v;
+
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (o->target) {
+                snprintf(err, errlen,
+                         "unexpected argument '%s' after the target %s; options go before it",
+                         arg, o->target);
+                return BOPT_ERROR;
+            }
+            o->target = arg;
+            continue;
+        }
+        eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (eq && (size_t)(eq - arg) < sizeof(name)) {
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof(name), "%s", arg);
+        }
+        for (int k = 0; with_value[k]; k++)
+            takes |= strcmp(name, with_value[k]) == 0;
+        if (takes && !val) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "%s needs a value; see lfbench --help", name);
+                return BOPT_ERROR;
+            }
+            val = argv[++i];
+        } else if (!takes && val) {
+            snprintf(err, errlen, "%s takes no value (got '%s')", name, val);
+            return BOPT_ERROR;
+        }
+
+#define BAD(...)                                                                                  \
+    do {                                                                                          \
+        snprintf(err, errlen, __VA_ARGS__);                                                       \
+        return BOPT_ERROR;                                                                        \
+    } while (0)
+        if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
+            fputs(usage, out);
+            return BOPT_EXIT;
+        } else if (!strcmp(name, "-q")) {
+            o->quiet = true;
+        } else if (!strcmp(name, "--linger0")) {
+            o->linger0 = true;
+        } else if (!strcmp(name, "-t")) {
+            if (parse_int(val, 1, 256, &v) < 0)
+                BAD("-t: '%s' is not a thread count from 1 to 256", val);
+            o->threads = (int)v;
+        } else if (!strcmp(name, "-c")) {
+            if (parse_int(val, 1, 10000000, &v) < 0)
+                BAD("-c: '%s' is not a connection count from 1 to 10000000", val);
+            o->conns = (int)v;
+        } else if (!strcmp(name, "--cpus")) {
+            if (cpulist_parse(val, &o->cpus) < 0)
+                BAD("--cpus: '%s' is not a CPU list; write e.g. 1 or 2-3", val);
+            o->have_cpus = true;
+        } else if (!strcmp(name, "--mode")) {
+            if (!strcmp(val, "long"))
+                o->mode = MODE_LONG;
+            else if (!strcmp(val, "short"))
+                o->mode = MODE_SHORT;
+            else
+                BAD("--mode: '%s' is not a mode; use long or short", val);
+        } else if (!strcmp(name, "--pipeline")) {
+            if (parse_int(val, 1, BOPT_MAX_PIPELINE, &v) < 0)
+                BAD("--pipeline: '%s' is not a depth from 1 to %d", val, BOPT_MAX_PIPELINE);
+            o->pipeline = (int)v;
+        } else if (!strcmp(name, "-d")) {
+            if (parse_num(val, 0.001, 86400, &d) < 0)
+                BAD("-d: '%s' is not a duration in seconds (0.001 to 86400)", val);
+            o->duration = d;
+            have_d = true;
+        } else if (!strcmp(name, "-n")) {
+            if (parse_int(val, 1, 1e15, &v) < 0)
+                BAD("-n: '%s' is not a request count of at least 1", val);
+            o->requests = (uint64_t)v;
+            have_n = true;
+        } else if (!strcmp(name, "--warmup")) {
+            if (parse_num(val, 0, 3600, &d) < 0)
+                BAD("--warmup: '%s' is not a duration in seconds (0 to 3600)", val);
+            o->warmup = d;
+        } else if (!strcmp(name, "--timeout")) {
+            if (parse_int(val, 1, 3600000, &v) < 0)
+                BAD("--timeout: '%s' is not a time in milliseconds (1 to 3600000)", val);
+            o->timeout_ms = (int)v;
+        } else if (!strcmp(name, "-R")) {
+            if (parse_num(val, 0.001, 1e9, &d) < 0)
+                BAD("-R: '%s' is not a rate in requests per second", val);
+            o->rate = d;
+        } else if (!strcmp(name, "--connect-rate")) {
+            if (parse_num(val, 0.001, 1e9, &d) < 0)
+                BAD("--connect-rate: '%s' is not a rate in connections per second", val);
+            o->connect_rate = d;
+        } else if (!strcmp(name, "--size")) {
+            if (parse_int(val, 1, 1 << 30, &v) < 0)
+                BAD("--size: '%s' is not a size in bytes from 1 to %d", val, 1 << 30);
+            o->size = (size_t)v;
+            have_size = true;
+        } else if (!strcmp(name, "--payload")) {
+            if (o->nclasses)
+                BAD("--payload: give either --payload or --mix, once");
+            o->cls[0] = (struct bclass){val, 1};
+            o->nclasses = 1;
+        } else if (!strcmp(name, "--mix")) {
+            char *list = strdup(val), *save = NULL;
+            if (o->nclasses)
+                BAD("--mix: give either --payload or --mix, once");
+            for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                char *c = strrchr(tok, ':');
+                if (!c || c == tok || parse_int(c + 1, 1, 1000000, &v) < 0)
+                    BAD("--mix: '%s' is not FILE:WEIGHT (weight 1 to 1000000)", tok);
+                if (o->nclasses == BOPT_MAX_CLASSES)
+                    BAD("--mix: at most %d files", BOPT_MAX_CLASSES);
+                *c = '\0';
+                o->cls[o->nclasses++] = (struct bclass){tok, (unsigned)v}; /* list stays */
+            }
+            if (!o->nclasses)
+                BAD("--mix: no FILE:WEIGHT in '%s'", val);
+        } else if (!strcmp(name, "--expect")) {
+            if (!strcmp(val, "echo"))
+                o->expect = EXPECT_ECHO;
+            else if (!strcmp(val, "line"))
+                o->expect = EXPECT_LINE;
+            else if (!strcmp(val, "len32"))
+                o->expect = EXPECT_LEN32;
+            else if (!strcmp(val, "bytes")) {
+                if (i + 1 >= argc || parse_int(argv[i + 1], 1, 1 << 30, &v) < 0)
+                    BAD("--expect bytes needs a byte count from 1 to %d", 1 << 30);
+                o->expect = EXPECT_BYTES;
+                o->expect_bytes = (size_t)v;
+                i++;
+            } else
+                BAD("--expect: '%s' is not echo, line, len32 or bytes N", val);
+        } else if (!strcmp(name, "--source")) {
+            int n = bopt_parse_sources(val, o->sources, BOPT_MAX_SOURCES);
+            if (n < 0)
+                BAD("--source: '%s' is not an IPv4 address or ascending range A-B of at most %d",
+                    val, BOPT_MAX_SOURCES);
+            o->nsources = n;
+        } else if (!strcmp(name, "--json")) {
+            o->json = val;
+        } else if (!strcmp(name, "--max-errors")) {
+            if (parse_int(val, 0, 1e15, &v) < 0)
+                BAD("--max-errors: '%s' is not a count of 0 or more", val);
+            o->max_errors = (uint64_t)v;
+        } else {
+            BAD("unknown option '%s'; see lfbench --help", name);
+        }
+    }
+    if (!o->target)
+        BAD("no target: give HOST:PORT last, e.g. lfbench 127.0.0.1:9876");
+    if (bopt_parse_target(o->target, &o->addr, &o->addrlen) < 0)
+        BAD("target '%s' is not ADDR:PORT; write 127.0.0.1:9876 or [::1]:9876", o->target);
+    if (have_d && have_n)
+        BAD("-d and -n both given: pick a duration or a request count");
+    if (have_n)
+        o->duration = 0;
+    if (o->nclasses && have_size)
+        BAD("--size applies to generated payloads; it cannot go with --payload or --mix");
+    if (o->mode == MODE_SHORT && o->pipeline > 1)
+        BAD("--pipeline needs --mode long: a short connection carries one request");
+    if (o->nsources && o->addr.ss_family != AF_INET)
+        BAD("--source takes IPv4 addresses; the target is IPv6");
+    if (o->threads > o->conns)
+        o->threads = o->conns; /* a thread with no connection would idle */
+    return BOPT_RUN;
+#undef BAD
+}

@@ -1,0 +1,68 @@
+/* bopt: lfbench's command line. */
+#ifndef LFE_BOPT_H
+#define LFE_BOPT_H
+
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BOPT_MAX_CLASSES 16
+#define BOPT_MAX_SOURCES 256
+#define BOPT_MAX_PIPELINE 1024
+
+enum bmode { MODE_LONG, MODE_SHORT };
+enum expect { EXPECT_ECHO, EXPECT_LINE, EXPECT_LEN32, EXPECT_BYTES };
+
+struct bclass {
+    const char *file; /* payload file (argv-owned), NULL: generated */
+    unsigned weight;  /* --mix weight */
+};
+
+/* The configuration, immutable once threads start. */
+struct bopt {
+    int threads;                  /* -t */
+    bool have_cpus;               /* --cpus given */
+    cpu_set_t cpus;               /* --cpus */
+    int conns;                    /* -c: connections (long) or connections in flight (short) */
+    enum bmode mode;              /* --mode */
+    int pipeline;                 /* --pipeline: requests in flight per connection */
+    double duration;              /* -d seconds (0 with -n) */
+    uint64_t requests;            /* -n (0 with -d) */
+    double warmup;                /* --warmup seconds */
+    int timeout_ms;               /* --timeout per request */
+    double rate;                  /* -R total requests per second, 0 = closed loop */
+    double connect_rate;          /* --connect-rate new connections per second, 0 = no cap */
+    bool linger0;                 /* --linger0 */
+    size_t size;                  /* --size of generated payloads */
+    struct bclass cls[BOPT_MAX_CLASSES]; /* --payload (1 class) or --mix */
+    int nclasses;                 /* 0: one generated class */
+    enum expect expect;           /* --expect */
+    size_t expect_bytes;          /* --expect bytes N */
+    struct in_addr sources[BOPT_MAX_SOURCES]; /* --source range */
+    int nsources;                 /* 0: the kernel picks */
+    const char *json;             /* --json FILE */
+    uint64_t max_errors;          /* --max-errors */
+    bool quiet;                   /* -q: no progress lines */
+    const char *target;           /* HOST:PORT as given */
+    struct sockaddr_storage addr; /* the target, resolved */
+    socklen_t addrlen;
+};
+
+enum bopt_result { BOPT_RUN = 0, BOPT_EXIT = 1, BOPT_ERROR = -1 };
+
+/* Defaults, then argv. Resolves the target numerically (no DNS). Returns an enum bopt_result;
+ * on BOPT_ERROR err holds one line saying what is wrong and what to do. */
+enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
+                            size_t errlen);
+
+/* Parses "A" or "A-B" (IPv4, same /24 walk is not required: any ascending range of at most
+ * BOPT_MAX_SOURCES addresses). Returns the count, or -EINVAL. */
+int bopt_parse_sources(const char *s, struct in_addr *out, int max);
+
+/* Parses "[v6]:port" or "v4:port" into ss. Returns 0 or -EINVAL. */
+int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len);
+
+#endif /* LFE_BOPT_H */

@@ -1,0 +1,684 @@
+/* engine: lfbench's per-thread event loops, connections and statistics.
+ *
+ * Each thread runs its own libev loop (epoll backend) over its share of the connections; nothing
+ * is shared on the request path. A connection keeps its in-flight requests in a FIFO (pipelining):
+ * requests are written in order, possibly several per write(2), and each response is matched to
+ * the oldest one and verified byte by byte as it arrives (verify.c). Closed loop: a response
+ * frees its connection for the next request. Open loop (-R): requests are due on a fixed schedule
+ * (rate.c) and wait for a free connection; latency counts from the intended send time, so a
+ * stalled server shows as latency, not as fewer samples. A 10 ms tick handles timeouts,
+ * reconnects, --connect-rate and the end of the run; a 1 s timer hands the second's counters to
+ * the main thread under a lock taken once a second.
+ */
+#include "engine.h"
+
+#include "rate.h"
+#include "verify.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUFSZ (64 * 1024)
+#define TICK 0.01                  /* seconds */
+#define RETRY_NS (100 * 1000000ull) /* a refused or failed connect retries after this */
+#define BEHIND_NS 1000000ull        /* an open-loop send this late is behind schedule */
+
+const char *const berr_name[ERR_KINDS] = {"refused", "reset",   "timeout",  "addrnotavail",
+                                          "emfile",  "closed", "mismatch", "other"};
+
+enum cstate { CS_CLOSED, CS_CONNECTING, CS_OPEN };
+
+struct req {
+    uint64_t t0;     /* latency counts from here: send time, or intended time (open loop) */
+    uint64_t t_sent; /* when it was issued: the timeout counts from here */
+    uint64_t seq;
+    uint32_t len;
+    int cls;
+};
+
+struct bconn {
+    ev_io io;
+    struct bthread *t;
+    int fd;              /* -1 when closed */
+    enum cstate state;
+    uint32_t gid;        /* global connection index */
+    uint32_t gen;        /* reconnects: the stream id changes with each */
+    uint64_t conn_t0;    /* connect() time */
+    uint64_t txn_t0;     /* short mode: the transaction's latency counts from here */
+    uint64_t retry_at;   /* closed: reconnect not before */
+    uint64_t seq;        /* next request's sequence number */
+    struct req *q;       /* in-flight requests, a ring of o->pipeline */
+    unsigned head, qn;   /* oldest, and how many */
+    unsigned qw;         /* of those, fully written */
+    size_t woff;         /* bytes written of request head+qw */
+    bool in_free;        /* open loop: queued in freeq */
+    int events;          /* EV_READ/EV_WRITE being watched */
+    struct verify v;     /* the response to q[head] */
+};
+
+struct watchers {
+    ev_timer tick, sec, send;
+    ev_async stop;
+};
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t stream_of(const struct bconn *c)
+{
+    return (uint64_t)c->gen << 32 | c->gid;
+}
+
+static bool can_issue(const struct bthread *t)
+{
+    return !t->stopping && (t->quota == 0 || t->issued < t->quota);
+}
+
+static void count_error(struct bthread *t, enum berr e)
+{
+    t->total.errors[e]++;
+    t->cur.errors[e]++;
+}
+
+static enum berr errno_kind(int e)
+{
+    switch (e) {
+    case ECONNREFUSED:
+        return ERR_REFUSED;
+    case ECONNRESET:
+    case EPIPE:
+        return ERR_RESET;
+    case ETIMEDOUT:
+        return ERR_TIMEOUT;
+    case EADDRNOTAVAIL:
+        return ERR_ADDRNOTAVAIL;
+    case EMFILE:
+    case ENFILE:
+        return ERR_EMFILE;
+    default:
+        return ERR_OTHER;
+    }
+}
+
+static void set_events(struct bconn *c, int ev)
+{
+    if (ev == c->events)
+        return;
+    ev_io_stop(c->t->loop, &c->io);
+    if (ev) {
+        ev_io_set(&c->io, c->fd, ev);
+        ev_io_start(c->t->loop, &c->io);
+    }
+    c->events = ev;
+}
+
+static void push_free(struct bthread *t, struct bconn *c)
+{
+    if (t->open_loop && !c->in_free && c->state == CS_OPEN && c->qn < (unsigned)t->o->pipeline) {
+        t->freeq[t->nfree++] = (int)(c - t->conns);
+        c->in_free = true;
+    }
+}
+
+static void close_conn(struct bconn *c)
+{
+    struct bthread *t = c->t;
+
+    if (c->fd < 0)
+        return;
+    set_events(c, 0);
+    if (t->o->linger0) {
+        struct linger lg = {1, 0}; /* RST instead of FIN: no TIME_WAIT on this side */
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    close(c->fd);
+    c->fd = -1;
+    if (c->state == CS_OPEN)
+        __atomic_store_n(&t->open, t->open - 1, __ATOMIC_RELAXED);
+    c->state = CS_CLOSED;
+    c->head = c->qn = c->qw = 0;
+    c->woff = 0;
+    c->in_free = false; /* freeq entries are re-checked when popped */
+    c->gen++;
+}
+
+/* A failure on c: count it, drop what was in flight (that is the error), reconnect later. */
+static void fail(struct bconn *c, enum berr e)
+{
+    count_error(c->t, e);
+    close_conn(c);
+    c->retry_at = now_ns() + (e == ERR_REFUSED || e == ERR_ADDRNOTAVAIL || e == ERR_EMFILE
+                                  ? RETRY_NS
+                                  : 0);
+}
+
+static void issue(struct bconn *c, uint64_t t0, uint64_t now)
+{
+    struct bthread *t = c->t;
+    struct req *r = &c->q[(c->head + c->qn) % (unsigned)t->o->pipeline];
+
+    r->cls = payload_pick(t->p, &t->rng);
+    r->len = (uint32_t)t->p->cls[r->cls].len;
+    r->seq = c->seq++;
+    r->t0 = t0;
+    r->t_sent = now;
+    if (c->qn++ == 0)
+        verify_start(&c->v, t->o->expect, t->o->expect_bytes, t->p, r->cls, stream_of(c), r->seq,
+                     r->len);
+    t->issued++; /* the caller writes it (do_write) */
+}
+
+static void do_write(struct bconn *c, uint64_t now);
+
+static void open_conn(struct bconn *c, uint64_t now, uint64_t t0);
+
+/* Open loop: hands due sends to free connections (or, short mode, to new connections). */
+static void dispatch_due(struct bthread *t, uint64_t now)
+{
+    uint64_t due = rate_due(t->sch, now);
+
+    while (due > 0 && can_issue(t)) {
+        struct bconn *c = NULL;
+        uint64_t when;
+
+        if (t->o->mode == MODE_SHORT) {
+            for (int i = 0; i < t->nconns && !c; i++)
+                if (t->conns[i].state == CS_CLOSED && t->conns[i].retry_at <= now)
+                    c = &t->conns[i];
+        } else {
+            while (t->nfree > 0 && !c) {
+                struct bconn *f = &t->conns[t->freeq[--t->nfree]];
+                f->in_free = false;
+                if (f->state == CS_OPEN && f->qn < (unsigned)t->o->pipeline)
+                    c = f;
+            }
+        }
+        if (!c)
+            return; /* all busy: the send waits, and its latency keeps counting */
+        when = rate_take(t->sch);
+        due--;
+        t->intended++;
+        if (now - when > BEHIND_NS)
+            t->behind++;
+        if (t->o->mode == MODE_SHORT) {
+            open_conn(c, now, when); /* the transaction counts from when it was due */
+        } else {
+            issue(c, when, now);
+            do_write(c, now);
+            if (c->fd >= 0)
+                push_free(t, c);
+        }
+    }
+}
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents);
+
+static void connected(struct bconn *c, uint64_t now)
+{
+    struct bthread *t = c->t;
+
+    c->state = CS_OPEN;
+    __atomic_store_n(&t->open, t->open + 1, __ATOMIC_RELAXED);
+    t->cur.connects++;
+    if (now >= t->t_warm) {
+        t->total.connects++;
+        hist_record(&t->clat, now - c->conn_t0);
+    }
+    if (t->o->mode == MODE_SHORT) {
+        issue(c, c->txn_t0, now); /* short: the request's latency includes the connect */
+        set_events(c, EV_READ);
+        do_write(c, now);
+    } else if (t->open_loop) {
+        set_events(c, EV_READ);
+        push_free(t, c);
+        dispatch_due(t, now);
+    } else {
+        set_events(c, EV_READ);
+        while (c->qn < (unsigned)t->o->pipeline && can_issue(t))
+            issue(c, now, now);
+        do_write(c, now);
+    }
+}
+
+static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
+{
+    struct bthread *t = c->t;
+    const struct bopt *o = t->o;
+    int one = 1;
+
+    if (o->connect_rate > 0) {
+        double rate = o->connect_rate / o->threads;
+        t->tokens += rate * (double)(now - t->tokens_t) / 1e9;
+        if (t->tokens > rate / 100 + 1)
+            t->tokens = rate / 100 + 1; /* a burst of at most 10 ms worth */
+        t->tokens_t = now;
+        if (t->tokens < 1)
+            return; /* the tick retries */
+        t->tokens -= 1;
+    }
+    c->fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        count_error(t, errno_kind(errno));
+        c->retry_at = now + RETRY_NS;
+        return;
+    }
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (o->nsources) {
+        struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = o->sources[c->gid % (unsigned)o->nsources]};
+        /* The port is chosen at connect() time, per destination: one source address is not
+         * limited to the ephemeral range once for all its destinations. */
+        setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        if (bind(c->fd, (struct sockaddr *)&src, sizeof(src)) < 0) {
+            int e = errno;
+            close(c->fd);
+            c->fd = -1;
+            count_error(t, errno_kind(e));
+            c->retry_at = now + RETRY_NS;
+            return;
+        }
+    }
+    c->conn_t0 = now;
+    c->txn_t0 = t0;
+    c->head = c->qn = c->qw = 0;
+    c->woff = 0;
+    c->events = 0;
+    ev_io_init(&c->io, on_io, c->fd, 0);
+    if (connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0) {
+        connected(c, now);
+        return;
+    }
+    if (errno != EINPROGRESS) {
+        int e = errno;
+        close(c->fd);
+        c->fd = -1;
+        count_error(t, errno_kind(e));
+        c->retry_at = now + RETRY_NS;
+        return;
+    }
+    c->state = CS_CONNECTING;
+    set_events(c, EV_WRITE);
+}
+
+static void finish_request(struct bconn *c, uint64_t now)
+{
+    struct bthread *t = c->t;
+    struct req *r = &c->q[c->head];
+
+    t->cur.requests++;
+    hist_record(&t->cur_lat, now - r->t0);
+    if (r->t0 >= t->t_warm) {
+        t->total.requests++;
+        t->total.bytes_in += c->v.got;
+        hist_record(&t->lat, now - r->t0);
+        if (t->p->n > 1)
+            hist_record(&t->cls_lat[r->cls], now - r->t0);
+    }
+    c->head = (c->head + 1) % (unsigned)t->o->pipeline;
+    c->qn--;
+    c->qw--;
+    if (c->qn) {
+        r = &c->q[c->head];
+        verify_start(&c->v, t->o->expect, t->o->expect_bytes, t->p, r->cls, stream_of(c), r->seq,
+                     r->len);
+    }
+}
+
+static void do_write(struct bconn *c, uint64_t now)
+{
+    struct bthread *t = c->t;
+    unsigned P = (unsigned)t->o->pipeline;
+
+    while (c->qw < c->qn) {
+        size_t fill = 0, off = c->woff;
+        ssize_t w;
+
+        /* Coalesce the unwritten requests into one write. */
+        for (unsigned k = c->qw; k < c->qn && fill < BUFSZ; k++) {
+            struct req *r = &c->q[(c->head + k) % P];
+            size_t n = r->len - off < BUFSZ - fill ? r->len - off : BUFSZ - fill;
+            payload_bytes(t->p, r->cls, stream_of(c), r->seq, off, t->buf + fill, n);
+            fill += n;
+            off = 0;
+        }
+        w = write(c->fd, t->buf, fill);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EINTR) {
+                set_events(c, EV_READ | EV_WRITE);
+                return;
+            }
+            fail(c, errno_kind(errno));
+            return;
+        }
+        bool all = (size_t)w == fill;
+        t->cur.bytes_out += (uint64_t)w;
+        if (now >= t->t_warm)
+            t->total.bytes_out += (uint64_t)w;
+        while (w > 0) {
+            struct req *r = &c->q[(c->head + c->qw) % P];
+            size_t left = r->len - c->woff;
+            if ((size_t)w >= left) {
+                w -= (ssize_t)left;
+                c->qw++;
+                c->woff = 0;
+            } else {
+                c->woff += (size_t)w;
+                w = 0;
+            }
+        }
+        if (!all) { /* the socket is full: wait until it drains */
+            set_events(c, EV_READ | EV_WRITE);
+            return;
+        }
+    }
+    set_events(c, EV_READ);
+}
+
+static void do_read(struct bconn *c, uint64_t now)
+{
+    struct bthread *t = c->t;
+
+    for (;;) {
+        ssize_t n = read(c->fd, t->buf, BUFSZ), pos = 0;
+
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                break;
+            fail(c, errno_kind(errno));
+            return;
+        }
+        if (n == 0) {
+            fail(c, ERR_CLOSED);
+            return;
+        }
+        t->cur.bytes_in += (uint64_t)n;
+        while (pos < n) {
+            size_t used;
+            enum verify_status st;
+
+            /* An echo may start before its request is all written; bytes with no request in
+             * flight, though, are bytes nobody asked for. */
+            if (c->qn == 0) {
+                fail(c, ERR_MISMATCH);
+                return;
+            }
+            st = verify_feed(&c->v, t->buf + pos, (size_t)(n - pos), &used);
+            pos += (ssize_t)used;
+            if (st == VERIFY_BAD) {
+                fail(c, ERR_MISMATCH);
+                return;
+            }
+            if (st != VERIFY_DONE)
+                continue;
+            if (c->qw == 0) { /* answered before it was all sent: not its response */
+                fail(c, ERR_MISMATCH);
+                return;
+            }
+            finish_request(c, now);
+            if (t->o->mode == MODE_SHORT) {
+                if (pos < n) {
+                    fail(c, ERR_MISMATCH);
+                    return;
+                }
+                close_conn(c);
+                c->retry_at = 0;
+                if (!t->open_loop && can_issue(t))
+                    open_conn(c, now, now);
+                else if (t->open_loop)
+                    dispatch_due(t, now);
+                return;
+            }
+            if (t->open_loop)
+                push_free(t, c);
+            else if (can_issue(t))
+                issue(c, now, now); /* written below, with any others, in one write */
+        }
+        if (n < BUFSZ)
+            break; /* a short read drained the socket */
+    }
+    if (c->qw < c->qn)
+        do_write(c, now);
+    if (t->open_loop)
+        dispatch_due(t, now);
+}
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct bconn *c = (struct bconn *)w;
+    uint64_t now = now_ns();
+
+    (void)loop;
+    if (c->state == CS_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err) {
+            fail(c, errno_kind(err));
+            return;
+        }
+        connected(c, now);
+        if (c->fd < 0)
+            return;
+    }
+    if ((revents & EV_READ) && c->fd >= 0)
+        do_read(c, now);
+    if ((revents & EV_WRITE) && c->fd >= 0 && c->state == CS_OPEN && c->qw < c->qn)
+        do_write(c, now);
+}
+
+static bool all_idle(struct bthread *t)
+{
+    for (int i = 0; i < t->nconns; i++)
+        if (t->conns[i].state == CS_CONNECTING || t->conns[i].qn > 0)
+            return false;
+    return true;
+}
+
+static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct bthread *t = w->data;
+    uint64_t now = now_ns(), limit = (uint64_t)t->o->timeout_ms * 1000000ull;
+
+    (void)revents;
+    if (!t->stopping && (now >= t->t_end || (t->quota && t->issued >= t->quota))) {
+        t->stopping = true;
+        t->t_end = now; /* in-flight requests get --timeout from here */
+    }
+    for (int i = 0; i < t->nconns; i++) {
+        struct bconn *c = &t->conns[i];
+
+        if (c->state == CS_CONNECTING && now - c->conn_t0 > limit) {
+            fail(c, ERR_TIMEOUT);
+        } else if (c->state == CS_OPEN && c->qn && now - c->q[c->head].t_sent > limit) {
+            if (c->v.got > 0) { /* part of the response came, the rest never will */
+                t->total.lost++;
+                t->cur.lost++;
+            }
+            fail(c, ERR_TIMEOUT);
+        }
+        if (c->state == CS_CLOSED && !t->stopping && c->retry_at <= now &&
+            (t->o->mode == MODE_LONG || !t->open_loop) && can_issue(t))
+            open_conn(c, now, now);
+    }
+    if (t->open_loop && !t->stopping)
+        dispatch_due(t, now);
+    if (t->stopping) {
+        /* The run is over: in-flight requests get up to --timeout, then count as timed out. */
+        if (all_idle(t) || now > t->t_end + limit) {
+            for (int i = 0; i < t->nconns; i++) {
+                struct bconn *c = &t->conns[i];
+                if (c->state == CS_CONNECTING || c->qn)
+                    count_error(t, ERR_TIMEOUT);
+                t->total.lost += c->qn;
+                t->cur.lost += c->qn;
+                close_conn(c);
+            }
+            ev_break(loop, EVBREAK_ALL);
+        }
+    }
+}
+
+static void publish(struct bthread *t)
+{
+    pthread_mutex_lock(&t->pub_lock);
+    t->pub.requests += t->cur.requests;
+    t->pub.bytes_in += t->cur.bytes_in;
+    t->pub.bytes_out += t->cur.bytes_out;
+    t->pub.connects += t->cur.connects;
+    t->pub.lost += t->cur.lost;
+    for (int e = 0; e < ERR_KINDS; e++)
+        t->pub.errors[e] += t->cur.errors[e];
+    hist_merge(&t->pub_lat, &t->cur_lat);
+    pthread_mutex_unlock(&t->pub_lock);
+    memset(&t->cur, 0, sizeof(t->cur));
+    hist_init(&t->cur_lat);
+}
+
+static void on_sec(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    publish(w->data);
+}
+
+static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
+{
+    struct bthread *t = w->data;
+
+    (void)loop;
+    (void)revents;
+    t->stopping = true;
+    if (t->t_end > now_ns())
+        t->t_end = now_ns();
+}
+
+static void on_send(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct bthread *t = w->data;
+    uint64_t now = now_ns(), next;
+
+    (void)revents;
+    if (t->stopping)
+        return;
+    dispatch_due(t, now);
+    next = rate_next_time(t->sch);
+    w->repeat = next > now ? (double)(next - now) / 1e9 : 0.0001;
+    ev_timer_again(loop, w);
+}
+
+int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct payloads *p,
+                uint32_t base, int n, uint64_t t_start)
+{
+    memset(t, 0, sizeof(*t));
+    t->idx = idx;
+    t->o = o;
+    t->p = p;
+    t->conn_base = base;
+    t->nconns = n;
+    t->rng = 0x853c49e6748fea9bull ^ ((uint64_t)idx + 1) * 0x9e3779b97f4a7c15ull;
+    t->t_start = t_start;
+    t->t_warm = t_start + (uint64_t)(o->warmup * 1e9);
+    t->t_end = o->duration > 0 ? t->t_warm + (uint64_t)(o->duration * 1e9) : UINT64_MAX;
+    t->open_loop = o->rate > 0;
+    t->tokens = 1;
+    t->tokens_t = t_start;
+    t->conns = calloc((size_t)n, sizeof(*t->conns));
+    t->buf = malloc(BUFSZ);
+    t->freeq = calloc((size_t)n, sizeof(*t->freeq));
+    t->watchers = calloc(1, sizeof(struct watchers));
+    if (t->open_loop) {
+        t->sch = calloc(1, sizeof(*t->sch));
+        if (t->sch) /* threads interleave their schedules */
+            rate_init(t->sch, o->rate / o->threads,
+                       t->t_start + (uint64_t)(1e9 / o->rate * idx));
+    }
+    if (!t->conns || !t->buf || !t->freeq || !t->watchers || (t->open_loop && !t->sch))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        struct bconn *c = &t->conns[i];
+        c->t = t;
+        c->fd = -1;
+        c->gid = base + (uint32_t)i;
+        c->q = calloc((size_t)o->pipeline, sizeof(*c->q));
+        if (!c->q)
+            return -1;
+    }
+    hist_init(&t->lat);
+    hist_init(&t->clat);
+    hist_init(&t->cur_lat);
+    hist_init(&t->pub_lat);
+    for (int k = 0; k < BOPT_MAX_CLASSES; k++)
+        hist_init(&t->cls_lat[k]);
+    pthread_mutex_init(&t->pub_lock, NULL);
+    t->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV);
+    return t->loop ? 0 : -1;
+}
+
+void *engine_main(void *arg)
+{
+    struct bthread *t = arg;
+    struct watchers *w = t->watchers;
+    uint64_t now = now_ns();
+
+    if (t->t_start > now) { /* all threads begin together */
+        struct timespec ts = {(time_t)((t->t_start - now) / 1000000000ull),
+                              (long)((t->t_start - now) % 1000000000ull)};
+        nanosleep(&ts, NULL);
+    }
+    ev_now_update(t->loop);
+    ev_timer_init(&w->tick, on_tick, TICK, TICK);
+    w->tick.data = t;
+    ev_timer_start(t->loop, &w->tick);
+    ev_timer_init(&w->sec, on_sec, 1.0, 1.0);
+    w->sec.data = t;
+    ev_timer_start(t->loop, &w->sec);
+    ev_async_init(&w->stop, on_stop);
+    w->stop.data = t;
+    ev_async_start(t->loop, &w->stop);
+    if (t->open_loop) {
+        ev_timer_init(&w->send, on_send, 0.0, 0.001);
+        w->send.data = t;
+        ev_timer_start(t->loop, &w->send);
+    }
+    now = now_ns();
+    if (!t->open_loop || t->o->mode == MODE_LONG)
+        for (int i = 0; i < t->nconns && can_issue(t); i++)
+            open_conn(&t->conns[i], now, now);
+    ev_run(t->loop, 0);
+    publish(t);
+    return NULL;
+}
+
+void engine_stop(struct bthread *t)
+{
+    ev_async_send(t->loop, &((struct watchers *)t->watchers)->stop);
+}
+
+void engine_free(struct bthread *t)
+{
+    for (int i = 0; t->conns && i < t->nconns; i++) {
+        if (t->conns[i].fd >= 0)
+            close(t->conns[i].fd);
+        free(t->conns[i].q);
+    }
+    if (t->loop)
+        ev_loop_destroy(t->loop);
+    pthread_mutex_destroy(&t->pub_lock);
+    free(t->conns);
+    free(t->buf);
+    free(t->freeq);
+    free(t->sch);
+    free(t->watchers);
+}

@@ -1,0 +1,93 @@
+/* engine: lfbench's per-thread event loops, connections and statistics. */
+#ifndef LFE_ENGINE_H
+#define LFE_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bopt.h"
+#include "hist.h"
+#include "payload.h"
+
+enum berr {
+    ERR_REFUSED,       /* ECONNREFUSED */
+    ERR_RESET,         /* ECONNRESET, EPIPE */
+    ERR_TIMEOUT,       /* a request (or connect) over --timeout, or unanswered at the end */
+    ERR_ADDRNOTAVAIL,  /* no ephemeral port left */
+    ERR_EMFILE,        /* out of descriptors */
+    ERR_CLOSED,        /* the server closed with requests in flight */
+    ERR_MISMATCH,      /* a response that is not what it must be */
+    ERR_OTHER,         /* anything else */
+    ERR_KINDS
+};
+
+extern const char *const berr_name[ERR_KINDS];
+
+/* Counters of one interval (a second) or of the whole run. */
+struct bcount {
+    uint64_t requests;   /* responses complete and verified */
+    uint64_t bytes_out;  /* request bytes written */
+    uint64_t bytes_in;   /* response bytes read */
+    uint64_t connects;   /* connections established */
+    uint64_t lost;       /* requests whose response never came whole: timed out part-way, or
+                          * still unanswered when the run ended (also counted as timeouts) */
+    uint64_t errors[ERR_KINDS];
+};
+
+struct bconn;
+
+/* One load thread. Everything in it is touched by its thread only, except pub (under pub_lock,
+ * once a second) and open (atomic), until the thread is joined. */
+struct bthread {
+    int idx;
+    pthread_t tid;
+    const struct bopt *o;
+    const struct payloads *p;
+    struct ev_loop *loop;
+    struct bconn *conns;      /* this thread's connections */
+    int nconns;
+    uint32_t conn_base;       /* global index of conns[0] */
+    uint8_t *buf;             /* scratch for reads and writes */
+    uint64_t rng;             /* class draws */
+    uint64_t t_start, t_warm, t_end; /* CLOCK_MONOTONIC ns: run start, stats start, stop issuing */
+    uint64_t quota;           /* -n share of this thread, 0 = none */
+    uint64_t issued;          /* requests issued */
+    bool stopping;            /* no new requests */
+    bool open_loop;           /* -R */
+    struct rate *sch;        /* -R schedule */
+    int *freeq, nfree;        /* open loop: connections that can take a request */
+    double tokens;            /* --connect-rate bucket */
+    uint64_t tokens_t;
+    /* results (after warm-up) */
+    struct bcount total;
+    struct hist lat;          /* request latency, ns */
+    struct hist clat;         /* connect latency, ns (short mode) */
+    struct hist cls_lat[BOPT_MAX_CLASSES];
+    uint64_t behind;          /* open loop: sends later than 1 ms after their intended time */
+    uint64_t intended;        /* open loop: sends due */
+    /* the per-second series */
+    struct bcount cur;
+    struct hist cur_lat;
+    pthread_mutex_t pub_lock;
+    struct bcount pub;        /* handed to main once a second */
+    struct hist pub_lat;
+    int open;                 /* atomic: open connections */
+    void *watchers;           /* engine-private */
+};
+
+/* Prepares thread t's connections [base, base+n) with the run's time points. */
+int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct payloads *p,
+                uint32_t base, int n, uint64_t t_start);
+
+/* The thread body: runs the loop until the run is over. */
+void *engine_main(void *arg);
+
+/* From another thread: stop issuing at once (Ctrl-C); the thread finishes in-flight work. */
+void engine_stop(struct bthread *t);
+
+void engine_free(struct bthread *t);
+
+uint64_t now_ns(void);
+
+#endif /* LFE_ENGINE_H */

@@ -1,0 +1,37 @@
+/* hist: a log-linear latency histogram (HdrHistogram's layout): exact below 256 ns, then 128
+ * sub-buckets per power of two, so a reported value is within 0.4% of the true one. */
+#ifndef LFE_HIST_H
+#define LFE_HIST_H
+
+#include <stdint.h>
+
+#define HIST_SUB 128                        /* sub-buckets per power of two */
+#define HIST_MAX_SHIFT 33                   /* values up to 2^41 ns (about 36 minutes) */
+#define HIST_BUCKETS (2 * HIST_SUB + HIST_MAX_SHIFT * HIST_SUB)
+
+/* Owned by one thread while recording; merged by another after it stops. */
+struct hist {
+    uint64_t count;          /* values recorded */
+    uint64_t min, max;       /* exact extremes (min is UINT64_MAX when empty) */
+    double sum;              /* for the mean */
+    uint64_t b[HIST_BUCKETS];
+};
+
+void hist_init(struct hist *h);
+
+/* Records one value (nanoseconds); larger than the range is clamped to its top bucket. */
+void hist_record(struct hist *h, uint64_t v);
+
+/* dst += src */
+void hist_merge(struct hist *dst, const struct hist *src);
+
+/* The value at percentile p (0 < p <= 100): the smallest recorded value v such that at least p%
+ * of values are <= v, within 0.4% (bucket midpoint, clamped to the exact min and max). Returns
+ * 0 when empty. */
+uint64_t hist_percentile(const struct hist *h, double p);
+
+/* Bucket index of v, and the [lo, hi] range of values a bucket holds (for tests). */
+unsigned hist_index(uint64_t v);
+void hist_range(unsigned idx, uint64_t *lo, uint64_t *hi);
+
+#endif /* LFE_HIST_H */

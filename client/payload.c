@@ -1,0 +1,139 @@
+/* payload: request bytes, generated (carrying a sequence number) or from files, and the byte
+ * pattern an echo must return. */
+#include "payload.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATN 65521 /* prime period: a shifted stream never lines up again */
+
+static uint8_t pat[PATN];
+
+static void pattern_init(void)
+{
+    uint64_t s = 0x2545f4914f6cdd1dull;
+
+    for (int i = 0; i < PATN; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        pat[i] = (uint8_t)(33 + (s >> 32) % 94); /* printable, never '\n' */
+    }
+}
+
+int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof(*p));
+    pattern_init();
+    p->line = o->expect == EXPECT_LINE;
+    if (o->nclasses == 0) {
+        snprintf(p->cls[0].name, sizeof(p->cls[0].name), "generated");
+        p->cls[0].len = o->size;
+        p->cls[0].weight = 1;
+        p->n = 1;
+        p->total_weight = 1;
+        return 0;
+    }
+    for (int i = 0; i < o->nclasses; i++) {
+        struct pclass *c = &p->cls[i];
+        FILE *f = fopen(o->cls[i].file, "rb");
+        long len;
+
+        snprintf(c->name, sizeof(c->name), "%s", o->cls[i].file);
+        c->weight = o->cls[i].weight;
+        if (!f || fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
+            int e = errno;
+            snprintf(err, errlen, "cannot read payload file '%s': %s", o->cls[i].file,
+                     strerror(e));
+            if (f)
+                fclose(f);
+            payload_free(p);
+            return -e;
+        }
+        if (len == 0 || len > (1L << 30)) {
+            snprintf(err, errlen, "payload file '%s' is %s; give 1 byte to 1 GiB",
+                     o->cls[i].file, len ? "over 1 GiB" : "empty");
+            fclose(f);
+            payload_free(p);
+            return -EINVAL;
+        }
+        c->data = malloc((size_t)len);
+        if (!c->data || fread(c->data, 1, (size_t)len, f) != (size_t)len) {
+            snprintf(err, errlen, "cannot read payload file '%s'", o->cls[i].file);
+            fclose(f);
+            payload_free(p);
+            return -EIO;
+        }
+        fclose(f);
+        c->len = (size_t)len;
+        p->n++;
+        p->total_weight += c->weight;
+        if (p->line && c->data[c->len - 1] != '\n') {
+            snprintf(err, errlen,
+                     "--expect line: payload file '%s' does not end in a newline; a line server "
+                     "would wait for the rest",
+                     o->cls[i].file);
+            payload_free(p);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+void payload_free(struct payloads *p)
+{
+    for (int i = 0; i < BOPT_MAX_CLASSES; i++) {
+        free(p->cls[i].data);
+        p->cls[i].data = NULL;
+    }
+}
+
+int payload_pick(const struct payloads *p, uint64_t *rng)
+{
+    uint64_t x = *rng;
+    unsigned r;
+
+    if (p->n == 1)
+        return 0;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    r = (unsigned)((x >> 11) % p->total_weight);
+    for (int i = 0; i < p->n; i++) {
+        if (r < p->cls[i].weight)
+            return i;
+        r -= p->cls[i].weight;
+    }
+    return p->n - 1;
+}
+
+void payload_bytes(const struct payloads *p, int cls, uint64_t stream, uint64_t seq, size_t off,
+                   uint8_t *out, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const struct pclass *c = &p->cls[cls];
+    size_t end = off + len, pos;
+
+    if (c->data) {
+        memcpy(out, c->data + off, len);
+        return;
+    }
+    /* 16 hex digits of seq, then the pattern from a place that depends on stream and seq */
+    while (off < end && off < 16) {
+        *out++ = (uint8_t)hex[(seq >> (60 - 4 * off)) & 0xf];
+        off++;
+    }
+    pos = (size_t)((off + seq * 7919u + stream * 104729u) % PATN);
+    while (off < end) {
+        size_t n = PATN - pos < end - off ? PATN - pos : end - off;
+        memcpy(out, pat + pos, n);
+        out += n;
+        off += n;
+        pos = 0;
+    }
+    if (p->line && end == c->len)
+        out[-1] = '\n';
+}

@@ -1,0 +1,42 @@
+/* payload: request bytes, generated (carrying a sequence number) or from files, and the byte
+ * pattern an echo must return. */
+#ifndef LFE_PAYLOAD_H
+#define LFE_PAYLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bopt.h"
+
+struct pclass {
+    char name[64];   /* file name, or "generated" */
+    uint8_t *data;   /* file contents; NULL for generated */
+    size_t len;      /* request length */
+    unsigned weight; /* mix weight */
+};
+
+/* Read-only once loaded; shared by all threads. */
+struct payloads {
+    struct pclass cls[BOPT_MAX_CLASSES];
+    int n;                 /* at least 1 */
+    unsigned total_weight; /* sum of weights */
+    bool line;             /* generated requests end in '\n' and hold no other */
+};
+
+/* Loads the files named in o (or sets up one generated class of o->size bytes). Returns 0, or
+ * -errno with one line in err (a missing or empty file, a line request without '\n'). */
+int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t errlen);
+void payload_free(struct payloads *p);
+
+/* A class drawn by weight; rng is the caller's xorshift state. */
+int payload_pick(const struct payloads *p, uint64_t *rng);
+
+/* Writes bytes [off, off+len) of request seq of class cls on stream (a connection id) to out.
+ * Generated requests start with the sequence number as 16 hex digits and continue with a
+ * printable pattern that depends on stream and seq, so a stale, shifted or foreign byte never
+ * matches. */
+void payload_bytes(const struct payloads *p, int cls, uint64_t stream, uint64_t seq, size_t off,
+                   uint8_t *out, size_t len);
+
+#endif /* LFE_PAYLOAD_H */

@@ -1,0 +1,38 @@
+/* verify: where one response ends, and whether it is right, fed bytes as they arrive. */
+#ifndef LFE_VERIFY_H
+#define LFE_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bopt.h"
+#include "payload.h"
+
+/* The response being read on one connection. */
+struct verify {
+    enum expect kind;
+    uint64_t need;   /* bytes the response has (echo, bytes N; len32 once the header is in) */
+    uint64_t got;    /* bytes of it seen so far */
+    uint8_t hdr[4];  /* len32 header */
+    /* echo: the request this response must equal */
+    const struct payloads *p;
+    int cls;
+    uint64_t stream, seq;
+};
+
+#define VERIFY_MAX_FRAME (1u << 30) /* a len32 frame larger than this is garbage */
+
+/* Starts a response to request (cls, stream, seq) of req_len bytes. */
+void verify_start(struct verify *v, enum expect kind, size_t expect_bytes,
+                  const struct payloads *p, int cls, uint64_t stream, uint64_t seq,
+                  size_t req_len);
+
+enum verify_status { VERIFY_MORE, VERIFY_DONE, VERIFY_BAD };
+
+/* Consumes up to n bytes of the response; *used says how many (the rest belongs to the next
+ * response). Returns VERIFY_DONE when the response is complete and right, VERIFY_BAD on the
+ * first byte that differs (echo) or an impossible len32 header, else VERIFY_MORE. */
+enum verify_status verify_feed(struct verify *v, const uint8_t *buf, size_t n, size_t *used);
+
+#endif /* LFE_VERIFY_H */

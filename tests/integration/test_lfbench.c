@@ -1,0 +1,322 @@
+/* Integration tests of lfbench: against lfepolld (long, short, pipelined, open loop) with zero
+ * errors, and against tests/integration/badserver.c, which corrupts, drops and resets, and
+ * against a refused port: each must be counted as what it is and fail the run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *lfbench, *lfepolld, *badserver;
+static int slow = 1;
+static pid_t server_pid;
+static int server_port;
+static char out[1 << 16]; /* lfbench's output of the last run */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A port nothing listens on right now. */
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static bool port_open(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+    close(fd);
+    return ok;
+}
+
+/* Starts a server: argv with "PORT" replaced by a free port. */
+static void start_server(const char *const *argv)
+{
+    const char *args[16];
+    char port[16];
+    int n = 0, devnull;
+
+    server_port = free_port();
+    snprintf(port, sizeof(port), "%d", server_port);
+    for (; *argv; argv++)
+        args[n++] = strcmp(*argv, "PORT") ? *argv : port;
+    args[n] = NULL;
+    server_pid = fork();
+    assert_true(server_pid >= 0);
+    if (server_pid == 0) {
+        devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        execv(args[0], (char *const *)args);
+        _exit(127);
+    }
+    for (int i = 0; i < 500 && !port_open(server_port); i++)
+        sleep_ms(10);
+    assert_true(port_open(server_port));
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (server_pid > 0) {
+        kill(server_pid, SIGKILL);
+        waitpid(server_pid, NULL, 0);
+    }
+    server_pid = 0;
+    return 0;
+}
+
+/* Runs lfbench with args (NULL-terminated), target 127.0.0.1:port last; returns its exit
+ * status; its stdout and stderr land in out. */
+static int bench(int port, ...)
+{
+    const char *args[48] = {lfbench};
+    char target[32], path[] = "/tmp/lfe-bench-XXXXXX";
+    int n = 1, fd = mkstemp(path), status;
+    va_list ap;
+    pid_t pid;
+    ssize_t len;
+
+    va_start(ap, port);
+    for (const char *a = va_arg(ap, const char *); a; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    args[n++] = target;
+    args[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        alarm(60 * (unsigned)slow); /* a hung client fails the test, not the suite */
+        execv(lfbench, (char *const *)args);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    len = pread(fd, out, sizeof(out) - 1, 0);
+    out[len > 0 ? len : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A counter from the summary's errors line ("mismatch 3") or elsewhere ("requests     12"). */
+static long field(const char *name)
+{
+    char key[64];
+    const char *p;
+
+    snprintf(key, sizeof(key), " %s ", name);
+    p = strstr(out, key);
+    if (!p) {
+        snprintf(key, sizeof(key), "%s ", name);
+        p = strstr(out, key);
+        if (!p)
+            return -1;
+    }
+    p += strlen(key);
+    while (*p == ' ')
+        p++;
+    return atol(p);
+}
+
+static void expect_clean(int rc, long requests)
+{
+    if (rc != 0 || !strstr(out, "errors       0:") || (requests >= 0 && field("requests") != requests))
+        fail_msg("lfbench rc=%d, want 0 and no errors (%ld requests):\n%s", rc, requests, out);
+}
+
+static void test_long_against_lfepolld(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    char json[] = "/tmp/lfe-json-XXXXXX", buf[8192], key[64];
+    int fd;
+
+    (void)state;
+    start_server(srv);
+    fd = mkstemp(json);
+    expect_clean(bench(server_port, "-c", "50", "-t", "2", "-n", "20000", "-q", "--json", json,
+                       NULL),
+                 20000);
+    /* --json holds the same figures as the summary */
+    buf[read(fd, buf, sizeof(buf) - 1)] = '\0';
+    close(fd);
+    unlink(json);
+    assert_non_null(strstr(buf, "\"requests\": 20000,"));
+    assert_non_null(strstr(buf, "\"total\": 0,"));
+    assert_non_null(strstr(buf, "\"lost\": 0,"));
+    snprintf(key, sizeof(key), "\"samples\": %d,", 20000);
+    assert_non_null(strstr(buf, key));
+    assert_non_null(strstr(buf, "\"series\": ["));
+    assert_true(buf[strlen(buf) - 2] == '}'); /* closed */
+    expect_clean(bench(server_port, "-c", "20", "-d", "1", "--warmup", "0.3", "-q", NULL), -1);
+    assert_true(field("requests") > 100);
+}
+
+static void test_short_and_pipelined(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+
+    (void)state;
+    start_server(srv);
+    expect_clean(bench(server_port, "--mode", "short", "-c", "20", "-n", "3000", "-q", NULL), 3000);
+    assert_int_equal(field("connections"), 3000);
+    expect_clean(bench(server_port, "--pipeline", "8", "--size", "100000", "-c", "4", "-n", "400",
+                       "-q", NULL),
+                 400);
+    expect_clean(bench(server_port, "--mode", "short", "--linger0", "-c", "10", "-n", "500", "-q",
+                       NULL),
+                 500);
+}
+
+static void test_open_loop_rate(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    long reqs;
+
+    (void)state;
+    start_server(srv);
+    expect_clean(bench(server_port, "-R", "2000", "-d", "2", "-c", "10", "-q", NULL), -1);
+    reqs = field("requests");
+    assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
+    assert_non_null(strstr(out, "sends more than 1 ms behind"));
+}
+
+static void test_mismatch_fails(void **state)
+{
+    const char *srv[] = {badserver, "PORT", "flip", "50", NULL};
+
+    (void)state;
+    start_server(srv);
+    assert_int_equal(bench(server_port, "-c", "4", "-n", "2000", "-q", NULL), 1);
+    assert_true(field("mismatch") > 0);
+    assert_non_null(strstr(out, "did not match"));
+    /* even when errors are allowed, a mismatch fails the run */
+    assert_int_equal(bench(server_port, "-c", "4", "-n", "2000", "--max-errors", "1000000", "-q",
+                           NULL),
+                     1);
+}
+
+static void test_dropped_byte_is_lost(void **state)
+{
+    const char *srv[] = {badserver, "PORT", "drop", "100", NULL};
+
+    (void)state;
+    start_server(srv);
+    assert_int_equal(bench(server_port, "-c", "4", "-n", "1000", "--timeout", "200",
+                           "--max-errors", "1000000", "-q", NULL),
+                     1);
+    assert_true(field("lost") > 0);
+    assert_true(field("timeout") > 0);
+    /* pipelined, the drop shifts the stream: mismatches */
+    assert_int_equal(bench(server_port, "-c", "4", "-n", "1000", "--pipeline", "4", "--timeout",
+                           "200", "-q", NULL),
+                     1);
+    assert_true(field("mismatch") > 0);
+}
+
+static void test_reset_and_refused(void **state)
+{
+    const char *srv[] = {badserver, "PORT", "reset", "5", NULL};
+    int nobody;
+
+    (void)state;
+    start_server(srv);
+    assert_int_equal(bench(server_port, "-c", "4", "-d", "0.5", "-q", NULL), 1);
+    assert_true(field("reset") + field("closed") > 0);
+    assert_int_equal(field("mismatch"), 0);
+    assert_true(field("requests") > 0);
+    nobody = free_port();
+    assert_int_equal(bench(nobody, "-c", "2", "-d", "0.3", "-q", NULL), 1);
+    assert_true(field("refused") > 0);
+    assert_int_equal(field("requests"), 0);
+}
+
+static void test_framings(void **state)
+{
+    const char *line[] = {badserver, "PORT", "line", NULL};
+    const char *len32[] = {badserver, "PORT", "len32", NULL};
+    char req[] = "/tmp/lfe-req-XXXXXX";
+    int fd = mkstemp(req);
+
+    (void)state;
+    assert_int_equal(write(fd, "GET key\n", 8), 8);
+    close(fd);
+    start_server(line);
+    expect_clean(bench(server_port, "--expect", "line", "-c", "4", "-n", "2000", "-q", NULL), 2000);
+    expect_clean(bench(server_port, "--payload", req, "--expect", "bytes", "3", "-c", "4", "-n",
+                       "1000", "-q", NULL),
+                 1000);
+    teardown(NULL);
+    start_server(len32);
+    expect_clean(bench(server_port, "--payload", req, "--expect", "len32", "-c", "4", "--pipeline",
+                       "4", "-n", "2000", "-q", NULL),
+                 2000);
+    unlink(req);
+}
+
+static void test_bad_usage(void **state)
+{
+    (void)state;
+    assert_int_equal(bench(1, "--bogus", NULL), 2);
+    assert_non_null(strstr(out, "unknown option '--bogus'"));
+    assert_int_equal(bench(1, "-c", "5000000", NULL), 2); /* more than the ports or descriptors */
+    assert_non_null(strstr(out, "-c 5000000"));
+    assert_int_equal(bench(1, "--payload", "/nonexistent", NULL), 2);
+    assert_non_null(strstr(out, "cannot read payload file '/nonexistent'"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_long_against_lfepolld, teardown),
+        cmocka_unit_test_teardown(test_short_and_pipelined, teardown),
+        cmocka_unit_test_teardown(test_open_loop_rate, teardown),
+        cmocka_unit_test_teardown(test_mismatch_fails, teardown),
+        cmocka_unit_test_teardown(test_dropped_byte_is_lost, teardown),
+        cmocka_unit_test_teardown(test_reset_and_refused, teardown),
+        cmocka_unit_test_teardown(test_framings, teardown),
+        cmocka_unit_test_teardown(test_bad_usage, teardown),
+    };
+
+    lfbench = getenv("LFBENCH");
+    lfepolld = getenv("LFEPOLLD");
+    badserver = getenv("BADSERVER");
+    if (!lfbench || !lfepolld || !badserver) {
+        fprintf(stderr, "set LFBENCH, LFEPOLLD and BADSERVER (make test does)\n");
+        return 1;
+    }
+    if (getenv("TEST_SLOW"))
+        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

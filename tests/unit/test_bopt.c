@@ -1,0 +1,170 @@
+/* Unit tests of lfbench's options: defaults, every flag, bad values rejected with their
+ * message, targets and source ranges. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bopt.h"
+
+static char err[512];
+static struct bopt o;
+
+static enum bopt_result parse(const char *first, ...)
+{
+    char *argv[64] = {(char *)"lfbench"};
+    int argc = 1;
+    va_list ap;
+    FILE *out = fopen("/dev/null", "w");
+    enum bopt_result r;
+
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    err[0] = '\0';
+    r = bopt_parse(&o, argc, argv, out, err, sizeof(err));
+    fclose(out);
+    return r;
+}
+
+static void expect_error(const char *needle, enum bopt_result r)
+{
+    assert_int_equal(r, BOPT_ERROR);
+    if (!strstr(err, needle))
+        fail_msg("error '%s' lacks '%s'", err, needle);
+    assert_null(strchr(err, '\n'));
+}
+
+static void test_defaults(void **state)
+{
+    struct sockaddr_in *a = (struct sockaddr_in *)&o.addr;
+
+    (void)state;
+    assert_int_equal(parse("127.0.0.1:9876", NULL), BOPT_RUN);
+    assert_int_equal(o.threads, 1);
+    assert_int_equal(o.conns, 100);
+    assert_int_equal(o.mode, MODE_LONG);
+    assert_int_equal(o.pipeline, 1);
+    assert_true(o.duration == 10);
+    assert_int_equal(o.requests, 0);
+    assert_int_equal(o.timeout_ms, 5000);
+    assert_true(o.rate == 0);
+    assert_int_equal(o.size, 64);
+    assert_int_equal(o.expect, EXPECT_ECHO);
+    assert_int_equal(o.max_errors, 0);
+    assert_int_equal(a->sin_family, AF_INET);
+    assert_int_equal(ntohs(a->sin_port), 9876);
+}
+
+static void test_every_flag(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("-t", "2", "--cpus", "1", "-c", "50", "--mode", "long", "--pipeline",
+                           "8", "-n", "1000", "--warmup", "0.5", "--timeout", "250", "-R",
+                           "20000", "--connect-rate", "500", "--linger0", "--size", "128",
+                           "--expect", "bytes", "12", "--source", "127.0.0.2-127.0.0.9",
+                           "--json", "out.json", "--max-errors", "3", "-q", "127.0.0.1:80", NULL),
+                     BOPT_RUN);
+    assert_int_equal(o.threads, 2);
+    assert_true(o.have_cpus && CPU_ISSET(1, &o.cpus));
+    assert_int_equal(o.conns, 50);
+    assert_int_equal(o.pipeline, 8);
+    assert_int_equal(o.requests, 1000);
+    assert_true(o.duration == 0);
+    assert_true(o.warmup == 0.5);
+    assert_int_equal(o.timeout_ms, 250);
+    assert_true(o.rate == 20000);
+    assert_true(o.connect_rate == 500);
+    assert_true(o.linger0 && o.quiet);
+    assert_int_equal(o.size, 128);
+    assert_int_equal(o.expect, EXPECT_BYTES);
+    assert_int_equal(o.expect_bytes, 12);
+    assert_int_equal(o.nsources, 8);
+    assert_string_equal(o.json, "out.json");
+    assert_int_equal(o.max_errors, 3);
+    assert_int_equal(parse("[::1]:80", NULL), BOPT_RUN);
+    assert_int_equal(o.addr.ss_family, AF_INET6);
+    assert_int_equal(parse("--mode", "short", "--expect", "line", "--mix", "a:1,b:9",
+                           "127.0.0.1:1", NULL),
+                     BOPT_RUN);
+    assert_int_equal(o.mode, MODE_SHORT);
+    assert_int_equal(o.expect, EXPECT_LINE);
+    assert_int_equal(o.nclasses, 2);
+    assert_string_equal(o.cls[1].file, "b");
+    assert_int_equal(o.cls[1].weight, 9);
+    assert_int_equal(parse("--expect", "len32", "--payload", "f", "localhost:7", NULL), BOPT_RUN);
+    assert_int_equal(o.expect, EXPECT_LEN32);
+    assert_int_equal(o.nclasses, 1);
+}
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    expect_error("no target", parse("-c", "5", NULL));
+    expect_error("target 'nohost:1' is not ADDR:PORT", parse("nohost:1", NULL));
+    expect_error("target '127.0.0.1:0'", parse("127.0.0.1:0", NULL));
+    expect_error("target '::1:80'", parse("::1:80", NULL));
+    expect_error("unexpected argument 'x' after the target", parse("127.0.0.1:1", "x", NULL));
+    expect_error("unknown option '--bogus'", parse("--bogus", "127.0.0.1:1", NULL));
+    expect_error("-c needs a value", parse("-c", NULL));
+    expect_error("-t: '0' is not a thread count", parse("-t", "0", "127.0.0.1:1", NULL));
+    expect_error("-c: 'many'", parse("-c", "many", "127.0.0.1:1", NULL));
+    expect_error("--mode: 'medium'", parse("--mode", "medium", "127.0.0.1:1", NULL));
+    expect_error("--pipeline: '0'", parse("--pipeline", "0", "127.0.0.1:1", NULL));
+    expect_error("-d: '-1'", parse("-d", "-1", "127.0.0.1:1", NULL));
+    expect_error("-n: '1.5'", parse("-n", "1.5", "127.0.0.1:1", NULL));
+    expect_error("-d and -n both given", parse("-d", "1", "-n", "5", "127.0.0.1:1", NULL));
+    expect_error("--timeout: '0'", parse("--timeout", "0", "127.0.0.1:1", NULL));
+    expect_error("-R: 'fast'", parse("-R", "fast", "127.0.0.1:1", NULL));
+    expect_error("--size: '0'", parse("--size", "0", "127.0.0.1:1", NULL));
+    expect_error("--mix: 'a' is not FILE:WEIGHT", parse("--mix", "a", "127.0.0.1:1", NULL));
+    expect_error("--mix: 'a:0'", parse("--mix", "a:0", "127.0.0.1:1", NULL));
+    expect_error("either --payload or --mix",
+                 parse("--payload", "a", "--mix", "b:1", "127.0.0.1:1", NULL));
+    expect_error("--expect: 'xml'", parse("--expect", "xml", "127.0.0.1:1", NULL));
+    expect_error("--expect bytes needs a byte count", parse("--expect", "bytes", "x", NULL));
+    expect_error("--source: '127.0.0.9-127.0.0.2'",
+                 parse("--source", "127.0.0.9-127.0.0.2", "127.0.0.1:1", NULL));
+    expect_error("--source takes IPv4", parse("--source", "127.0.0.2", "[::1]:1", NULL));
+    expect_error("--pipeline needs --mode long",
+                 parse("--mode", "short", "--pipeline", "2", "127.0.0.1:1", NULL));
+    expect_error("--size applies to generated payloads",
+                 parse("--size", "10", "--payload", "f", "127.0.0.1:1", NULL));
+    expect_error("--cpus: 'x'", parse("--cpus", "x", "127.0.0.1:1", NULL));
+}
+
+static void test_sources(void **state)
+{
+    struct in_addr a[BOPT_MAX_SOURCES];
+    char s[32];
+
+    (void)state;
+    assert_int_equal(bopt_parse_sources("127.0.0.1-127.0.0.20", a, BOPT_MAX_SOURCES), 20);
+    inet_ntop(AF_INET, &a[19], s, sizeof(s));
+    assert_string_equal(s, "127.0.0.20");
+    assert_int_equal(bopt_parse_sources("127.0.0.255-127.0.1.1", a, BOPT_MAX_SOURCES), 3);
+    inet_ntop(AF_INET, &a[1], s, sizeof(s));
+    assert_string_equal(s, "127.0.1.0");
+    assert_int_equal(bopt_parse_sources("10.0.0.5", a, BOPT_MAX_SOURCES), 1);
+    assert_int_equal(bopt_parse_sources("127.0.0.1-127.0.255.255", a, BOPT_MAX_SOURCES), -EINVAL);
+    assert_int_equal(bopt_parse_sources("127.0.0.1-", a, BOPT_MAX_SOURCES), -EINVAL);
+    assert_int_equal(bopt_parse_sources("a-b", a, BOPT_MAX_SOURCES), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_flag),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_sources),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

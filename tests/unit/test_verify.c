@@ -1,0 +1,182 @@
+/* Unit tests of the response verifier, fed in every split: echo, line, len32 and bytes N. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "payload.h"
+#include "verify.h"
+
+static struct payloads P;
+static struct bopt O;
+
+static int setup(void **state)
+{
+    char err[128];
+
+    (void)state;
+    memset(&O, 0, sizeof(O));
+    O.size = 300;
+    O.expect = EXPECT_ECHO;
+    return payload_load(&P, &O, err, sizeof(err));
+}
+
+/* Feeds buf cut into pieces of `step` bytes; returns the status after the last piece and the
+ * bytes consumed in all. */
+static enum verify_status feed_split(struct verify *v, const uint8_t *buf, size_t n, size_t step,
+                                     size_t *consumed)
+{
+    enum verify_status st = VERIFY_MORE;
+    size_t used;
+
+    *consumed = 0;
+    for (size_t off = 0; off < n && st == VERIFY_MORE; off += step) {
+        size_t len = n - off < step ? n - off : step;
+        st = verify_feed(v, buf + off, len, &used);
+        *consumed += used;
+        if (st != VERIFY_MORE)
+            break;
+    }
+    return st;
+}
+
+static void test_echo_any_split(void **state)
+{
+    uint8_t req[300];
+    struct verify v;
+    size_t used;
+
+    (void)state;
+    payload_bytes(&P, 0, 7, 42, 0, req, sizeof(req));
+    assert_memory_equal(req, "000000000000002a", 16); /* the sequence number leads */
+    for (size_t step = 1; step <= 300; step = step * 2 + 1) {
+        verify_start(&v, EXPECT_ECHO, 0, &P, 0, 7, 42, sizeof(req));
+        assert_int_equal(feed_split(&v, req, sizeof(req), step, &used), VERIFY_DONE);
+        assert_int_equal(used, sizeof(req));
+    }
+    /* piecewise generation matches whole generation */
+    uint8_t part[300];
+    payload_bytes(&P, 0, 7, 42, 0, part, 100);
+    payload_bytes(&P, 0, 7, 42, 100, part + 100, 200);
+    assert_memory_equal(part, req, sizeof(req));
+}
+
+static void test_echo_detects_every_fault(void **state)
+{
+    uint8_t req[300], bad[300];
+    struct verify v;
+    size_t used;
+
+    (void)state;
+    payload_bytes(&P, 0, 7, 42, 0, req, sizeof(req));
+    for (size_t pos = 0; pos < sizeof(req); pos += 37) { /* one flipped byte anywhere */
+        memcpy(bad, req, sizeof(req));
+        bad[pos] ^= 0x20;
+        verify_start(&v, EXPECT_ECHO, 0, &P, 0, 7, 42, sizeof(req));
+        assert_int_equal(feed_split(&v, bad, sizeof(bad), 64, &used), VERIFY_BAD);
+    }
+    /* a dropped byte shifts the rest */
+    verify_start(&v, EXPECT_ECHO, 0, &P, 0, 7, 42, sizeof(req));
+    memcpy(bad, req, 150);
+    memcpy(bad + 150, req + 151, 149);
+    assert_int_equal(feed_split(&v, bad, 299, 300, &used), VERIFY_BAD);
+    /* another request's bytes (stale or foreign) do not pass */
+    payload_bytes(&P, 0, 7, 41, 0, bad, sizeof(bad));
+    verify_start(&v, EXPECT_ECHO, 0, &P, 0, 7, 42, sizeof(req));
+    assert_int_equal(feed_split(&v, bad, sizeof(bad), 300, &used), VERIFY_BAD);
+    payload_bytes(&P, 0, 8, 42, 0, bad, sizeof(bad));
+    verify_start(&v, EXPECT_ECHO, 0, &P, 0, 7, 42, sizeof(req));
+    assert_int_equal(feed_split(&v, bad, sizeof(bad), 300, &used), VERIFY_BAD);
+}
+
+static void test_echo_stops_at_boundary(void **state)
+{
+    uint8_t two[600];
+    struct verify v;
+    size_t used;
+
+    (void)state;
+    payload_bytes(&P, 0, 1, 0, 0, two, 300);
+    payload_bytes(&P, 0, 1, 1, 0, two + 300, 300);
+    verify_start(&v, EXPECT_ECHO, 0, &P, 0, 1, 0, 300);
+    assert_int_equal(verify_feed(&v, two, sizeof(two), &used), VERIFY_DONE);
+    assert_int_equal(used, 300); /* the rest is the next response's */
+    verify_start(&v, EXPECT_ECHO, 0, &P, 0, 1, 1, 300);
+    assert_int_equal(verify_feed(&v, two + used, sizeof(two) - used, &used), VERIFY_DONE);
+}
+
+static void test_line(void **state)
+{
+    const uint8_t in[] = "VALUE 12\nNEXT\n";
+    struct verify v;
+    size_t used;
+
+    (void)state;
+    verify_start(&v, EXPECT_LINE, 0, &P, 0, 0, 0, 0);
+    assert_int_equal(verify_feed(&v, in, 3, &used), VERIFY_MORE);
+    assert_int_equal(used, 3);
+    assert_int_equal(verify_feed(&v, in + 3, sizeof(in) - 4, &used), VERIFY_DONE);
+    assert_int_equal(used, 6); /* "UE 12\n" */
+    verify_start(&v, EXPECT_LINE, 0, &P, 0, 0, 0, 0);
+    assert_int_equal(verify_feed(&v, in + 9, 5, &used), VERIFY_DONE);
+}
+
+static void test_len32(void **state)
+{
+    const uint8_t in[] = {0, 0, 0, 3, 'a', 'b', 'c', 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    struct verify v;
+    size_t used, total = 0;
+
+    (void)state;
+    for (size_t step = 1; step <= 7; step++) {
+        verify_start(&v, EXPECT_LEN32, 0, &P, 0, 0, 0, 0);
+        assert_int_equal(feed_split(&v, in, 7, step, &total), VERIFY_DONE);
+        assert_int_equal(total, 7);
+    }
+    verify_start(&v, EXPECT_LEN32, 0, &P, 0, 0, 0, 0); /* an empty frame */
+    assert_int_equal(verify_feed(&v, in + 7, 4, &used), VERIFY_DONE);
+    verify_start(&v, EXPECT_LEN32, 0, &P, 0, 0, 0, 0); /* 4 GiB: garbage */
+    assert_int_equal(verify_feed(&v, in + 11, 4, &used), VERIFY_BAD);
+}
+
+static void test_bytes(void **state)
+{
+    const uint8_t in[10] = {0};
+    struct verify v;
+    size_t used;
+
+    (void)state;
+    verify_start(&v, EXPECT_BYTES, 6, &P, 0, 0, 0, 999);
+    assert_int_equal(verify_feed(&v, in, 4, &used), VERIFY_MORE);
+    assert_int_equal(verify_feed(&v, in, 10, &used), VERIFY_DONE);
+    assert_int_equal(used, 2);
+}
+
+static void test_line_payloads_end_in_newline(void **state)
+{
+    struct payloads lp;
+    struct bopt lo = {.size = 50, .expect = EXPECT_LINE};
+    char err[128];
+    uint8_t req[50];
+
+    (void)state;
+    assert_int_equal(payload_load(&lp, &lo, err, sizeof(err)), 0);
+    payload_bytes(&lp, 0, 3, 9, 0, req, sizeof(req));
+    assert_int_equal(req[49], '\n');
+    assert_null(memchr(req, '\n', 49));
+    payload_free(&lp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_echo_any_split),     cmocka_unit_test(test_echo_detects_every_fault),
+        cmocka_unit_test(test_echo_stops_at_boundary), cmocka_unit_test(test_line),
+        cmocka_unit_test(test_len32),              cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_line_payloads_end_in_newline),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
