@@ -175,4 +175,4 @@ uninstall:
 clean:
 	rm -rf build build-address build-undefined build-thread lfepolld lfbench
 
--include $(wildcard $(BUILD)/src/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/client/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d $(TOBJ)/client/*.d)

@@ -27,6 +27,7 @@
 
 #define BUFSZ (64 * 1024)
 #define TICK 0.01                  /* seconds */
+#define SCAN_NS (100 * 1000000ull)  /* timeouts are looked for at most this often */
 #define RETRY_NS (100 * 1000000ull) /* a refused or failed connect retries after this */
 #define BEHIND_NS 1000000ull        /* an open-loop send this late is behind schedule */
 
@@ -61,6 +62,7 @@ struct bconn {
     bool in_free;        /* open loop: queued in freeq */
     int events;          /* EV_READ/EV_WRITE being watched */
     struct verify v;     /* the response to q[head] */
+    struct req q1;       /* q when the pipeline is 1: no second cache line to fetch */
 };
 
 struct watchers {
@@ -152,6 +154,7 @@ static void close_conn(struct bconn *c)
     c->woff = 0;
     c->in_free = false; /* freeq entries are re-checked when popped */
     c->gen++;
+    t->nclosed++;
 }
 
 /* A failure on c: count it, drop what was in flight (that is the error), reconnect later. */
@@ -177,7 +180,9 @@ static void issue(struct bconn *c, uint64_t t0, uint64_t now)
     if (c->qn++ == 0)
         verify_start(&c->v, t->o->expect, t->o->expect_bytes, t->p, r->cls, stream_of(c), r->seq,
                      r->len);
-    t->issued++; /* the caller writes it (do_write) */
+    if (t->o->mode == MODE_LONG)
+        t->issued++; /* short mode counts the connection attempt instead (open_conn) */
+    /* the caller writes it (do_write) */
 }
 
 static void do_write(struct bconn *c, uint64_t now);
@@ -268,6 +273,8 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
             return; /* the tick retries */
         t->tokens -= 1;
     }
+    if (o->mode == MODE_SHORT)
+        t->issued++; /* one connection, one request: -n counts attempts */
     c->fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
         count_error(t, errno_kind(errno));
@@ -296,6 +303,7 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
     c->events = 0;
     ev_io_init(&c->io, on_io, c->fd, 0);
     if (connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0) {
+        t->nclosed--;
         connected(c, now);
         return;
     }
@@ -308,6 +316,7 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
         return;
     }
     c->state = CS_CONNECTING;
+    t->nclosed--;
     set_events(c, EV_WRITE);
 }
 
@@ -490,18 +499,24 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct bthread *t = w->data;
     uint64_t now = now_ns(), limit = (uint64_t)t->o->timeout_ms * 1000000ull;
+    uint64_t every = limit / 8 < SCAN_NS ? limit / 8 : SCAN_NS;
+    bool scan = now - t->last_scan >= every;
 
     (void)revents;
     if (!t->stopping && (now >= t->t_end || (t->quota && t->issued >= t->quota))) {
         t->stopping = true;
         t->t_end = now; /* in-flight requests get --timeout from here */
     }
-    for (int i = 0; i < t->nconns; i++) {
+    /* Walking every connection costs a cache miss or two each: do it only to look for
+     * timeouts (a few times per --timeout) or when some connection waits to reconnect. */
+    if (scan)
+        t->last_scan = now;
+    for (int i = 0; (scan || t->nclosed > 0) && i < t->nconns; i++) {
         struct bconn *c = &t->conns[i];
 
-        if (c->state == CS_CONNECTING && now - c->conn_t0 > limit) {
+        if (scan && c->state == CS_CONNECTING && now - c->conn_t0 > limit) {
             fail(c, ERR_TIMEOUT);
-        } else if (c->state == CS_OPEN && c->qn && now - c->q[c->head].t_sent > limit) {
+        } else if (scan && c->state == CS_OPEN && c->qn && now - c->q[c->head].t_sent > limit) {
             if (c->v.got > 0) { /* part of the response came, the rest never will */
                 t->total.lost++;
                 t->cur.lost++;
@@ -595,6 +610,7 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     t->tokens = 1;
     t->tokens_t = t_start;
     t->conns = calloc((size_t)n, sizeof(*t->conns));
+    t->nclosed = n; /* every connection starts closed */
     t->buf = malloc(BUFSZ);
     t->freeq = calloc((size_t)n, sizeof(*t->freeq));
     t->watchers = calloc(1, sizeof(struct watchers));
@@ -611,7 +627,7 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
         c->t = t;
         c->fd = -1;
         c->gid = base + (uint32_t)i;
-        c->q = calloc((size_t)o->pipeline, sizeof(*c->q));
+        c->q = o->pipeline == 1 ? &c->q1 : calloc((size_t)o->pipeline, sizeof(*c->q));
         if (!c->q)
             return -1;
     }
@@ -671,7 +687,8 @@ void engine_free(struct bthread *t)
     for (int i = 0; t->conns && i < t->nconns; i++) {
         if (t->conns[i].fd >= 0)
             close(t->conns[i].fd);
-        free(t->conns[i].q);
+        if (t->conns[i].q != &t->conns[i].q1)
+            free(t->conns[i].q);
     }
     if (t->loop)
         ev_loop_destroy(t->loop);

@@ -57,6 +57,8 @@ struct bthread {
     bool open_loop;           /* -R */
     struct rate *sch;        /* -R schedule */
     int *freeq, nfree;        /* open loop: connections that can take a request */
+    int nclosed;              /* connections closed (waiting to (re)connect) */
+    uint64_t last_scan;       /* when the tick last looked for timeouts */
     double tokens;            /* --connect-rate bucket */
     uint64_t tokens_t;
     /* results (after warm-up) */

@@ -415,7 +415,7 @@ int main(int argc, char **argv)
     if (rc)
         fprintf(stderr, "lfbench: FAILED: %s\n",
                 total.errors[ERR_MISMATCH] ? "responses did not match what was sent"
-                : total.lost               ? "responses were lost (never came back whole)"
+                : total.lost               ? "some responses never came back whole"
                 : errors > o.max_errors    ? "errors exceed --max-errors"
                                            : "no request completed");
     for (int i = 0; i < o.threads; i++)

@@ -57,17 +57,20 @@ static bool port_open(int port)
     return ok;
 }
 
-/* Starts a server: argv with "PORT" replaced by a free port. */
+/* Starts a server: argv with "PORT" (alone, or after "127.0.0.1:") replaced by a free port. */
 static void start_server(const char *const *argv)
 {
     const char *args[16];
-    char port[16];
+    char port[16], hostport[32];
     int n = 0, devnull;
 
     server_port = free_port();
     snprintf(port, sizeof(port), "%d", server_port);
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", server_port);
     for (; *argv; argv++)
-        args[n++] = strcmp(*argv, "PORT") ? *argv : port;
+        args[n++] = !strcmp(*argv, "PORT")             ? port
+                    : !strcmp(*argv, "127.0.0.1:PORT") ? hostport
+                                                       : *argv;
     args[n] = NULL;
     server_pid = fork();
     assert_true(server_pid >= 0);
