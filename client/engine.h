@@ -45,6 +45,7 @@ struct bthread {
     const struct bopt *o;
     const struct payloads *p;
     struct ev_loop *loop;
+    int epfd;                 /* edge-triggered epoll set of this thread's sockets */
     struct bconn *conns;      /* this thread's connections */
     int nconns;
     uint32_t conn_base;       /* global index of conns[0] */
