@@ -142,6 +142,12 @@ static int parse_int(const char *s, long min, long max, long *out)
     return 0;
 }
 
+void bopt_free(struct bopt *o)
+{
+    free(o->mixbuf);
+    o->mixbuf = NULL;
+}
+
 enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
                             size_t errlen)
 {
@@ -271,17 +277,21 @@ enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, ch
             o->cls[0] = (struct bclass){val, 1};
             o->nclasses = 1;
         } else if (!strcmp(name, "--mix")) {
-            char *list = strdup(val), *save = NULL;
+            char *save = NULL;
             if (o->nclasses)
                 BAD("--mix: give either --payload or --mix, once");
-            for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            free(o->mixbuf);
+            o->mixbuf = strdup(val);
+            if (!o->mixbuf)
+                BAD("out of memory");
+            for (char *tok = strtok_r(o->mixbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 char *c = strrchr(tok, ':');
                 if (!c || c == tok || parse_int(c + 1, 1, 1000000, &v) < 0)
                     BAD("--mix: '%s' is not FILE:WEIGHT (weight 1 to 1000000)", tok);
                 if (o->nclasses == BOPT_MAX_CLASSES)
                     BAD("--mix: at most %d files", BOPT_MAX_CLASSES);
                 *c = '\0';
-                o->cls[o->nclasses++] = (struct bclass){tok, (unsigned)v}; /* list stays */
+                o->cls[o->nclasses++] = (struct bclass){tok, (unsigned)v};
             }
             if (!o->nclasses)
                 BAD("--mix: no FILE:WEIGHT in '%s'", val);

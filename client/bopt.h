@@ -46,6 +46,7 @@ struct bopt {
     const char *json;             /* --json FILE */
     uint64_t max_errors;          /* --max-errors */
     bool quiet;                   /* -q: no progress lines */
+    char *mixbuf;                 /* --mix list, split in place: cls[].file point into it */
     const char *target;           /* HOST:PORT as given */
     struct sockaddr_storage addr; /* the target, resolved */
     socklen_t addrlen;
@@ -57,6 +58,9 @@ enum bopt_result { BOPT_RUN = 0, BOPT_EXIT = 1, BOPT_ERROR = -1 };
  * on BOPT_ERROR err holds one line saying what is wrong and what to do. */
 enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
                             size_t errlen);
+
+/* Frees what bopt_parse() allocated (the --mix list). */
+void bopt_free(struct bopt *o);
 
 /* Parses "A" or "A-B" (IPv4, same /24 walk is not required: any ascending range of at most
  * BOPT_MAX_SOURCES addresses). Returns the count, or -EINVAL. */

@@ -82,6 +82,18 @@ static int preflight(const struct bopt *o)
     long need = (long)o->conns + 16L * o->threads + 32, ports = port_range();
     long sources = o->nsources ? o->nsources : 1;
 
+    if (o->have_cpus) {
+        cpu_set_t allowed;
+        sched_getaffinity(0, sizeof(allowed), &allowed);
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &o->cpus) && !CPU_ISSET(c, &allowed)) {
+                fprintf(stderr,
+                        "lfbench: --cpus: CPU %d is not online or outside this process's "
+                        "affinity; pick CPUs from taskset -p $$ or nproc\n",
+                        c);
+                return -1;
+            }
+    }
     getrlimit(RLIMIT_NOFILE, &rl);
     if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
@@ -170,17 +182,22 @@ int main(int argc, char **argv)
 
     switch (bopt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
     case BOPT_EXIT:
+        bopt_free(&o);
         return 0;
     case BOPT_ERROR:
         fprintf(stderr, "lfbench: %s\n", err);
+        bopt_free(&o);
         return 2;
     case BOPT_RUN:
         break;
     }
-    if (preflight(&o) < 0)
+    if (preflight(&o) < 0) {
+        bopt_free(&o);
         return 2;
+    }
     if (payload_load(&p, &o, err, sizeof(err)) < 0) {
         fprintf(stderr, "lfbench: %s\n", err);
+        bopt_free(&o);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -421,6 +438,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.threads; i++)
         engine_free(&ts[i]);
     payload_free(&p);
+    bopt_free(&o);
     free(ts);
     free(joined);
     free(series);

@@ -10,7 +10,7 @@ mkdir -p "$top/build"
 cc -O2 -o "$top/build/idle_conns" "$top/tests/bench/idle_conns.c"
 ulimit -n "$(ulimit -Hn)"
 port=$((20000 + RANDOM % 20000))
-"$top/lfepolld" --listen 127.0.0.1:$port -q "$@" &
+"$top/lfepolld" --listen 127.0.0.1:$port -q "$@" 2>/dev/null &
 pid=$!
 trap 'kill $pid 2>/dev/null' EXIT
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done

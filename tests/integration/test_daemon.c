@@ -384,7 +384,9 @@ static void test_half_close(void **state)
     load_run(&l);
     assert_clean(&l, 10);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
-    if (stat_value(log_text(&d), "stats: total", "short_writes") <= 0)
+    /* An instrumented server can be too slow to outrun the client: the precondition (output
+     * pending at EOF) is only certain in a plain build. */
+    if (!sanitizer && stat_value(log_text(&d), "stats: total", "short_writes") <= 0)
         fail_msg("no partial write happened: %s", log_text(&d));
     cleanup(&d);
 }

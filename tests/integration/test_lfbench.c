@@ -212,6 +212,35 @@ static void test_open_loop_rate(void **state)
     reqs = field("requests");
     assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
     assert_non_null(strstr(out, "sends more than 1 ms behind"));
+    /* open loop with short connections: each due send is a new connection */
+    expect_clean(bench(server_port, "--mode", "short", "-R", "500", "-d", "1", "-c", "10", "-q",
+                       NULL),
+                 -1);
+    assert_in_range(field("requests"), 450, 520);
+    assert_in_range(field("connections"), 450, 520);
+}
+
+/* A weighted mix of request files: latency per file, every response verified. */
+static void test_mix(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    char small[] = "/tmp/lfe-small-XXXXXX", big[] = "/tmp/lfe-big-XXXXXX", mix[128];
+    static char blob[200000];
+    int fs = mkstemp(small), fb = mkstemp(big);
+
+    (void)state;
+    memset(blob, 'x', sizeof(blob));
+    assert_int_equal(write(fs, blob, 100), 100);
+    assert_int_equal(write(fb, blob, sizeof(blob)), (ssize_t)sizeof(blob));
+    close(fs);
+    close(fb);
+    snprintf(mix, sizeof(mix), "%s:9,%s:1", small, big);
+    start_server(srv);
+    expect_clean(bench(server_port, "--mix", mix, "-c", "8", "-n", "2000", "-q", NULL), 2000);
+    assert_non_null(strstr(out, small)); /* a latency line per file */
+    assert_non_null(strstr(out, big));
+    unlink(small);
+    unlink(big);
 }
 
 static void test_mismatch_fails(void **state)
@@ -294,6 +323,8 @@ static void test_bad_usage(void **state)
     assert_non_null(strstr(out, "unknown option '--bogus'"));
     assert_int_equal(bench(1, "-c", "5000000", NULL), 2); /* more than the ports or descriptors */
     assert_non_null(strstr(out, "-c 5000000"));
+    assert_int_equal(bench(1, "--cpus", "1000", NULL), 2);
+    assert_non_null(strstr(out, "--cpus: CPU 1000 is not online"));
     assert_int_equal(bench(1, "--payload", "/nonexistent", NULL), 2);
     assert_non_null(strstr(out, "cannot read payload file '/nonexistent'"));
 }
@@ -304,6 +335,7 @@ int main(void)
         cmocka_unit_test_teardown(test_long_against_lfepolld, teardown),
         cmocka_unit_test_teardown(test_short_and_pipelined, teardown),
         cmocka_unit_test_teardown(test_open_loop_rate, teardown),
+        cmocka_unit_test_teardown(test_mix, teardown),
         cmocka_unit_test_teardown(test_mismatch_fails, teardown),
         cmocka_unit_test_teardown(test_dropped_byte_is_lost, teardown),
         cmocka_unit_test_teardown(test_reset_and_refused, teardown),

@@ -29,6 +29,7 @@ static enum bopt_result parse(const char *first, ...)
         argv[argc++] = (char *)a;
     va_end(ap);
     err[0] = '\0';
+    bopt_free(&o); /* the previous parse's */
     r = bopt_parse(&o, argc, argv, out, err, sizeof(err));
     fclose(out);
     return r;
@@ -166,5 +167,8 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_sources),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+
+    bopt_free(&o);
+    return rc;
 }
