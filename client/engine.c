@@ -120,6 +120,8 @@ static enum berr errno_kind(int e)
     }
 }
 
+/* Open loop: queues c as able to take a request. At most one entry per connection, so freeq
+ * (nconns long) never overflows. */
 static void push_free(struct bthread *t, struct bconn *c)
 {
     if (t->open_loop && !c->in_free && c->state == CS_OPEN && c->qn < (unsigned)t->o->pipeline) {
@@ -145,7 +147,8 @@ static void close_conn(struct bconn *c)
     c->state = CS_CLOSED;
     c->head = c->qn = c->qw = 0;
     c->woff = 0;
-    c->in_free = false; /* freeq entries are re-checked when popped */
+    /* in_free stays as it is: it means "an entry of c is in freeq", and that entry is still
+     * there; the pop checks the state. Clearing it here could queue c twice. */
     c->gen++;
     t->nclosed++;
 }
@@ -221,7 +224,6 @@ static void dispatch_due(struct bthread *t, uint64_t now)
     }
 }
 
-
 static void connected(struct bconn *c, uint64_t now)
 {
     struct bthread *t = c->t;
@@ -250,7 +252,8 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
 {
     struct bthread *t = c->t;
     const struct bopt *o = t->o;
-    int one = 1;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+    int one = 1, err;
 
     if (o->connect_rate > 0) {
         double rate = o->connect_rate / o->threads;
@@ -265,59 +268,45 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
     if (o->mode == MODE_SHORT)
         t->issued++; /* one connection, one request: -n counts attempts */
     c->fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
-        count_error(t, errno_kind(errno));
-        c->retry_at = now + RETRY_NS;
-        return;
-    }
+    if (c->fd < 0)
+        goto out_error;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (o->nsources) {
-        struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = o->sources[c->gid % (unsigned)o->nsources]};
+        struct sockaddr_in src = {.sin_family = AF_INET,
+                                  .sin_addr = o->sources[c->gid % (unsigned)o->nsources]};
         /* The port is chosen at connect() time, per destination: one source address is not
          * limited to the ephemeral range once for all its destinations. */
         setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-        if (bind(c->fd, (struct sockaddr *)&src, sizeof(src)) < 0) {
-            int e = errno;
-            close(c->fd);
-            c->fd = -1;
-            count_error(t, errno_kind(e));
-            c->retry_at = now + RETRY_NS;
-            return;
-        }
+        if (bind(c->fd, (struct sockaddr *)&src, sizeof(src)) < 0)
+            goto out_close;
     }
     c->conn_t0 = now;
     c->txn_t0 = t0;
     c->head = c->qn = c->qw = 0;
     c->woff = 0;
-    {
-        /* Registered once for both directions; edges say when to read, when a full socket
-         * drained, and when the connect completed. */
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                                 .data.ptr = c};
-        if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
-            int e = errno;
-            close(c->fd);
-            c->fd = -1;
-            count_error(t, errno_kind(e));
-            c->retry_at = now + RETRY_NS;
-            return;
-        }
-    }
+    /* Registered once for both directions; edges say when to read, when a full socket drained,
+     * and when the connect completed. */
+    if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+        goto out_close;
     if (connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0) {
         t->nclosed--;
         connected(c, now);
         return;
     }
-    if (errno != EINPROGRESS) {
-        int e = errno;
-        close(c->fd);
-        c->fd = -1;
-        count_error(t, errno_kind(e));
-        c->retry_at = now + RETRY_NS;
-        return;
-    }
+    if (errno != EINPROGRESS)
+        goto out_close;
     c->state = CS_CONNECTING;
     t->nclosed--;
+    return;
+
+out_close:
+    err = errno;
+    close(c->fd);
+    c->fd = -1;
+    errno = err;
+out_error:
+    count_error(t, errno_kind(errno));
+    c->retry_at = now + RETRY_NS;
 }
 
 static void finish_request(struct bconn *c, uint64_t now)

@@ -2,7 +2,8 @@
  *   badserver PORT echo        correct echo
  *   badserver PORT flip N      echo, but corrupt the first byte of every Nth read
  *   badserver PORT drop N      echo, but drop the last byte of every Nth read
- *   badserver PORT reset N     echo N reads per connection, then reset it (SO_LINGER 0)
+ *   badserver PORT reset N     echo N reads per connection, then reset it (SO_LINGER 0) at
+ *                              once: the client sees the reset while idle
  *   badserver PORT line        answer each '\n'-terminated line with "OK\n"
  *   badserver PORT len32       answer each '\n'-terminated line with a len32 frame "hello"
  * Prints "ready" on stdout once listening. */
@@ -70,12 +71,6 @@ int main(int argc, char **argv)
                 continue;
             }
             nreads++;
-            if (!strcmp(mode, "reset") && ++nreads_conn[fd] > every) {
-                struct linger lg = {1, 0};
-                setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-                close(fd);
-                continue;
-            }
             if (!strcmp(mode, "line") || !strcmp(mode, "len32")) {
                 for (ssize_t k = 0; k < r; k++) {
                     if (buf[k] != '\n')
@@ -101,6 +96,11 @@ int main(int argc, char **argv)
                 if (k <= 0)
                     break;
                 w += k;
+            }
+            if (!strcmp(mode, "reset") && ++nreads_conn[fd] >= every) {
+                struct linger lg = {1, 0};
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                close(fd);
             }
         }
     }

@@ -287,6 +287,11 @@ static void test_reset_and_refused(void **state)
     assert_true(field("reset") + field("closed") > 0);
     assert_int_equal(field("mismatch"), 0);
     assert_true(field("requests") > 0);
+    /* Regression (open-loop free queue): connections that fail and reconnect again and again
+     * while queued as free must not be queued twice (the queue would overflow). */
+    assert_int_equal(bench(server_port, "-R", "200", "-c", "4", "-d", "1", "-q", NULL), 1);
+    assert_true(field("reset") + field("closed") > 10);
+    assert_true(field("requests") > 0);
     nobody = free_port();
     assert_int_equal(bench(nobody, "-c", "2", "-d", "0.3", "-q", NULL), 1);
     assert_true(field("refused") > 0);
