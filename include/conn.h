@@ -9,6 +9,7 @@
 #include "stats.h"
 
 #define CONN_RDCLOSED 0x1u /* the peer shut down its side: read returned 0 */
+#define CONN_SEEN 0x2u     /* a worker has taken an event of it (counts "accepted" once) */
 
 /* A connection. Allocated by the accept thread, then owned by exactly one worker at a time: the
  * one whose epoll_wait returned it (EPOLLONESHOT disarms it) until that worker re-arms it with

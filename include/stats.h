@@ -7,6 +7,7 @@
 
 /* One worker's counters (memcached's per-thread stats). */
 #define WORKER_STATS(X)                                                                           \
+    X(accepted)     /* connections whose first event this worker took */                          \
     X(events)       /* events handled */                                                          \
     X(closed)       /* connections closed */                                                      \
     X(reads)        /* read(2) calls that returned data */                                        \

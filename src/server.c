@@ -325,7 +325,7 @@ void server_print_stats(struct server *s, FILE *f)
                      s->plan->pin ? cpus : "any");
             stats_print_worker(f, prefix, &one);
         }
-        snprintf(prefix, sizeof(prefix), "stats: group %d live=%ld accepted=%llu:", gi,
+        snprintf(prefix, sizeof(prefix), "stats: group %d live=%ld dispatched=%llu:", gi,
                  __atomic_load_n(&g->live, __ATOMIC_RELAXED),
                  (unsigned long long)__atomic_load_n(&g->accepted, __ATOMIC_RELAXED));
         stats_print_worker(f, prefix, &gs);

@@ -39,6 +39,10 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
     int fd = c->fd; /* after the re-arm, c belongs to whichever worker epoll hands it to */
 
     STAT_ADD(&w->st, events, 1);
+    if (!(c->flags & CONN_SEEN)) {
+        c->flags |= CONN_SEEN;
+        STAT_ADD(&w->st, accepted, 1);
+    }
     has = obuf_len(&c->out) != 0;
     if (!want) {
         close_conn(w, c, had);

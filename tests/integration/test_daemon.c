@@ -408,6 +408,8 @@ static void test_short_connections(void **state)
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     assert_int_equal(stat_value(log_text(&d), "stats: accept:", "accepted"), 10000);
     assert_int_equal(stat_value(log_text(&d), "stats: total", "closed"), 10000);
+    /* per worker, summed: every connection's first event was taken by exactly one worker */
+    assert_int_equal(stat_value(log_text(&d), "stats: total", "accepted"), 10000);
     cleanup(&d);
 }
 
