@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lfbench against the independent generator (../shared/peers echoload), side by side: same
 # server (lfepolld, one worker on CPU 0), each client with one thread on CPU 1, alternating
-# A B A B for REPS repetitions. Prints per-run lines and the medians: QPS and client CPU per
+# A B B A (the order swaps every repetition, so drift within a pair favours neither) for REPS
+# repetitions. Prints per-run lines and the medians: QPS and client CPU per
 # request. Short mode spreads over 127.0.0.2-127.0.0.65 in both clients (echoload's default).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,18 +27,22 @@ for rep in $(seq "$REPS"); do
         long1000) e="-m long -c 1000"; l="-c 1000" ;;
         short50) e="-m short -c 50"; l="--mode short -c 50 --source 127.0.0.2-127.0.0.65" ;;
         esac
-        # echoload: qps and its own client_cpu (percent of one core)
-        r=$(taskset -c 1 "$load" -p $port $e -s 64 -d $DUR -w 1 -t 1)
-        eq=$(sed -n 's/.*qps=\([0-9.]*\).*/\1/p' <<<"$r"); ec=$(sed -n 's/.*client_cpu=\([0-9.]*\).*/\1/p' <<<"$r")
-        q[echoload,$sc]+=" $eq"; c[echoload,$sc]+=" $(awk -v a="$ec" -v b="$eq" 'BEGIN{printf "%.2f", a/100*1e6/b}')"
-        echo "rep=$rep $sc echoload qps=$eq client_cpu=$ec%"
-        sleep 0.5
-        r=$(taskset -c 1 "$top/lfbench" $l --size 64 -d $DUR --warmup 1 -t 1 -q 127.0.0.1:$port)
-        lq=$(sed -n 's/^requests .*: \([0-9.]*\) req\/s.*/\1/p' <<<"$r")
-        lc=$(sed -n 's/^client CPU .*, \([0-9.]*\) µs per request.*/\1/p' <<<"$r")
-        q[lfbench,$sc]+=" $lq"; c[lfbench,$sc]+=" $lc"
-        echo "rep=$rep $sc lfbench  qps=$lq client_us_per_req=$lc"
-        sleep 0.5
+        run_echoload() {
+            r=$(taskset -c 1 "$load" -p $port $e -s 64 -d $DUR -w 1 -t 1)
+            eq=$(sed -n 's/.*qps=\([0-9.]*\).*/\1/p' <<<"$r"); ec=$(sed -n 's/.*client_cpu=\([0-9.]*\).*/\1/p' <<<"$r")
+            q[echoload,$sc]+=" $eq"; c[echoload,$sc]+=" $(awk -v a="$ec" -v b="$eq" 'BEGIN{printf "%.2f", a/100*1e6/b}')"
+            echo "rep=$rep $sc echoload qps=$eq client_cpu=$ec%"
+            sleep 0.5
+        }
+        run_lfbench() {
+            r=$(taskset -c 1 "$top/lfbench" $l --size 64 -d $DUR --warmup 1 -t 1 -q 127.0.0.1:$port 2>/dev/null)
+            lq=$(sed -n 's/^requests .*: \([0-9.]*\) req\/s.*/\1/p' <<<"$r")
+            lc=$(sed -n 's/^client CPU .*, \([0-9.]*\) µs per request.*/\1/p' <<<"$r")
+            q[lfbench,$sc]+=" $lq"; c[lfbench,$sc]+=" $lc"
+            echo "rep=$rep $sc lfbench  qps=$lq client_us_per_req=$lc"
+            sleep 0.5
+        }
+        if [ $((rep % 2)) -eq 1 ]; then run_echoload; run_lfbench; else run_lfbench; run_echoload; fi
     done
 done
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
