@@ -1,6 +1,7 @@
 /* bopt: lfbench's command line. */
 #include "bopt.h"
 
+#include "args.h"
 #include "topo.h"
 
 #include <arpa/inet.h>
@@ -168,9 +169,8 @@ enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, ch
     o->expect = EXPECT_ECHO;
 
     for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *arg = argv[i], *val = NULL, *eq;
-        bool takes = false;
+        struct arg a;
+        const char *arg = argv[i], *name = a.name, *val;
         double d;
         long v;
 
@@ -184,26 +184,9 @@ enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, ch
             o->target = arg;
             continue;
         }
-        eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (eq && (size_t)(eq - arg) < sizeof(name)) {
-            memcpy(name, arg, (size_t)(eq - arg));
-            name[eq - arg] = '\0';
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof(name), "%s", arg);
-        }
-        for (int k = 0; with_value[k]; k++)
-            takes |= strcmp(name, with_value[k]) == 0;
-        if (takes && !val) {
-            if (i + 1 >= argc) {
-                snprintf(err, errlen, "%s needs a value; see lfbench --help", name);
-                return BOPT_ERROR;
-            }
-            val = argv[++i];
-        } else if (!takes && val) {
-            snprintf(err, errlen, "%s takes no value (got '%s')", name, val);
+        if (args_next(argc, argv, &i, with_value, "lfbench", &a, err, errlen) < 0)
             return BOPT_ERROR;
-        }
+        val = a.val;
 
 #define BAD(...)                                                                                  \
     do {                                                                                          \

@@ -1,6 +1,7 @@
 /* opt: lfepolld's command line, parsed into an immutable configuration. */
 #include "opt.h"
 
+#include "args.h"
 #include "topo.h"
 
 #include <errno.h>
@@ -152,37 +153,18 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
     o->verbosity = 1;
 
     for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *arg = argv[i], *val = NULL, *eq;
-        bool takes = false;
+        struct arg a;
+        const char *name = a.name, *val;
         long v;
 
-        if (arg[0] != '-') {
+        if (argv[i][0] != '-') {
             snprintf(err, errlen, "unexpected argument '%s': options start with --; see --help",
-                     arg);
+                     argv[i]);
             return OPT_ERROR;
         }
-        eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (eq && (size_t)(eq - arg) < sizeof(name)) {
-            memcpy(name, arg, (size_t)(eq - arg));
-            name[eq - arg] = '\0';
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof(name), "%s", arg);
-        }
-        for (int k = 0; with_value[k]; k++)
-            if (strcmp(name, with_value[k]) == 0)
-                takes = true;
-        if (takes && !val) {
-            if (i + 1 >= argc) {
-                snprintf(err, errlen, "%s needs a value; see --help", name);
-                return OPT_ERROR;
-            }
-            val = argv[++i];
-        } else if (!takes && val) {
-            snprintf(err, errlen, "%s takes no value (got '%s')", name, val);
+        if (args_next(argc, argv, &i, with_value, "lfepolld", &a, err, errlen) < 0)
             return OPT_ERROR;
-        }
+        val = a.val;
 
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
             fputs(usage, out);

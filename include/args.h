@@ -1,0 +1,20 @@
+/* args: the part of command-line parsing lfepolld and lfbench share. */
+#ifndef LFE_ARGS_H
+#define LFE_ARGS_H
+
+#include <stddef.h>
+
+/* An option as the user wrote it. */
+struct arg {
+    char name[64];   /* "--listen", "-c" (without "=value") */
+    const char *val; /* its value, or NULL for a flag */
+};
+
+/* Reads the option at argv[*i]: "--name=value", "--name value" or "-x value" when name is in
+ * with_value (NULL-terminated), else a flag. Advances *i past a separate value. Returns 0, or -1
+ * with one line in err: a value missing ("--x needs a value; see <prog> --help") or given to a
+ * flag ("--x takes no value"). argv[*i] must start with '-'. */
+int args_next(int argc, char **argv, int *i, const char *const *with_value, const char *prog,
+              struct arg *a, char *err, size_t errlen);
+
+#endif /* LFE_ARGS_H */
