@@ -38,14 +38,19 @@ $(error SANITIZER must be address, undefined or thread)
 endif
 endif
 
-LFE_CPPFLAGS := -D_GNU_SOURCE -Iinclude
+# Lua 5.4 (Debian's liblua5.4-dev); the fallbacks are its paths when pkg-config is not there yet.
+LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4) -lm
+
+LFE_CPPFLAGS = -D_GNU_SOURCE -Iinclude $(LUA_CFLAGS)
 LFE_CFLAGS := -std=c11 -g -pthread -MMD -MP $(WARN) $(SAN_FLAGS)
 LFE_LDFLAGS := -pthread $(SAN_FLAGS)
 ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args opt topo net obuf conn stats dispatch server acceptor worker
+SRV_MODS := log args opt topo net obuf conn stats dispatch frame shdict script lconn server \
+            acceptor worker
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o)
 LFEPOLLD := $(BINDIR)/lfepolld
 
@@ -71,7 +76,7 @@ $(BUILD)/src/%.o: src/%.c
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFEPOLLD): $(SRV_OBJS) $(BUILD)/src/main.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ALLOC_LIBS) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
 
 $(BUILD)/client/%.o: client/%.c
 	@mkdir -p $(@D)
@@ -121,7 +126,7 @@ $(TOBJ)/int_load.o: TEST_CFLAGS = $(LFE_CFLAGS) -O2 $(CFLAGS)
 $(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $< \
 	  $$(sed -n 's/.*\b__wrap_\([a-z_0-9]*\)(.*/-Wl,--wrap=\1/p' tests/unit/test_$*.c 2>/dev/null | sort -u) \
-	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka -lm $(LDLIBS)
+	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka $(LUA_LIBS) $(LDLIBS)
 
 # TSan cannot see the hand-off ordered by EPOLL_CTL_MOD: see tests/tsan.supp.
 export TSAN_OPTIONS ?= suppressions=$(abspath tests/tsan.supp) second_deadlock_stack=1

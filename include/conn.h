@@ -3,6 +3,7 @@
 #define LFE_CONN_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "obuf.h"
@@ -10,6 +11,8 @@
 
 #define CONN_RDCLOSED 0x1u /* the peer shut down its side: read returned 0 */
 #define CONN_SEEN 0x2u     /* a worker has taken an event of it (counts "accepted" once) */
+#define CONN_STARTED 0x4u  /* Lua: on_connect ran and the framing is fixed */
+#define CONN_CLOSING 0x8u  /* Lua: the script closed it: write what is pending, then close */
 
 /* A connection. Allocated by the accept thread, then owned by exactly one worker at a time: the
  * one whose epoll_wait returned it (EPOLLONESHOT disarms it) until that worker re-arms it with
@@ -39,5 +42,10 @@ struct conn_io {
  * connection is finished (peer closed and everything echoed, or an error: counted in io->st)
  * and must be closed. Caller must own c. */
 uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io);
+
+/* Shared with the Lua state machine (lconn.c). */
+ssize_t conn_send_some(int fd, const char *p, size_t n); /* bytes taken (maybe 0) or -errno */
+int conn_flush(struct conn *c, const struct conn_io *io); /* 0 (maybe still pending) or -errno */
+void conn_count_error(int err, const struct conn_io *io);
 
 #endif /* LFE_CONN_H */

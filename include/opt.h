@@ -30,6 +30,11 @@ struct opt {
     int batch;                          /* maxevents per epoll_wait of a worker */
     enum dispatch_policy dispatch;      /* how the accept thread picks a group */
     int verbosity;                      /* 0 quiet (warnings), 1 info, 2 debug */
+    const char *lua;                    /* --lua SCRIPT, or NULL: echo */
+    size_t lua_mem;                     /* --lua-mem-mb, bytes per lua_State (0: no cap) */
+    int lua_timeout_ms;                 /* --lua-timeout-ms (0: none) */
+    bool lua_unsafe;                    /* --lua-unsafe: every standard library */
+    size_t lua_shared;                  /* --lua-shared-mb, bytes */
 };
 
 enum opt_result {

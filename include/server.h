@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "opt.h"
+#include "script.h"
 #include "topo.h"
 
 struct server;
@@ -12,10 +13,11 @@ struct server;
 /* Builds the pool for the listening sockets lfds[0..nlisten) (the server takes them over and
  * closes them): one epoll fd and wake-up eventfd per group, the accept thread's epoll, and the
  * fd -> connection table sized by RLIMIT_NOFILE. Creates no thread. max_conns is the live
- * connection limit (over it: accept and close). Returns the server, or NULL with err filled.
+ * connection limit (over it: accept and close). lua, when not NULL, is the loaded script: each
+ * worker gets its own lua_State from it (the caller frees lua after server_free). Returns the server, or NULL with err filled.
  * o and p must outlive the server. */
 struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
-                          long max_conns, char *err, size_t errlen);
+                          long max_conns, struct script_env *lua, char *err, size_t errlen);
 
 /* Creates every thread (G*W workers, pinned per the plan, then the accept thread) and returns.
  * No thread is created or destroyed after this until server_stop(). Returns 0 or -errno (then
@@ -32,6 +34,10 @@ void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
 /* Prints counters: one line per worker, per group (with its accepted and live connections) and
  * in total, plus the accept thread's. Safe while the server runs. */
 void server_print_stats(struct server *s, FILE *f);
+
+/* SIGHUP in Lua mode: checks and publishes a new generation of the script (workers switch
+ * between requests). Logs the outcome. Returns 0, or -1 when the old script stays. */
+int server_reload(struct server *s);
 
 /* Frees everything. The server must be stopped (or never started). */
 void server_free(struct server *s);

@@ -19,7 +19,13 @@
     X(err_reset)    /* connections lost to ECONNRESET/EPIPE/ETIMEDOUT */                          \
     X(err_io)       /* other read/write errors and EPOLLERR */                                    \
     X(err_nomem)    /* output that could not be buffered: connection closed */                    \
-    X(err_epoll)    /* epoll_ctl failures: connection closed */
+    X(err_epoll)    /* epoll_ctl failures: connection closed */                                  \
+    X(lua_calls)    /* Lua callbacks run */                                                       \
+    X(lua_errors)   /* callbacks that raised an error: connection closed */                       \
+    X(lua_timeouts) /* callbacks aborted by --lua-timeout-ms: connection closed */                \
+    X(lua_nomem)    /* callbacks over --lua-mem-mb: connection closed */                          \
+    X(frames_big)   /* frames over max_frame: connection closed */                                \
+    X(lua_reloads)  /* script generations this worker switched to */
 
 /* The accept thread's counters; per-group "accepted" lives beside them. */
 #define ACCEPT_STATS(X)                                                                           \

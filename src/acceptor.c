@@ -82,7 +82,7 @@ static bool accept_all(struct server *s, int li)
             STAT_ADD(&s->ast, shed, 1);
             continue;
         }
-        c = calloc(1, sizeof(*c));
+        c = calloc(1, s->lua ? sizeof(struct lconn) : sizeof(*c));
         if (!c) {
             close(fd);
             STAT_ADD(&s->ast, enomem, 1);
@@ -94,6 +94,13 @@ static bool accept_all(struct server *s, int li)
         __atomic_add_fetch(&s->live, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&s->table[fd], c, __ATOMIC_RELEASE);
         ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+        if (s->lua) {
+            ((struct lconn *)c)->sc.id = ++s->next_id;
+            ((struct lconn *)c)->sc.fd = fd;
+            /* on_connect may speak first: have a worker run it now, not at the first input. */
+            if (__atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
+                ev.events |= EPOLLOUT;
+        }
         ev.data.ptr = c;
         /* From here a worker may own, close and free c: do not touch it again. */
         HANDOFF_RELEASE(c);

@@ -8,7 +8,7 @@
 
 /* Counts a failed read/write by kind. A peer that resets or vanishes is ordinary churn; anything
  * else is worth a look. */
-static void count_error(int err, const struct conn_io *io)
+void conn_count_error(int err, const struct conn_io *io)
 {
     if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT)
         STAT_ADD(io->st, err_reset, 1);
@@ -17,7 +17,7 @@ static void count_error(int err, const struct conn_io *io)
 }
 
 /* Writes as much of p as the socket takes now. Returns bytes written (maybe 0), or -errno. */
-static ssize_t send_some(int fd, const char *p, size_t n)
+ssize_t conn_send_some(int fd, const char *p, size_t n)
 {
     for (;;) {
         /* MSG_NOSIGNAL: a peer that is gone is an EPIPE to handle, not a process-wide signal. */
@@ -32,10 +32,10 @@ static ssize_t send_some(int fd, const char *p, size_t n)
 }
 
 /* Flushes pending output. Returns 0 (maybe still pending) or -errno. */
-static int flush(struct conn *c, const struct conn_io *io)
+int conn_flush(struct conn *c, const struct conn_io *io)
 {
     while (obuf_len(&c->out)) {
-        ssize_t w = send_some(c->fd, c->out.data + c->out.off, obuf_len(&c->out));
+        ssize_t w = conn_send_some(c->fd, c->out.data + c->out.off, obuf_len(&c->out));
 
         if (w < 0)
             return (int)w;
@@ -56,13 +56,13 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
         socklen_t len = sizeof(err);
 
         getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        count_error(err, io);
+        conn_count_error(err, io);
         return 0;
     }
     if (obuf_len(&c->out)) {
-        rc = flush(c, io);
+        rc = conn_flush(c, io);
         if (rc < 0) {
-            count_error(-rc, io);
+            conn_count_error(-rc, io);
             return 0;
         }
     }
@@ -81,7 +81,7 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
             }
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            count_error(errno, io);
+            conn_count_error(errno, io);
             return 0;
         }
         if (n == 0) {
@@ -92,10 +92,10 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
         STAT_ADD(io->st, bytes_in, (uint64_t)n);
         if (obuf_len(&c->out) == 0) {
             /* The common case: straight from the read buffer to the socket, no copy kept. */
-            ssize_t w = send_some(c->fd, io->buf, (size_t)n);
+            ssize_t w = conn_send_some(c->fd, io->buf, (size_t)n);
 
             if (w < 0) {
-                count_error((int)-w, io);
+                conn_count_error((int)-w, io);
                 return 0;
             }
             STAT_ADD(io->st, bytes_out, (uint64_t)w);

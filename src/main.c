@@ -2,6 +2,7 @@
 #include "log.h"
 #include "net.h"
 #include "opt.h"
+#include "script.h"
 #include "server.h"
 #include "topo.h"
 
@@ -73,6 +74,7 @@ int main(int argc, char **argv)
 {
     struct opt o;
     struct topo *t = NULL;
+    struct script_env *lua = NULL;
     struct plan p = {0};
     struct rlimit rl;
     cpu_set_t allowed;
@@ -121,6 +123,20 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    if (o.lua) {
+        struct script_opts so = {.path = o.lua,
+                                 .mem_cap = o.lua_mem,
+                                 .timeout_ms = o.lua_timeout_ms,
+                                 .unsafe = o.lua_unsafe,
+                                 .shared_bytes = o.lua_shared};
+
+        lua = script_env_new(&so, err, sizeof(err));
+        if (!lua) {
+            fprintf(stderr, "lfepolld: --lua: %s\n", err);
+            goto out;
+        }
+    }
+
     somaxconn = net_somaxconn();
     for (int i = 0; i < o.nlisten; i++) {
         int fd = net_listen(o.listen[i], o.backlog, err, sizeof(err));
@@ -150,7 +166,7 @@ int main(int argc, char **argv)
         max_conns = o.max_conns;
     }
 
-    srv = server_new(&o, &p, lfds, nlisten, max_conns, err, sizeof(err));
+    srv = server_new(&o, &p, lfds, nlisten, max_conns, lua, err, sizeof(err));
     nlisten = 0; /* the server owns them now, even on failure */
     if (!srv) {
         fprintf(stderr, "lfepolld: %s\n", err);
@@ -176,8 +192,12 @@ int main(int argc, char **argv)
     cpulist_format(&allowed, cpus, sizeof(cpus));
     for (int gi = 0; gi < p.ngroups; gi++)
         nthreads += p.nworkers[gi];
-    log_info("mode echo; %d group%s, %d worker%s, batch %d, dispatch %s; allowed CPUs %s",
-             p.ngroups, p.ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o.batch,
+    if (o.lua)
+        log_info("mode lua: %s (memory cap %zu MiB per state, timeout %d ms, lfe.shared %zu MiB%s)",
+                 o.lua, o.lua_mem >> 20, o.lua_timeout_ms, o.lua_shared >> 20,
+                 o.lua_unsafe ? ", every library" : "");
+    log_info("mode %s; %d group%s, %d worker%s, batch %d, dispatch %s; allowed CPUs %s",
+             o.lua ? "lua" : "echo", p.ngroups, p.ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o.batch,
              o.dispatch == DISPATCH_RR ? "rr" : "least", cpus);
     for (int gi = 0; gi < p.ngroups; gi++) {
         cpulist_format(&p.cpus[gi], cpus, sizeof(cpus));
@@ -194,7 +214,7 @@ int main(int argc, char **argv)
         if (sig == SIGUSR1) {
             print_stats();
         } else if (sig == SIGHUP) {
-            log_info("SIGHUP: nothing to reload in echo mode");
+            server_reload(srv);
         } else if (sig == SIGINT || sig == SIGTERM) {
             log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
             break;
@@ -211,6 +231,7 @@ out_close:
         close(lfds[i]);
 out:
     server_free(srv);
+    script_env_free(lua);
     plan_free(&p);
     free(t);
     return rc;

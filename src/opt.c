@@ -16,8 +16,9 @@
 static const char usage[] =
     "usage: lfepolld [options]\n"
     "\n"
-    "Leader-follower TCP echo daemon: one accept thread hands connections to epoll groups;\n"
-    "each group's worker threads share one epoll fd (EPOLLONESHOT) and are pinned to its CPUs.\n"
+    "Leader-follower TCP daemon: one accept thread hands connections to epoll groups; each\n"
+    "group's worker threads share one epoll fd (EPOLLONESHOT) and are pinned to its CPUs.\n"
+    "Each connection is a byte-exact echo, or served by a Lua 5.4 script (--lua).\n"
     "\n"
     "  --listen HOST:PORT     address to listen on, repeatable; IPv6 as [ADDR]:PORT\n"
     "                         (default 127.0.0.1:9876; port 0 picks a free port)\n"
@@ -34,13 +35,19 @@ static const char usage[] =
     "  --batch N              events one worker takes per epoll_wait (default 16)\n"
     "  --dispatch rr|least    group choice per connection: round-robin, or the less loaded\n"
     "                         of two random groups (default rr)\n"
+    "  --lua SCRIPT           serve connections with this Lua 5.4 script (see lua/README.md)\n"
+    "  --lua-mem-mb N         memory cap per worker's Lua state, MiB; 0 = none (default 64)\n"
+    "  --lua-timeout-ms N     abort a callback running longer; 0 = never (default 1000)\n"
+    "  --lua-shared-mb N      capacity of lfe.shared, MiB (default 16)\n"
+    "  --lua-unsafe           open every standard library (io, os, package, debug...)\n"
     "  -q, --quiet            log warnings and errors only\n"
     "  -v, --verbose          log debug detail\n"
     "  -h, --help             this text\n"
     "  -V, --version          version\n"
     "\n"
     "Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits at once); SIGUSR1 prints\n"
-    "counters per worker, group and in total.\n";
+    "counters per worker, group and in total; SIGHUP reloads the Lua script (a script that\n"
+    "fails to load is logged and the running one stays).\n";
 
 int opt_parse_size(const char *s, size_t *out)
 {
@@ -141,7 +148,8 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
 {
     static const char *const with_value[] = {
         "--listen", "--backlog", "--groups", "--workers", "--cpus", "--max-conns",
-        "--max-pending", "--drain-timeout", "--batch", "--dispatch", NULL};
+        "--max-pending", "--drain-timeout", "--batch", "--dispatch", "--lua", "--lua-mem-mb",
+        "--lua-timeout-ms", "--lua-shared-mb", NULL};
 
     memset(o, 0, sizeof(*o));
     o->backlog = 65535;
@@ -151,6 +159,9 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
     o->batch = 16;
     o->dispatch = DISPATCH_RR;
     o->verbosity = 1;
+    o->lua_mem = (size_t)64 << 20;
+    o->lua_timeout_ms = 1000;
+    o->lua_shared = (size_t)16 << 20;
 
     for (int i = 1; i < argc; i++) {
         struct arg a;
@@ -176,6 +187,31 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
             o->verbosity = 0;
         } else if (!strcmp(name, "-v") || !strcmp(name, "--verbose")) {
             o->verbosity = 2;
+        } else if (!strcmp(name, "--lua-unsafe")) {
+            o->lua_unsafe = true;
+        } else if (!strcmp(name, "--lua")) {
+            if (!*val) {
+                snprintf(err, errlen, "--lua: give the path of a Lua script, e.g. lua/echo.lua");
+                return OPT_ERROR;
+            }
+            o->lua = val;
+        } else if (!strcmp(name, "--lua-mem-mb") || !strcmp(name, "--lua-shared-mb")) {
+            bool mem = name[6] == 'm';
+            if (parse_long(val, mem ? 0 : 1, 65536, &v) < 0) {
+                snprintf(err, errlen, "%s: '%s' is not a whole number of MiB from %d to 65536",
+                         name, val, mem ? 0 : 1);
+                return OPT_ERROR;
+            }
+            *(mem ? &o->lua_mem : &o->lua_shared) = (size_t)v << 20;
+        } else if (!strcmp(name, "--lua-timeout-ms")) {
+            if (parse_long(val, 0, 3600000, &v) < 0) {
+                snprintf(err, errlen,
+                         "--lua-timeout-ms: '%s' is not a whole number of milliseconds from 0 "
+                         "to 3600000",
+                         val);
+                return OPT_ERROR;
+            }
+            o->lua_timeout_ms = (int)v;
         } else if (!strcmp(name, "--no-pin")) {
             o->pin = false;
         } else if (!strcmp(name, "--listen")) {

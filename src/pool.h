@@ -10,6 +10,8 @@
 #include <sys/epoll.h>
 
 #include "conn.h"
+#include "lconn.h"
+#include "script.h"
 #include "dispatch.h"
 #include "opt.h"
 #include "stats.h"
@@ -34,6 +36,8 @@ struct worker {
     pthread_t tid;           /* the thread */
     char *buf;               /* WORKER_BUF bytes: where reads land */
     struct epoll_event *evs; /* opt->batch events per epoll_wait */
+    struct script *script;   /* Lua mode: this thread's lua_State; NULL in echo mode */
+    struct outbuf lout;      /* Lua mode: replies gathered during one event */
 };
 
 /* One epoll group: an epoll fd shared by nworkers threads pinned to cpus. */
@@ -69,6 +73,9 @@ struct server {
     size_t table_size;                     /* RLIMIT_NOFILE: no fd reaches it */
     struct conn **table;                   /* fd -> connection; slots are atomic */
     cpu_set_t all_cpus;                    /* union of the groups' CPUs: the accept thread's */
+    struct script_env *lua;                /* Lua mode: the script's shared environment */
+    int lua_connect_first;                 /* atomic: register new connections for EPOLLOUT */
+    uint64_t next_id;                      /* accept thread: the last connection id given */
 };
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept

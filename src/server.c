@@ -59,7 +59,7 @@ static int add_fd(int epfd, int fd, uint32_t events, uint64_t data)
 }
 
 struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
-                          long max_conns, char *err, size_t errlen)
+                          long max_conns, struct script_env *lua, char *err, size_t errlen)
 {
     struct server *s = calloc(1, sizeof(*s));
     struct rlimit rl;
@@ -72,6 +72,9 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
     s->plan = p;
     s->ngroups = p->ngroups;
     s->max_conns = max_conns;
+    s->lua = lua;
+    if (lua)
+        s->lua_connect_first = script_env_connect_first(lua);
     s->acc_epfd = s->acc_wakefd = -1;
     s->nlisten = nlisten;
     memcpy(s->lfds, lfds, sizeof(*lfds) * (size_t)nlisten);
@@ -115,6 +118,16 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
             w->evs = calloc((size_t)o->batch, sizeof(*w->evs));
             if (!w->buf || !w->evs)
                 goto out_nomem;
+            if (lua) {
+                char name[24], why[512];
+
+                snprintf(name, sizeof(name), "%d.%d", gi, wi);
+                w->script = script_new(lua, name, &w->st, why, sizeof(why));
+                if (!w->script) {
+                    snprintf(err, errlen, "worker %s: %s", name, why);
+                    goto out_free;
+                }
+            }
         }
     }
     s->acc_epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -164,6 +177,10 @@ int server_start(struct server *s)
     char name[32];
     int rc;
 
+    if (s->lua && (rc = script_env_start(s->lua)) < 0) {
+        log_err("cannot start the Lua timeout watchdog: %s", strerror(-rc));
+        return rc;
+    }
     for (int gi = 0; gi < s->ngroups; gi++) {
         struct group *g = &s->groups[gi];
 
@@ -218,9 +235,16 @@ static uint64_t activity(struct server *s, bool *busy)
     return ev;
 }
 
-/* After every worker is joined: output still pending goes out while time is left, blocking. */
-static void flush_and_close(struct conn *c, long deadline)
+/* After every worker is joined: output still pending goes out while time is left, blocking.
+ * In Lua mode the script hears "shutdown" first (sc: a worker's state, now run by main). */
+static void flush_and_close(struct conn *c, long deadline, struct script *sc)
 {
+    if (sc) {
+        struct lconn *lc = (struct lconn *)c;
+
+        script_on_close(sc, &lc->sc, "shutdown");
+        lconn_release(lc);
+    }
     while (obuf_len(&c->out)) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
         long left = deadline - now_ms();
@@ -245,6 +269,7 @@ void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     uint64_t prev = 0;
     int quiet = 0;
     long left;
+    struct script *sc;
 
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
     if (s->acc_started) {
@@ -293,12 +318,15 @@ void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
             w->started = false;
         }
     left = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
+    sc = s->lua && s->ngroups ? s->groups[0].workers[0].script : NULL;
+    if (sc)
+        script_bind(sc); /* main runs on_close from here; the watchdog signals main */
     for (size_t fd = 0; fd < s->table_size && left > 0; fd++) {
         struct conn *c = s->table[fd];
 
         if (c) {
             s->table[fd] = NULL;
-            flush_and_close(c, deadline);
+            flush_and_close(c, deadline, sc);
             left--;
         }
     }
@@ -309,7 +337,7 @@ void server_print_stats(struct server *s, FILE *f)
 {
     struct worker_stats total = {0};
     struct accept_stats acc = {0};
-    char prefix[128], cpus[64];
+    char prefix[192], cpus[64];
 
     for (int gi = 0; gi < s->ngroups; gi++) {
         struct group *g = &s->groups[gi];
@@ -321,8 +349,13 @@ void server_print_stats(struct server *s, FILE *f)
 
             stats_add_worker(&one, &g->workers[wi].st);
             stats_add_worker(&gs, &one);
-            snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s:", gi, wi,
-                     s->plan->pin ? cpus : "any");
+            if (g->workers[wi].script)
+                snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s lua_kb=%zu:", gi,
+                         wi, s->plan->pin ? cpus : "any",
+                         script_mem(g->workers[wi].script) >> 10);
+            else
+                snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s:", gi, wi,
+                         s->plan->pin ? cpus : "any");
             stats_print_worker(f, prefix, &one);
         }
         snprintf(prefix, sizeof(prefix), "stats: group %d live=%ld dispatched=%llu:", gi,
@@ -336,7 +369,30 @@ void server_print_stats(struct server *s, FILE *f)
     stats_print_worker(f, prefix, &total);
     stats_snap_accept(&acc, &s->ast);
     stats_print_accept(f, "stats: accept:", &acc);
+    if (s->lua)
+        script_env_print(s->lua, f);
     fflush(f);
+}
+
+int server_reload(struct server *s)
+{
+    char err[512];
+    long gen;
+
+    if (!s->lua) {
+        log_info("SIGHUP: nothing to reload in echo mode");
+        return 0;
+    }
+    gen = script_env_reload(s->lua, err, sizeof(err));
+    if (gen < 0) {
+        log_err("SIGHUP: reload failed, the running script stays: %s", err);
+        return -1;
+    }
+    __atomic_store_n(&s->lua_connect_first, script_env_connect_first(s->lua), __ATOMIC_RELAXED);
+    log_info("SIGHUP: script reloaded as generation %ld; each worker switches before its next "
+             "request",
+             gen);
+    return 0;
 }
 
 void server_free(struct server *s)
@@ -360,6 +416,8 @@ void server_free(struct server *s)
         for (int wi = 0; g->workers && wi < g->nworkers; wi++) {
             free(g->workers[wi].buf);
             free(g->workers[wi].evs);
+            script_free(g->workers[wi].script);
+            free(g->workers[wi].lout.data);
         }
         free(g->workers);
     }

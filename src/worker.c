@@ -22,6 +22,8 @@ static void close_conn(struct worker *w, struct conn *c, bool counted_pending)
      * connection. */
     close(c->fd);
     obuf_free(&c->out);
+    if (w->script)
+        lconn_release((struct lconn *)c);
     free(c);
     __atomic_sub_fetch(&w->g->live, 1, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&s->live, 1, __ATOMIC_RELAXED);
@@ -34,7 +36,8 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
 {
     struct server *s = w->srv;
     bool had = obuf_len(&c->out) != 0, has;
-    uint32_t want = conn_echo(c, events, io);
+    uint32_t want = w->script ? conn_lua((struct lconn *)c, events, io, w->script, &w->lout)
+                              : conn_echo(c, events, io);
     struct epoll_event ev;
     int fd = c->fd; /* after the re-arm, c belongs to whichever worker epoll hands it to */
 
@@ -71,6 +74,8 @@ void *worker_main(void *arg)
         .buf = w->buf, .bufsize = WORKER_BUF, .max_pending = s->opt->max_pending, .st = &w->st};
     bool stop = false;
 
+    if (w->script)
+        script_bind(w->script);
     while (!stop) {
         int n = epoll_wait(w->g->epfd, w->evs, s->opt->batch, -1);
 
@@ -82,6 +87,8 @@ void *worker_main(void *arg)
             break;
         }
         __atomic_store_n(&w->busy, 1, __ATOMIC_RELAXED);
+        if (w->script)
+            script_refresh(w->script); /* between requests: a reloaded script starts here */
         for (int i = 0; i < n; i++) {
             struct conn *c = w->evs[i].data.ptr;
 

@@ -1,0 +1,29 @@
+/* lconn: a connection served by a Lua script: framing, callbacks, replies. */
+#ifndef LFE_LCONN_H
+#define LFE_LCONN_H
+
+#include "conn.h"
+#include "frame.h"
+#include "script.h"
+
+/* A connection in Lua mode. The struct conn comes first: epoll hands out a struct conn *, and
+ * in Lua mode it points at one of these. */
+struct lconn {
+    struct conn c;
+    struct obuf in;        /* an incomplete frame (or frames held back by --max-pending) */
+    struct framing fr;     /* fixed when the connection starts */
+    struct script_conn sc; /* id and conn.ctx */
+};
+
+/* Handles one epoll event on a Lua connection, like conn_echo: on the first event runs
+ * on_connect; splits what it reads into frames and runs on_data for each (stopping while
+ * --max-pending bytes wait for the peer); writes the replies. out is the worker's reply
+ * buffer. Returns the events to re-arm with, or 0 when the connection is finished: then
+ * on_close has run with the reason, and the caller closes it (lconn_release, close). */
+uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
+                  struct outbuf *out);
+
+/* Frees the Lua-side buffers of a connection being closed (not the struct). */
+void lconn_release(struct lconn *lc);
+
+#endif /* LFE_LCONN_H */

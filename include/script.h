@@ -1,0 +1,111 @@
+/* script: Lua 5.4 request handlers. One lua_State per worker thread, never shared and never
+ * locked; a shared environment (the loaded source, lfe.shared, the timeout watchdog). */
+#ifndef LFE_SCRIPT_H
+#define LFE_SCRIPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "frame.h"
+#include "stats.h"
+
+#define SCRIPT_CTX_MAX (1u << 20) /* bytes of serialized conn.ctx per connection */
+
+struct script_opts {
+    const char *path;    /* the script file */
+    size_t mem_cap;      /* bytes per lua_State; 0 = no cap */
+    int timeout_ms;      /* per callback; 0 = none */
+    bool unsafe;         /* open every standard library */
+    size_t shared_bytes; /* lfe.shared capacity */
+};
+
+/* What the Lua side keeps per connection (inside the connection, owned by whoever owns it). */
+struct script_conn {
+    uint64_t id;     /* connection number, from 1 */
+    int fd;          /* the socket (conn.peer) */
+    uint32_t ctxlen; /* bytes at ctx */
+    char *ctx;       /* conn.ctx serialized between callbacks; NULL when empty */
+};
+
+/* Growable output, reused across calls. */
+struct outbuf {
+    char *data;
+    size_t len, cap;
+};
+
+/* Appends n bytes. 0, or -ENOMEM with b unchanged. */
+int outbuf_put(struct outbuf *b, const void *p, size_t n);
+
+enum script_rc {
+    SCRIPT_OK,      /* any reply was appended to out */
+    SCRIPT_CLOSE,   /* the script closes the connection after what it sent */
+    SCRIPT_ERROR,   /* a runtime error (logged, rate-limited): close the connection */
+    SCRIPT_TIMEOUT, /* aborted after --lua-timeout-ms: close the connection */
+    SCRIPT_NOMEM,   /* over --lua-mem-mb: close the connection */
+};
+
+struct script_env;
+struct script;
+
+/* Reads and checks the script in a scratch state: a missing file, a syntax or load-time error,
+ * no on_data, a bad framing all return NULL with one line ("FILE:LINE: what") in err. */
+struct script_env *script_env_new(const struct script_opts *o, char *err, size_t errlen);
+
+/* Starts the timeout watchdog thread (call with the process's signal mask in place: the thread
+ * inherits it). 0 or -errno. */
+int script_env_start(struct script_env *e);
+
+/* Re-reads the file and checks it in a scratch state. On success the new source becomes the
+ * current generation, which each worker loads between requests; returns the generation. On
+ * failure returns -1 with err filled, and every worker keeps the script it has. Main thread. */
+long script_env_reload(struct script_env *e, char *err, size_t errlen);
+
+/* Whether the current generation has on_connect (connections are then registered for
+ * EPOLLOUT too, so on_connect runs before the client sends anything). */
+bool script_env_connect_first(struct script_env *e);
+
+/* One line about lfe.shared (keys, bytes, capacity, evictions). */
+void script_env_print(struct script_env *e, FILE *f);
+
+/* Stops the watchdog and frees everything; every script must be freed first. */
+void script_env_free(struct script_env *e);
+
+/* A worker's state, loaded from the current generation; counters go to st. NULL with err. */
+struct script *script_new(struct script_env *e, const char *name, struct worker_stats *st,
+                          char *err, size_t errlen);
+
+/* Makes the calling thread the one that runs sc (the watchdog signals it on a timeout). */
+void script_bind(struct script *sc);
+
+/* Between requests: if a newer generation exists, loads it and drops the old state. Returns 1
+ * when switched, 0 when already current, -1 when the new one failed here (logged; the old one
+ * stays). */
+int script_refresh(struct script *sc);
+
+/* The framing of the loaded generation, and its max frame. */
+const struct framing *script_framing(const struct script *sc);
+
+/* Lua memory in use by sc's state, bytes (any thread; approximate). */
+size_t script_mem(const struct script *sc);
+
+/* Callbacks. Output (conn:send, then the returned string) is appended to out; on an error what
+ * the failed call appended is taken back. */
+enum script_rc script_on_connect(struct script *sc, struct script_conn *c, struct outbuf *out);
+enum script_rc script_on_data(struct script *sc, struct script_conn *c, const char *frame,
+                              size_t len, struct outbuf *out);
+/* reason: "eof", "closed", "error", "timeout", "memory", "frame_too_big", "reset", "io_error",
+ * "shutdown". Output is discarded. */
+void script_on_close(struct script *sc, struct script_conn *c, const char *reason);
+
+/* Logs a problem with a connection through the same rate limit as script errors. */
+void script_note(struct script *sc, const struct script_conn *c, const char *where,
+                 const char *what);
+
+/* Frees the connection's Lua-side data (ctx). */
+void script_conn_release(struct script_conn *c);
+
+void script_free(struct script *sc);
+
+#endif /* LFE_SCRIPT_H */

@@ -1,0 +1,282 @@
+/* lconn: a connection served by a Lua script: framing, callbacks, replies. */
+#include "lconn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define OUT_KEEP (1u << 20) /* a worker's reply buffer shrinks back after a reply this big */
+
+static const char *io_reason(int err)
+{
+    return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT ? "reset" : "io_error";
+}
+
+static const char *rc_reason(enum script_rc rc)
+{
+    switch (rc) {
+    case SCRIPT_CLOSE:
+        return "closed";
+    case SCRIPT_TIMEOUT:
+        return "timeout";
+    case SCRIPT_NOMEM:
+        return "memory";
+    default:
+        return "error";
+    }
+}
+
+/* Writes the replies gathered in out: straight to the socket when nothing is pending, the rest
+ * kept in c->out. Returns 0 or -errno (-ENOMEM: could not keep the rest). */
+static int emit(struct lconn *lc, struct outbuf *out, const struct conn_io *io)
+{
+    struct conn *c = &lc->c;
+    size_t off = 0;
+    int rc = 0;
+
+    if (!out->len)
+        return 0;
+    if (obuf_len(&c->out) == 0) {
+        ssize_t w = conn_send_some(c->fd, out->data, out->len);
+
+        if (w < 0) {
+            rc = (int)w;
+            goto done;
+        }
+        STAT_ADD(io->st, bytes_out, (uint64_t)w);
+        off = (size_t)w;
+        if (off < out->len)
+            STAT_ADD(io->st, short_writes, 1);
+    }
+    if (off < out->len) {
+        if (obuf_len(&c->out) + out->len - off > UINT32_MAX ||
+            obuf_append(&c->out, out->data + off, out->len - off) < 0) {
+            STAT_ADD(io->st, err_nomem, 1);
+            rc = -ENOMEM;
+        }
+    }
+done:
+    out->len = 0;
+    if (out->cap > OUT_KEEP) {
+        free(out->data);
+        out->data = NULL;
+        out->cap = 0;
+    }
+    return rc;
+}
+
+/* emit(), and on failure the reason the connection ends. */
+static bool emit_ok(struct lconn *lc, struct outbuf *out, const struct conn_io *io,
+                    const char **why)
+{
+    int rc = emit(lc, out, io);
+
+    if (rc == 0)
+        return true;
+    if (rc == -ENOMEM) {
+        *why = "memory";
+    } else {
+        conn_count_error(-rc, io);
+        *why = io_reason(-rc);
+    }
+    return false;
+}
+
+/* Runs on_data for each whole frame of p[0, n). Replies gathered past --max-pending are written
+ * first; while the socket leaves that much pending, the remaining frames wait. Returns the
+ * bytes used; *why is set when the connection must end ("closed" included). */
+static size_t run_frames(struct lconn *lc, const char *p, size_t n, const struct conn_io *io,
+                         struct script *sc, struct outbuf *out, const char **why)
+{
+    size_t used = 0;
+
+    while (used < n) {
+        const char *frame;
+        size_t flen;
+        long r;
+        enum script_rc rc;
+
+        if (obuf_len(&lc->c.out) + out->len >= io->max_pending &&
+            (!emit_ok(lc, out, io, why) || obuf_len(&lc->c.out) >= io->max_pending))
+            break;
+        r = frame_next(&lc->fr, p + used, n - used, &frame, &flen);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            STAT_ADD(io->st, frames_big, 1);
+            script_note(sc, &lc->sc, "framing", "a frame is over max_frame; connection closed");
+            *why = "frame_too_big";
+            break;
+        }
+        used += (size_t)r;
+        rc = script_on_data(sc, &lc->sc, frame, flen, out);
+        if (rc != SCRIPT_OK) {
+            *why = rc_reason(rc);
+            break;
+        }
+    }
+    return used;
+}
+
+/* Frames in lc->in (held back earlier, or the rest of a read). */
+static void run_buffered(struct lconn *lc, const struct conn_io *io, struct script *sc,
+                         struct outbuf *out, const char **why)
+{
+    size_t used;
+
+    if (!obuf_len(&lc->in))
+        return;
+    used = run_frames(lc, lc->in.data + lc->in.off, obuf_len(&lc->in), io, sc, out, why);
+    obuf_consume(&lc->in, used);
+}
+
+void lconn_release(struct lconn *lc)
+{
+    obuf_free(&lc->in);
+    script_conn_release(&lc->sc);
+}
+
+uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
+                  struct outbuf *out)
+{
+    struct conn *c = &lc->c;
+    const char *why = NULL;
+    int rc;
+
+    out->len = 0;
+    if (events & EPOLLERR) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        conn_count_error(err, io);
+        why = io_reason(err);
+        goto finish;
+    }
+    if (!(c->flags & CONN_STARTED)) {
+        enum script_rc r;
+
+        c->flags |= CONN_STARTED;
+        lc->fr = *script_framing(sc);
+        r = script_on_connect(sc, &lc->sc, out);
+        if (r != SCRIPT_OK)
+            why = rc_reason(r);
+    }
+    if (obuf_len(&c->out) && (rc = conn_flush(c, io)) < 0) {
+        conn_count_error(-rc, io);
+        why = io_reason(-rc);
+        goto finish;
+    }
+    if (!why && !(c->flags & CONN_CLOSING))
+        run_buffered(lc, io, sc, out, &why);
+    if (!emit_ok(lc, out, io, &why))
+        goto finish;
+    /* Only EPOLLOUT (on_connect first, or a flush): the re-arm reports input when it comes. */
+    for (int i = 0; i < CONN_READS_PER_EVENT && !why && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) &&
+                    !(c->flags & (CONN_RDCLOSED | CONN_CLOSING));
+         i++) {
+        size_t want = io->bufsize;
+        ssize_t n;
+
+        if (obuf_len(&c->out) + out->len >= io->max_pending)
+            break; /* at the cap: no more requests until the peer reads its replies */
+        if (lc->fr.kind == FRAME_RAW && want > lc->fr.max_frame)
+            want = lc->fr.max_frame;
+        n = read(c->fd, io->buf, want);
+        if (n < 0) {
+            if (errno == EINTR) {
+                i--;
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            conn_count_error(errno, io);
+            why = io_reason(errno);
+            goto finish;
+        }
+        if (n == 0) {
+            c->flags |= CONN_RDCLOSED;
+            break;
+        }
+        STAT_ADD(io->st, reads, 1);
+        STAT_ADD(io->st, bytes_in, (uint64_t)n);
+        if (obuf_len(&lc->in)) {
+            if (obuf_append(&lc->in, io->buf, (size_t)n) < 0) {
+                STAT_ADD(io->st, err_nomem, 1);
+                why = "memory";
+            } else {
+                run_buffered(lc, io, sc, out, &why);
+            }
+        } else {
+            size_t used = run_frames(lc, io->buf, (size_t)n, io, sc, out, &why);
+
+            if (!why && used < (size_t)n &&
+                obuf_append(&lc->in, io->buf + used, (size_t)n - used) < 0) {
+                STAT_ADD(io->st, err_nomem, 1);
+                why = "memory";
+            }
+        }
+        if (!emit_ok(lc, out, io, &why))
+            goto finish;
+        if ((size_t)n < want && !(events & EPOLLRDHUP))
+            break;
+    }
+    if ((c->flags & CONN_RDCLOSED) && !why && !(c->flags & CONN_CLOSING) &&
+        obuf_len(&c->out) + out->len < io->max_pending) {
+        /* End of input: whole frames left run now; a last line without its delimiter is a
+         * line too. Anything else left is an incomplete frame the peer never finished. */
+        run_buffered(lc, io, sc, out, &why);
+        if (!why && lc->fr.kind == FRAME_LINE && obuf_len(&lc->in) &&
+            obuf_len(&c->out) + out->len < io->max_pending) {
+            size_t len = obuf_len(&lc->in);
+            enum script_rc r;
+
+            if (len > lc->fr.max_frame) {
+                STAT_ADD(io->st, frames_big, 1);
+                why = "frame_too_big";
+            } else {
+                if (lc->fr.strip_cr && lc->in.data[lc->in.off + len - 1] == '\r')
+                    len--;
+                r = script_on_data(sc, &lc->sc, lc->in.data + lc->in.off, len, out);
+                obuf_consume(&lc->in, obuf_len(&lc->in));
+                if (r != SCRIPT_OK)
+                    why = rc_reason(r);
+            }
+        }
+    }
+    if (!emit_ok(lc, out, io, &why))
+        goto finish;
+    if (why && !strcmp(why, "closed")) {
+        c->flags |= CONN_CLOSING;
+        why = NULL;
+    }
+    if (why)
+        goto finish;
+    if (c->flags & (CONN_CLOSING | CONN_RDCLOSED)) {
+        /* Closing (the script's close, or the peer's end of input): replies first. With
+         * nothing pending, every whole frame has run (nothing held it back). */
+        if (obuf_len(&c->out))
+            return EPOLLOUT;
+        why = c->flags & CONN_CLOSING ? "closed" : "eof";
+        goto finish;
+    }
+    if (obuf_len(&c->out) == 0)
+        return EPOLLIN | EPOLLRDHUP;
+    if (obuf_len(&c->out) >= io->max_pending) {
+        STAT_ADD(io->st, paused, 1);
+        return EPOLLOUT;
+    }
+    return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+
+finish:
+    /* Replies to earlier requests go out if the socket takes them now; then the script hears
+     * why the connection ends. */
+    out->len = 0;
+    if (obuf_len(&c->out) && strcmp(why, "reset") && strcmp(why, "io_error"))
+        conn_flush(c, io);
+    script_on_close(sc, &lc->sc, why);
+    return 0;
+}

@@ -1,0 +1,36 @@
+-- bad.lua: answers "ping" with "pong"; "error" raises, "loop" never returns, "alloc" allocates
+-- without end, "close" closes after replying, "stash" keeps the conn object for later misuse.
+local stashed
+return {
+    framing = "line",
+    on_data = function(conn, line)
+        if line == "ping" then
+            return "pong\n"
+        elseif line == "error" then
+            error("bad request on purpose")
+        elseif line == "loop" then
+            local n = 0
+            while true do
+                n = n + 1
+                pcall(function() end) -- a pcall inside must not swallow the abort
+            end
+        elseif line == "alloc" then
+            local t = {}
+            while true do
+                t[#t + 1] = string.rep("x", 4096) .. #t
+            end
+        elseif line == "close" then
+            conn:send("bye")
+            conn:close()
+            return "\n"
+        elseif line == "stash" then
+            stashed = conn
+            return "stashed\n"
+        elseif line == "use" then
+            return stashed:send("x") -- raises: the stashed conn is dead
+        elseif line == "table" then
+            return {}
+        end
+        return "unknown\n"
+    end,
+}
