@@ -11,7 +11,7 @@ OPT ?= -O2
 SANITIZER ?=
 WERROR ?=
 
-DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev libcmocka-dev
+DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev libcmocka-dev wrk
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -61,11 +61,11 @@ LFBENCH := $(BINDIR)/lfbench
 
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
-UNIT := opt topo dispatch obuf conn net hist rate bopt verify
+UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict script
 CLI_TMODS := bopt hist payload verify rate
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
-INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lfbench
+INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench
 BADSERVER := $(TOBJ)/badserver
 
 .PHONY: all run test unit integration deps bench format install uninstall clean
@@ -111,7 +111,10 @@ $(TOBJ)/int_%.o: tests/integration/%.c
 	$(CC) $(ALL_CPPFLAGS) -Itests/integration $(TEST_CFLAGS) -c -o $@ $<
 
 # The integration client is optimised: it checks every byte of hundreds of megabytes.
-$(TOBJ)/test_daemon: $(TOBJ)/int_test_daemon.o $(TOBJ)/int_load.o
+$(TOBJ)/test_daemon: $(TOBJ)/int_test_daemon.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
+
+$(TOBJ)/test_lua: $(TOBJ)/int_test_lua.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o

@@ -24,167 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "load.h"
-
-struct daemon {
-    pid_t pid;
-    int port;
-    char log[64];
-};
-
-static const char *lfepolld; /* path from $LFEPOLLD */
-static struct daemon spawned[4]; /* copies of what the running test started: teardown kills
-                                  * what is left, even after a failed assertion */
-static const char *sanitizer;     /* $LFE_SANITIZER: memory figures mean nothing under it */
-static int slow = 1;         /* $TEST_SLOW: timeout multiplier for sanitizer builds */
-
-static long now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-/* The daemon's whole log so far (static buffer). */
-static const char *log_text(const struct daemon *d)
-{
-    static char buf[1 << 16];
-    int fd = open(d->log, O_RDONLY);
-    ssize_t n = fd < 0 ? 0 : read(fd, buf, sizeof(buf) - 1);
-
-    if (fd >= 0)
-        close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-    return buf;
-}
-
-/* Starts lfepolld with args (NULL-terminated; "--listen 127.0.0.1:0" is added when args name
- * no --listen). nofile > 0 sets RLIMIT_NOFILE, cpus pins the process (as taskset would).
- * Returns 0 with d filled once the daemon logs its port, or -1 (then d->pid may have exited:
- * see its log). */
-static int spawn(struct daemon *d, const char *const *args, long nofile, const cpu_set_t *cpus)
-{
-    const char *argv[64] = {lfepolld};
-    int argc = 1, fd;
-    bool has_listen = false;
-    long deadline = now_ms() + 5000L * slow;
-
-    for (; args && *args; args++) {
-        has_listen |= strcmp(*args, "--listen") == 0;
-        argv[argc++] = *args;
-    }
-    if (!has_listen) {
-        argv[argc++] = "--listen";
-        argv[argc++] = "127.0.0.1:0";
-    }
-    snprintf(d->log, sizeof(d->log), "/tmp/lfe-daemon-XXXXXX");
-    fd = mkstemp(d->log);
-    assert_true(fd >= 0);
-    d->port = 0;
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid == 0) {
-        if (nofile > 0) {
-            struct rlimit rl = {(rlim_t)nofile, (rlim_t)nofile};
-            setrlimit(RLIMIT_NOFILE, &rl);
-        }
-        if (cpus)
-            sched_setaffinity(0, sizeof(*cpus), cpus);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        execv(lfepolld, (char *const *)argv);
-        _exit(127);
-    }
-    close(fd);
-    for (size_t i = 0; i < sizeof(spawned) / sizeof(spawned[0]); i++)
-        if (!spawned[i].log[0]) {
-            spawned[i] = *d;
-            break;
-        }
-    while (now_ms() < deadline) {
-        const char *t = log_text(d), *p = strstr(t, "listening on ");
-        int status;
-
-        if (p && (p = strchr(p, '\n'))) {
-            const char *colon = p;
-            while (colon > t && colon[-1] != ':')
-                colon--;
-            d->port = atoi(colon);
-            return 0;
-        }
-        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-            d->pid = -(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) - 1000;
-            return -1;
-        }
-        sleep_ms(10);
-    }
-    return -1;
-}
-
-/* Sends sig and waits up to timeout_ms; returns the exit status, 128+signal if killed by one,
- * or -1 if it had to be killed with SIGKILL. */
-static int stop_daemon(struct daemon *d, int sig, long timeout_ms)
-{
-    long deadline = now_ms() + timeout_ms * slow;
-    int status;
-
-    if (d->pid <= 0)
-        return d->pid <= -1000 ? -(d->pid + 1000) : -1;
-    kill(d->pid, sig);
-    while (now_ms() < deadline) {
-        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-            d->pid = 0;
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        }
-        sleep_ms(5);
-    }
-    kill(d->pid, SIGKILL);
-    waitpid(d->pid, &status, 0);
-    d->pid = 0;
-    return -1;
-}
-
-static void cleanup(struct daemon *d)
-{
-    if (d->pid > 0)
-        stop_daemon(d, SIGKILL, 1000);
-    for (size_t i = 0; i < sizeof(spawned) / sizeof(spawned[0]); i++)
-        if (d->log[0] && strcmp(spawned[i].log, d->log) == 0)
-            spawned[i].log[0] = '\0';
-    if (d->log[0])
-        unlink(d->log);
-    d->log[0] = '\0';
-}
-
-/* After every test, pass or fail: no daemon or log file outlives it (TEST_KEEP_LOGS=1 keeps the
- * logs of a failed test and names them). */
-static int teardown(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < sizeof(spawned) / sizeof(spawned[0]); i++) {
-        struct daemon *d = &spawned[i];
-        int status;
-
-        if (!d->log[0])
-            continue;
-        if (d->pid > 0 && kill(d->pid, SIGKILL) == 0)
-            waitpid(d->pid, &status, 0);
-        if (getenv("TEST_KEEP_LOGS"))
-            fprintf(stderr, "daemon log kept: %s\n", d->log);
-        else
-            unlink(d->log);
-        d->log[0] = '\0';
-    }
-    return 0;
-}
 
 /* One field of /proc/PID/status, e.g. "VmRSS" -> its text. */
 static long proc_status_kb(pid_t pid, const char *field)
@@ -645,15 +486,6 @@ static void test_sigterm_idle_and_sigusr1(void **state)
     cleanup(&d);
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 static void test_port_in_use(void **state)
 {
     struct daemon a, b;
@@ -672,19 +504,6 @@ static void test_port_in_use(void **state)
     cleanup(&b);
     assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
     cleanup(&a);
-}
-
-static void bad_start(const char *const *args, int want_status, const char *needle)
-{
-    struct daemon d;
-    const char *text;
-
-    assert_int_equal(spawn(&d, args, 0, NULL), -1);
-    assert_int_equal(stop_daemon(&d, 0, 5000), want_status);
-    text = log_text(&d);
-    if (count_lines(text) != 1 || !strstr(text, needle))
-        fail_msg("want one line with '%s', got: %s", needle, text);
-    cleanup(&d);
 }
 
 static void test_bad_flags(void **state)
@@ -820,21 +639,7 @@ int main(void)
         cmocka_unit_test_teardown(test_fd_limit_sheds, teardown),
         cmocka_unit_test_teardown(test_fd_limit_emfile_pauses, teardown),
     };
-    struct rlimit rl;
-
-    lfepolld = getenv("LFEPOLLD");
-    if (!lfepolld) {
-        fprintf(stderr, "set LFEPOLLD to the lfepolld binary (make test does)\n");
+    if (harness_init() < 0)
         return 1;
-    }
-    sanitizer = getenv("LFE_SANITIZER") && *getenv("LFE_SANITIZER") ? getenv("LFE_SANITIZER") : NULL;
-    if (getenv("TEST_SLOW"))
-        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
-    /* 1,000 connections and their server side need more than the usual 1024 descriptors. */
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-    signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

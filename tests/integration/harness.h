@@ -1,0 +1,48 @@
+/* harness: starting, watching and stopping lfepolld for the integration tests. */
+#ifndef LFE_TEST_HARNESS_H
+#define LFE_TEST_HARNESS_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct daemon {
+    pid_t pid;
+    int port;
+    char log[64];
+};
+
+extern const char *lfepolld;  /* path from $LFEPOLLD */
+extern const char *sanitizer; /* $LFE_SANITIZER: memory figures mean nothing under it */
+extern int slow;              /* $TEST_SLOW: timeout multiplier for sanitizer builds */
+
+/* Reads the environment, raises RLIMIT_NOFILE, ignores SIGPIPE. -1 when LFEPOLLD is unset. */
+int harness_init(void);
+
+long now_ms(void);
+void sleep_ms(long ms);
+
+/* The daemon's whole log so far (static buffer). */
+const char *log_text(const struct daemon *d);
+
+/* Starts lfepolld with args (NULL-terminated; "--listen 127.0.0.1:0" is added when args name
+ * no --listen). nofile > 0 sets RLIMIT_NOFILE, cpus pins the process (as taskset would).
+ * Returns 0 with d filled once the daemon logs its port, or -1 (then d->pid may have exited:
+ * see its log). */
+int spawn(struct daemon *d, const char *const *args, long nofile, const cpu_set_t *cpus);
+
+/* Sends sig and waits up to timeout_ms; returns the exit status, 128+signal if killed by one,
+ * or -1 if it had to be killed with SIGKILL. */
+int stop_daemon(struct daemon *d, int sig, long timeout_ms);
+
+void cleanup(struct daemon *d);
+
+/* After every test, pass or fail: no daemon or log file outlives it. */
+int teardown(void **state);
+
+int count_lines(const char *s);
+
+/* lfepolld with args must fail to start with want_status and one line containing needle. */
+void bad_start(const char *const *args, int want_status, const char *needle);
+
+#endif /* LFE_TEST_HARNESS_H */

@@ -1,0 +1,569 @@
+/* Integration tests of lfepolld --lua: each script in lua/, misbehaving scripts (an error, an
+ * endless loop, endless allocation: only the offending connection closes), conn.ctx across
+ * workers, on_connect, oversized frames, SIGHUP reload, bad scripts at start. Run from the
+ * repository root (make test does): scripts are named by relative path. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "load.h"
+
+static int tcp_connect(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        p = (const char *)p + w;
+        n -= (size_t)w;
+    }
+}
+
+static void send_str(int fd, const char *s)
+{
+    send_all(fd, s, strlen(s));
+}
+
+/* Reads until buf holds want bytes, or the peer closes, or timeout_ms pass. Returns the bytes
+ * read; *closed says whether the peer closed (EOF or reset). */
+static size_t read_n(int fd, char *buf, size_t want, long timeout_ms, bool *closed)
+{
+    long deadline = now_ms() + timeout_ms * slow;
+    size_t got = 0;
+
+    *closed = false;
+    while (got < want) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        long left = deadline - now_ms();
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        n = read(fd, buf + got, want - got);
+        if (n <= 0) {
+            *closed = n == 0 || errno == ECONNRESET;
+            break;
+        }
+        got += (size_t)n;
+    }
+    return got;
+}
+
+/* Sends line and expects exactly the reply want. */
+static void ask(int fd, const char *line, const char *want)
+{
+    char buf[4096];
+    bool closed;
+    size_t n;
+
+    send_str(fd, line);
+    n = read_n(fd, buf, strlen(want), 5000, &closed);
+    if (n != strlen(want) || memcmp(buf, want, n) != 0)
+        fail_msg("sent '%s': want '%s', got '%.*s'%s", line, want, (int)n, buf,
+                 closed ? " (closed)" : "");
+}
+
+/* Expects the server to close fd within timeout_ms, having sent nothing more than allowed. */
+static void expect_closed(int fd, long timeout_ms)
+{
+    char buf[256];
+    bool closed;
+    size_t n = read_n(fd, buf, sizeof(buf), timeout_ms, &closed);
+
+    if (!closed)
+        fail_msg("want the server to close the connection; got %zu bytes and no close", n);
+}
+
+/* The value of "name=" in the daemon's last "stats: total" line, after a SIGUSR1. */
+static long total_stat(struct daemon *d, const char *name)
+{
+    char key[64];
+    const char *t, *line = NULL, *p;
+    long deadline = now_ms() + 5000;
+
+    kill(d->pid, SIGUSR1);
+    while (now_ms() < deadline) {
+        sleep_ms(20);
+        t = log_text(d);
+        for (p = t; (p = strstr(p, "stats: total ")); p++)
+            line = p;
+        if (line && strstr(line, "\n"))
+            break;
+    }
+    assert_non_null(line);
+    snprintf(key, sizeof(key), " %s=", name);
+    p = strstr(line, key);
+    assert_non_null(p);
+    return atol(p + strlen(key));
+}
+
+static void start(struct daemon *d, const char *const *args)
+{
+    if (spawn(d, args, 0, NULL) < 0)
+        fail_msg("lfepolld did not start: %s", log_text(d));
+}
+
+static void test_echo_script(void **state)
+{
+    static const char *const args[] = {"--lua", "lua/echo.lua", "--max-pending", "256K", NULL};
+    struct daemon d;
+    struct load l;
+
+    (void)state;
+    start(&d, args);
+    l = (struct load){.port = d.port, .conns = 50, .reqs = 100, .depth = 4, .min_size = 1,
+                      .max_size = 200000, .timeout_ms = 60000 * slow};
+    assert_int_equal(load_run(&l), 0);
+    assert_int_equal(l.requests, 5000);
+    /* a reader that waits: the server holds at most --max-pending, then every byte comes */
+    l = (struct load){.port = d.port, .conns = 2, .reqs = 8, .depth = 8, .min_size = 1 << 20,
+                      .max_size = 1 << 20, .noread_ms = 500, .timeout_ms = 60000 * slow};
+    assert_int_equal(load_run(&l), 0);
+    assert_true(total_stat(&d, "paused") > 0);
+    assert_int_equal(total_stat(&d, "lua_errors"), 0);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+struct incr_arg {
+    int port, n;
+};
+
+static void *incr_main(void *arg)
+{
+    struct incr_arg *a = arg;
+    int fd = tcp_connect(a->port);
+    char buf[64];
+    bool closed;
+
+    for (int i = 0; i < a->n; i++) {
+        send_str(fd, "INCR hits\n");
+        if (read_n(fd, buf, 1, 5000, &closed) != 1)
+            return (void *)1;
+        while (buf[0] != '\n' && read_n(fd, buf, 1, 5000, &closed) == 1)
+            ;
+    }
+    close(fd);
+    return NULL;
+}
+
+static void test_kv_script(void **state)
+{
+    static const char *const args[] = {"--lua", "lua/kv.lua", NULL};
+    struct daemon d;
+    struct incr_arg ia;
+    pthread_t t[8];
+    int a, b;
+
+    (void)state;
+    start(&d, args);
+    a = tcp_connect(d.port);
+    b = tcp_connect(d.port);
+    ask(a, "SET greeting hello there\n", "STORED\n");
+    ask(b, "GET greeting\n", "VALUE hello there\n"); /* another connection, maybe worker */
+    ask(b, "GET missing\n", "NOT_FOUND\n");
+    ask(a, "SET n 40\r\n", "STORED\n");
+    ask(b, "INCR n 2\n", "42\n");
+    ask(b, "INCR greeting\n", "ERROR not a number\n");
+    ask(a, "DEL n\n", "DELETED\n");
+    ask(a, "DEL n\n", "NOT_FOUND\n");
+    ask(a, "BOGUS x\n", "ERROR unknown command\n");
+    ask(a, "\n", "ERROR empty line\n");
+    ask(a, "GET a\nGET greeting\n", "NOT_FOUND\nVALUE hello there\n"); /* pipelined */
+    /* INCR from 8 connections at once: atomic across workers */
+    ia = (struct incr_arg){d.port, 250};
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, incr_main, &ia), 0);
+    for (int i = 0; i < 8; i++) {
+        void *rv;
+        pthread_join(t[i], &rv);
+        assert_null(rv);
+    }
+    ask(a, "GET hits\n", "VALUE 2000\n");
+    close(a);
+    close(b);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* The loop of seed 001, as compute.lua runs it. */
+static double compute(int64_t n)
+{
+    double s = 20181218.333333;
+
+    for (int64_t i = 1; i <= n; i++) {
+        double f = (double)i, f2 = f * f, s1 = s * f2;
+        s = s1 / (s + 7.7);
+    }
+    return s;
+}
+
+static void test_compute_script(void **state)
+{
+    static const char *const args[] = {"--lua", "lua/compute.lua", NULL};
+    static const int64_t counts[] = {0, 1, 3, 10000, 123457};
+    struct daemon d;
+    char req[8 * 5], got[8 * 5];
+    bool closed;
+    int fd;
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    for (int i = 0; i < 5; i++)
+        memcpy(req + 8 * i, &counts[i], 8); /* little-endian on this machine */
+    send_all(fd, req, 3);                   /* a request split across writes... */
+    sleep_ms(50);
+    send_all(fd, req + 3, sizeof(req) - 3); /* ...and several in one */
+    assert_int_equal(read_n(fd, got, sizeof(got), 10000, &closed), sizeof(got));
+    for (int i = 0; i < 5; i++) {
+        double want = compute(counts[i]), v;
+        memcpy(&v, got + 8 * i, 8);
+        if (memcmp(&v, &want, 8) != 0)
+            fail_msg("count %lld: want %.17g, got %.17g", (long long)counts[i], want, v);
+    }
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+static void test_http_script_with_wrk(void **state)
+{
+    static const char *const args[] = {"--lua", "lua/http_hello.lua", NULL};
+    struct daemon d;
+    char cmd[256], out[8192];
+    const char *hello = "HTTP/1.1 200 OK\r\nServer: lfepolld\r\nContent-Type: text/plain\r\n"
+                        "Content-Length: 14\r\n";
+    char buf[1024];
+    size_t n = 0;
+    bool closed;
+    FILE *p;
+    int fd;
+
+    (void)state;
+    start(&d, args);
+    snprintf(cmd, sizeof(cmd), "wrk -t1 -c20 -d1 --timeout 5s http://127.0.0.1:%d/ 2>&1", d.port);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    if (!strstr(out, " requests in ") || strstr(out, "Socket errors") || strstr(out, "Non-2xx"))
+        fail_msg("wrk reported errors or no requests:\n%s", out);
+    /* keep-alive: two pipelined requests, two responses, the connection stays open */
+    fd = tcp_connect(d.port);
+    send_str(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+    n = read_n(fd, buf, 2 * (strlen(hello) + 2 + 14), 5000, &closed);
+    assert_int_equal(n, 2 * (strlen(hello) + 2 + 14));
+    assert_memory_equal(buf, hello, strlen(hello));
+    assert_false(closed);
+    /* Connection: close is honoured */
+    send_str(fd, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    n = read_n(fd, buf, sizeof(buf), 5000, &closed);
+    assert_true(closed);
+    assert_non_null(memmem(buf, n, "Connection: close\r\n", 19));
+    close(fd);
+    /* HTTP/1.0 closes by default */
+    fd = tcp_connect(d.port);
+    send_str(fd, "GET / HTTP/1.0\r\n\r\n");
+    n = read_n(fd, buf, sizeof(buf), 5000, &closed);
+    assert_true(closed);
+    assert_non_null(memmem(buf, n, "Hello, World!\n", 14));
+    close(fd);
+    /* garbage gets a 400 and a close */
+    fd = tcp_connect(d.port);
+    send_str(fd, "\x01\x02garbage\r\n\r\n");
+    n = read_n(fd, buf, sizeof(buf), 5000, &closed);
+    assert_true(closed);
+    assert_non_null(memmem(buf, n, "400 Bad Request", 15));
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* An error, an endless loop, endless allocation: each closes only its own connection, and a
+ * client connected all along keeps being served (by the other worker, even mid-loop). */
+static void test_misbehaving_scripts(void **state)
+{
+    char timeout[16];
+    const char *const args[] = {"--lua",           "tests/lua/bad.lua", "--workers", "2",
+                                "--lua-mem-mb",    "4",                 "--lua-timeout-ms",
+                                timeout,           NULL};
+    struct daemon d;
+    int good, bad;
+    long t0;
+    const char *t;
+
+    (void)state;
+    snprintf(timeout, sizeof(timeout), "%d", 300 * slow);
+    start(&d, args);
+    good = tcp_connect(d.port);
+    ask(good, "ping\n", "pong\n");
+
+    bad = tcp_connect(d.port);
+    send_str(bad, "error\n");
+    expect_closed(bad, 5000);
+    close(bad);
+    ask(good, "ping\n", "pong\n");
+
+    bad = tcp_connect(d.port);
+    t0 = now_ms();
+    send_str(bad, "loop\n");
+    sleep_ms(50);
+    ask(good, "ping\n", "pong\n"); /* served while the other worker spins */
+    expect_closed(bad, 5000);
+    assert_true(now_ms() - t0 >= 250);
+    close(bad);
+    ask(good, "ping\n", "pong\n");
+
+    bad = tcp_connect(d.port);
+    send_str(bad, "alloc\n");
+    expect_closed(bad, 10000);
+    close(bad);
+    ask(good, "ping\n", "pong\n");
+
+    bad = tcp_connect(d.port);
+    ask(bad, "ping\nclose\nping\n", "pong\nbye\n"); /* conn:close(): replies first, then EOF */
+    expect_closed(bad, 5000);
+    close(bad);
+
+    bad = tcp_connect(d.port);
+    ask(bad, "stash\n", "stashed\n");
+    send_str(bad, "use\n");
+    expect_closed(bad, 5000);
+    close(bad);
+    ask(good, "ping\n", "pong\n");
+
+    assert_int_equal(total_stat(&d, "lua_errors"), 2);
+    assert_int_equal(total_stat(&d, "lua_timeouts"), 1);
+    assert_int_equal(total_stat(&d, "lua_nomem"), 1);
+    t = log_text(&d);
+    assert_non_null(strstr(t, "bad.lua:10: bad request on purpose\nstack traceback:"));
+    assert_non_null(strstr(t, "aborted after --lua-timeout-ms"));
+    assert_non_null(strstr(t, "out of memory"));
+    close(good);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+struct ctx_arg {
+    int port, lines, seen_workers; /* bit per worker */
+    int bad;
+};
+
+static void *ctx_main(void *arg)
+{
+    struct ctx_arg *a = arg;
+    int fd = tcp_connect(a->port);
+    char line[128], want[64], greet[32];
+    bool closed;
+    size_t n;
+    int id = 0;
+
+    /* on_connect speaks first */
+    n = read_n(fd, greet, 6, 5000, &closed);
+    if (n != 6 || memcmp(greet, "hello ", 6) != 0)
+        a->bad++;
+    for (n = 0; read_n(fd, greet + n, 1, 5000, &closed) == 1 && greet[n] != '\n';)
+        n++;
+    greet[n] = '\0';
+    id = atoi(greet);
+    for (int i = 1; i <= a->lines; i++) {
+        size_t len = 0;
+        send_str(fd, "l\n");
+        while (len < sizeof(line) - 1 && read_n(fd, line + len, 1, 5000, &closed) == 1 &&
+               line[len] != '\n')
+            len++;
+        line[len] = '\0';
+        /* "n #hist first worker" */
+        snprintf(want, sizeof(want), "%d %d %d ", i, i, id);
+        if (strncmp(line, want, strlen(want)) != 0) {
+            a->bad++;
+            break;
+        }
+        a->seen_workers |= 1 << (line[len - 1] - '0');
+    }
+    close(fd);
+    return NULL;
+}
+
+static void test_ctx_across_workers(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/ctx.lua", "--workers", "2", NULL};
+    struct daemon d;
+    struct ctx_arg a[16];
+    pthread_t t[16];
+    int both = 0;
+
+    (void)state;
+    start(&d, args);
+    for (int i = 0; i < 16; i++) {
+        a[i] = (struct ctx_arg){.port = d.port, .lines = 300};
+        assert_int_equal(pthread_create(&t[i], NULL, ctx_main, &a[i]), 0);
+    }
+    for (int i = 0; i < 16; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(a[i].bad, 0);
+        both += a[i].seen_workers == 3;
+    }
+    /* The counter never skipped although events moved between the two workers' states. */
+    if (both == 0)
+        fail_msg("no connection was served by both workers: the test proved nothing");
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+static void test_frame_too_big(void **state)
+{
+    static const char *const args[] = {"--lua", "lua/kv.lua", NULL};
+    struct daemon d;
+    char *big = malloc(70000);
+    int fd;
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    ask(fd, "SET k v\n", "STORED\n");
+    memset(big, 'x', 70000); /* no newline within max_frame (65536) */
+    send_all(fd, big, 70000);
+    expect_closed(fd, 5000);
+    close(fd);
+    free(big);
+    assert_int_equal(total_stat(&d, "frames_big"), 1);
+    assert_non_null(strstr(log_text(&d), "over max_frame"));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void wait_log(struct daemon *d, const char *needle, int count)
+{
+    long deadline = now_ms() + 5000 * slow;
+
+    while (now_ms() < deadline) {
+        const char *p = log_text(d);
+        int n = 0;
+        while ((p = strstr(p, needle))) {
+            n++;
+            p++;
+        }
+        if (n >= count)
+            return;
+        sleep_ms(10);
+    }
+    fail_msg("no '%s' (x%d) in the log:\n%s", needle, count, log_text(d));
+}
+
+static void test_sighup_reload(void **state)
+{
+    char path[] = "/tmp/lfe-reload-XXXXXX.lua";
+    const char *args[] = {"--lua", path, NULL};
+    struct daemon d;
+    int fd, tmp = mkstemps(path, 4);
+
+    (void)state;
+    assert_true(tmp >= 0);
+    close(tmp);
+    write_file(path, "return {framing = 'line', on_data = function(conn, l)\n"
+                     "  conn.ctx.n = (conn.ctx.n or 0) + 1\n"
+                     "  return 'v1 ' .. conn.ctx.n .. '\\n' end}\n");
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    ask(fd, "a\n", "v1 1\n");
+    write_file(path, "return {framing = 'line', on_data = function(conn, l) return 'v2' end\n");
+    kill(d.pid, SIGHUP);
+    wait_log(&d, "reload failed, the running script stays", 1);
+    assert_non_null(strstr(log_text(&d), path));
+    ask(fd, "b\n", "v1 2\n");
+    write_file(path, "return {framing = 'line', on_data = function(conn, l)\n"
+                     "  conn.ctx.n = (conn.ctx.n or 0) + 1\n"
+                     "  return 'v2 ' .. conn.ctx.n .. '\\n' end}\n");
+    kill(d.pid, SIGHUP);
+    wait_log(&d, "reloaded as generation 2", 1);
+    ask(fd, "c\n", "v2 3\n"); /* same connection, new script, conn.ctx kept */
+    close(fd);
+    fd = tcp_connect(d.port);
+    ask(fd, "d\n", "v2 1\n");
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+    unlink(path);
+}
+
+static void test_bad_scripts_at_start(void **state)
+{
+    char path[] = "/tmp/lfe-bad-XXXXXX.lua", needle[128];
+    const char *args[] = {"--lua", path, NULL};
+    static const char *const missing[] = {"--lua", "/nonexistent/none.lua", NULL};
+    int tmp = mkstemps(path, 4);
+
+    (void)state;
+    assert_true(tmp >= 0);
+    close(tmp);
+    bad_start(missing, 1, "--lua: cannot open /nonexistent/none.lua: No such file");
+    write_file(path, "return {\n  on_data = function(c, f) return f end,\n  framing = 'line'\n");
+    snprintf(needle, sizeof(needle), "%s:4:", path);
+    bad_start(args, 1, needle);
+    write_file(path, "local M = {}\nfunction M.on_connect(c) end\nreturn M\n");
+    snprintf(needle, sizeof(needle), "%s:3: the returned table has no on_data", path);
+    bad_start(args, 1, needle);
+    write_file(path, "error('refusing to load')\n");
+    snprintf(needle, sizeof(needle), "%s:1: refusing to load", path);
+    bad_start(args, 1, needle);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_echo_script, teardown),
+        cmocka_unit_test_teardown(test_kv_script, teardown),
+        cmocka_unit_test_teardown(test_compute_script, teardown),
+        cmocka_unit_test_teardown(test_http_script_with_wrk, teardown),
+        cmocka_unit_test_teardown(test_misbehaving_scripts, teardown),
+        cmocka_unit_test_teardown(test_ctx_across_workers, teardown),
+        cmocka_unit_test_teardown(test_frame_too_big, teardown),
+        cmocka_unit_test_teardown(test_sighup_reload, teardown),
+        cmocka_unit_test_teardown(test_bad_scripts_at_start, teardown),
+    };
+
+    if (harness_init() < 0)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

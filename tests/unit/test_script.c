@@ -1,0 +1,403 @@
+/* Unit tests of the Lua bridge: load errors with FILE:LINE, calls and replies, the conn object,
+ * conn.ctx across two states (two workers), the memory cap, the timeout abort, reloads (a
+ * failed one keeps the old script), the sandbox, lfe.shared. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "script.h"
+
+static char path[64];
+static struct worker_stats st;
+
+static void write_script(const char *text)
+{
+    FILE *f;
+
+    if (!path[0]) {
+        int fd;
+        snprintf(path, sizeof(path), "/tmp/lfe-test-XXXXXX.lua");
+        fd = mkstemps(path, 4);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static struct script_opts opts(void)
+{
+    return (struct script_opts){.path = path, .mem_cap = 8 << 20, .timeout_ms = 0,
+                                .shared_bytes = 1 << 20};
+}
+
+static struct script_env *env_of(const char *text, const struct script_opts *o, char *err)
+{
+    write_script(text);
+    return script_env_new(o, err, 512);
+}
+
+/* Loads text and expects a load error containing FILE:LINE and needle. */
+static void load_fails(const char *text, int line, const char *needle)
+{
+    struct script_opts o = opts();
+    char err[512], where[96];
+    struct script_env *e = env_of(text, &o, err);
+
+    assert_null(e);
+    snprintf(where, sizeof(where), "%s:%d:", path, line);
+    if (!strstr(err, where) || !strstr(err, needle))
+        fail_msg("want '%s' and '%s' in: %s", where, needle, err);
+    assert_null(strchr(err, '\n')); /* one line */
+}
+
+static void test_load_errors(void **state)
+{
+    struct script_opts o = {.path = "/nonexistent/x.lua", .shared_bytes = 1 << 20};
+    char err[512];
+
+    (void)state;
+    assert_null(script_env_new(&o, err, sizeof(err)));
+    assert_non_null(strstr(err, "cannot open /nonexistent/x.lua: No such file"));
+    load_fails("local x = 1\nreturn {on_data = function(c, f) return f end\n", 3, "expected");
+    load_fails("local t = {}\n\nreturn t\n", 3, "no on_data function");
+    load_fails("return 42\n", 1, "returns number");
+    load_fails("local a = nil\nreturn a.b\n", 2, "attempt to index");
+    load_fails("return {on_data = function() end,\n framing = 'xml'}\n", 2, "framing must be");
+    load_fails("return {on_data = function() end, on_close = 3}\n", 1,
+               "on_close must be a function");
+    load_fails("return {on_data = function() end, framing = 'fixed'}\n", 1, "frame_size");
+    load_fails("return {on_data = function() end, max_frame = 0}\n", 1, "max_frame");
+}
+
+static enum script_rc data(struct script *sc, struct script_conn *c, const char *frame,
+                           struct outbuf *out)
+{
+    return script_on_data(sc, c, frame, strlen(frame), out);
+}
+
+static void out_is(struct outbuf *out, const char *want)
+{
+    if (out->len != strlen(want) || memcmp(out->data, want, out->len) != 0)
+        fail_msg("want '%s', got '%.*s'", want, (int)out->len, out->data ? out->data : "");
+    out->len = 0;
+}
+
+static void test_calls(void **state)
+{
+    static const char text[] =
+        "return {framing = 'line', max_frame = 100,\n"
+        "on_data = function(conn, f)\n"
+        "  if f == 'nil' then return nil end\n"
+        "  if f == 'close' then return false end\n"
+        "  if f == 'send' then conn:send('a'); conn:send('b'); return 'c' end\n"
+        "  if f == 'sendclose' then conn:send('bye'); conn:close(); return nil end\n"
+        "  if f == 'err' then conn:send('lost'); error('boom') end\n"
+        "  if f == 'table' then return {} end\n"
+        "  if f == 'id' then return conn.id .. ' ' .. tostring(conn) end\n"
+        "  if f == 'set' then conn.id = 3 end\n"
+        "  return '<' .. f .. '>'\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e = env_of(text, &o, err);
+    struct script *sc;
+    struct script_conn c = {.id = 42, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    assert_non_null(e);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_non_null(sc);
+    assert_int_equal(script_framing(sc)->kind, FRAME_LINE);
+    assert_int_equal(script_framing(sc)->max_frame, 100);
+    assert_int_equal(data(sc, &c, "x\0", &out), SCRIPT_OK);
+    out_is(&out, "<x>");
+    assert_int_equal(script_on_data(sc, &c, "a\0b", 3, &out), SCRIPT_OK); /* binary-safe */
+    assert_int_equal(out.len, 5);
+    assert_memory_equal(out.data, "<a\0b>", 5);
+    out.len = 0;
+    assert_int_equal(data(sc, &c, "nil", &out), SCRIPT_OK);
+    out_is(&out, "");
+    assert_int_equal(data(sc, &c, "close", &out), SCRIPT_CLOSE);
+    assert_int_equal(data(sc, &c, "send", &out), SCRIPT_OK);
+    out_is(&out, "abc");
+    assert_int_equal(data(sc, &c, "sendclose", &out), SCRIPT_CLOSE);
+    out_is(&out, "bye");
+    assert_int_equal(outbuf_put(&out, "kept", 4), 0);
+    assert_int_equal(data(sc, &c, "err", &out), SCRIPT_ERROR);
+    out_is(&out, "kept"); /* what the failed call sent is taken back, earlier output stays */
+    assert_int_equal(data(sc, &c, "table", &out), SCRIPT_ERROR);
+    assert_int_equal(data(sc, &c, "set", &out), SCRIPT_ERROR);
+    assert_int_equal(data(sc, &c, "id", &out), SCRIPT_OK);
+    out_is(&out, "42 conn 42");
+    assert_int_equal(st.lua_errors, 3);
+    assert_true(st.lua_calls >= 10);
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+static void test_dead_conn(void **state)
+{
+    static const char text[] = "local saved\n"
+                               "return {on_data = function(conn, f)\n"
+                               "  if f == 'keep' then saved = conn; return 'kept' end\n"
+                               "  return saved:send('x')\n"
+                               "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e = env_of(text, &o, err);
+    struct script *sc = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script_conn c1 = {.id = 1, .fd = -1}, c2 = {.id = 2, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    assert_int_equal(data(sc, &c1, "keep", &out), SCRIPT_OK);
+    out.len = 0;
+    /* c1's conn object, stashed, must not write into c2's output */
+    assert_int_equal(data(sc, &c2, "use", &out), SCRIPT_ERROR);
+    assert_int_equal(out.len, 0);
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+static void test_ctx_across_states(void **state)
+{
+    static const char text[] =
+        "return {framing = 'line', on_data = function(conn, f)\n"
+        "  local ctx = conn.ctx\n"
+        "  if f == 'fn' then ctx.f = print; return 'x' end\n"
+        "  if f == 'cycle' then ctx.me = ctx; return 'x' end\n"
+        "  if f == 'reset' then conn.ctx = {n = 100}; return 'r' end\n"
+        "  if f == 'clear' then conn.ctx = {}; return 'c' end\n"
+        "  if f == 'peek' then return tostring(ctx.n) end\n"
+        "  ctx.n = (ctx.n or 0) + 1\n"
+        "  ctx.t = ctx.t or {list = {}, [1.5] = true, [7] = 'seven'}\n"
+        "  table.insert(ctx.t.list, f)\n"
+        "  return ctx.n .. ':' .. table.concat(ctx.t.list, ',') .. ':' .. ctx.t[7] ..\n"
+        "         tostring(ctx.t[1.5]) .. ':' .. lfe.worker\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e = env_of(text, &o, err);
+    struct script *a = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script *b = script_new(e, "0.1", &st, err, sizeof(err));
+    struct script_conn c = {.id = 1, .fd = -1}, other = {.id = 2, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(data(a, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "1:x:seventrue:0.0");
+    assert_int_equal(data(b, &c, "y", &out), SCRIPT_OK); /* the next event on another worker */
+    out_is(&out, "2:x,y:seventrue:0.1");
+    assert_int_equal(data(a, &other, "z", &out), SCRIPT_OK); /* another connection: its own */
+    out_is(&out, "1:z:seventrue:0.0");
+    assert_int_equal(data(a, &c, "w", &out), SCRIPT_OK);
+    out_is(&out, "3:x,y,w:seventrue:0.0");
+    assert_int_equal(data(b, &c, "reset", &out), SCRIPT_OK);
+    out.len = 0;
+    assert_int_equal(data(a, &c, "peek", &out), SCRIPT_OK);
+    out_is(&out, "100");
+    assert_int_equal(data(a, &c, "clear", &out), SCRIPT_OK);
+    out.len = 0;
+    assert_null(c.ctx); /* an empty ctx costs nothing */
+    assert_int_equal(data(b, &c, "fn", &out), SCRIPT_ERROR);
+    assert_int_equal(data(b, &c, "cycle", &out), SCRIPT_ERROR);
+    script_conn_release(&c);
+    script_conn_release(&other);
+    script_free(a);
+    script_free(b);
+    script_env_free(e);
+    free(out.data);
+}
+
+static void test_memory_cap(void **state)
+{
+    static const char text[] = "keep = {}\n"
+                               "return {on_data = function(conn, f)\n"
+                               "  if f == 'grow' then local t = {}\n"
+                               "    while true do t[#t + 1] = string.rep('x', 1000) .. #t end\n"
+                               "  end\n"
+                               "  if f == 'hoard' then\n"
+                               "    while true do keep[#keep + 1] = string.rep('y', 1000) .. #keep end\n"
+                               "  end\n"
+                               "  return 'ok'\n"
+                               "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+    uint64_t nomem = st.lua_nomem;
+
+    (void)state;
+    o.mem_cap = 2 << 20;
+    e = env_of(text, &o, err);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_int_equal(data(sc, &c, "grow", &out), SCRIPT_NOMEM);
+    assert_int_equal(st.lua_nomem, nomem + 1);
+    assert_true(script_mem(sc) < (1 << 20)); /* the garbage was collected */
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "ok");
+    /* Live data at the cap: the state is rebuilt, and serves again. */
+    assert_int_equal(data(sc, &c, "hoard", &out), SCRIPT_NOMEM);
+    assert_true(script_mem(sc) < (1 << 20));
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "ok");
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+static long mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+static void test_timeout(void **state)
+{
+    static const char text[] = "return {on_data = function(conn, f)\n"
+                               "  if f == 'spin' then\n"
+                               "    while true do pcall(function() end) end\n"
+                               "  end\n"
+                               "  return 'ok'\n"
+                               "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+    long t0, took;
+
+    (void)state;
+    o.timeout_ms = 100;
+    e = env_of(text, &o, err);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_int_equal(script_env_start(e), 0);
+    script_bind(sc);
+    t0 = mono_ms();
+    assert_int_equal(data(sc, &c, "spin", &out), SCRIPT_TIMEOUT);
+    took = mono_ms() - t0;
+    assert_true(took >= 90);
+    assert_true(took < 5000);
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK); /* the hook is gone */
+    out_is(&out, "ok");
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+static void test_reload(void **state)
+{
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e = env_of("return {on_data = function() return 'v1' end}\n", &o, err);
+    struct script *sc = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    write_script("return {on_data = function() return 'v2' end\n"); /* broken */
+    assert_int_equal(script_env_reload(e, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, path));
+    assert_int_equal(script_refresh(sc), 0);
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "v1"); /* the old script stays */
+    write_script("return {on_connect = function() end, on_data = function() return 'v2' end}\n");
+    assert_int_equal(script_env_reload(e, err, sizeof(err)), 2);
+    assert_true(script_env_connect_first(e));
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "v1"); /* until the worker is between requests */
+    assert_int_equal(script_refresh(sc), 1);
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "v2");
+    assert_int_equal(script_refresh(sc), 0);
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+static void test_sandbox_and_shared(void **state)
+{
+    static const char text[] =
+        "lfe.shared:set('boot', 1)\n"
+        "return {on_data = function(conn, f)\n"
+        "  if f == 'libs' then\n"
+        "    return tostring(io) .. tostring(dofile) .. tostring(os.execute) .. type(os.time) ..\n"
+        "           type(os.clock) .. type(string.pack) .. type(utf8.char) .. type(math.sin)\n"
+        "  end\n"
+        "  local sh = lfe.shared\n"
+        "  sh:set('s', 'str'); sh.set('n', 41)\n"
+        "  local ok, err = sh:set('big', string.rep('x', 100000))\n"
+        "  return sh:get('s') .. sh:incr('n') .. tostring(sh:get('none')) ..\n"
+        "         tostring(ok) .. (err and 'E' or '') .. tostring(sh:delete('s')) ..\n"
+        "         tostring(sh:get('boot'))\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    o.shared_bytes = 64 * 1024;
+    e = env_of(text, &o, err);
+    assert_non_null(e);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_int_equal(data(sc, &c, "libs", &out), SCRIPT_OK);
+    out_is(&out, "nilnilnilfunctionfunctionfunctionfunctionfunction");
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "str42nilnilEtrue1");
+    script_free(sc);
+    script_env_free(e);
+    o.unsafe = true;
+    e = env_of(text, &o, err);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_int_equal(data(sc, &c, "libs", &out), SCRIPT_OK);
+    assert_null(memmem(out.data, out.len, "nil", 3)); /* --lua-unsafe: io, dofile, os.execute */
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+static int cleanup(void **state)
+{
+    (void)state;
+    if (path[0])
+        unlink(path);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_errors),    cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_dead_conn),      cmocka_unit_test(test_ctx_across_states),
+        cmocka_unit_test(test_memory_cap),     cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_reload),         cmocka_unit_test(test_sandbox_and_shared),
+    };
+
+    log_threshold = LOG_ERR; /* the failures these tests provoke are logged as warnings */
+    return cmocka_run_group_tests(tests, NULL, cleanup);
+}
