@@ -31,6 +31,19 @@ long now_ms(void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
 }
 
+size_t tcp_wmem_max(void)
+{
+    unsigned long lo, def, max = 4ul << 20; /* the kernel's default when /proc says nothing */
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
+
+    if (f) {
+        if (fscanf(f, "%lu %lu %lu", &lo, &def, &max) != 3)
+            max = 4ul << 20;
+        fclose(f);
+    }
+    return max;
+}
+
 void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

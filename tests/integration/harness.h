@@ -4,6 +4,7 @@
 
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 struct daemon {
@@ -15,6 +16,10 @@ struct daemon {
 extern const char *lfepolld;  /* path from $LFEPOLLD */
 extern const char *sanitizer; /* $LFE_SANITIZER: memory figures mean nothing under it */
 extern int slow;              /* $TEST_SLOW: timeout multiplier for sanitizer builds */
+
+/* The most a TCP socket's send buffer may grow to here (tcp_wmem's third field), in bytes: a
+ * slow-reader test must send more than this per connection, or the kernel holds it all. */
+size_t tcp_wmem_max(void);
 
 /* Reads the environment, raises RLIMIT_NOFILE, ignores SIGPIPE. -1 when LFEPOLLD is unset. */
 int harness_init(void);

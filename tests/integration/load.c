@@ -77,6 +77,12 @@ static int open_conn(struct lc *c, const struct load *l, int ep, uint32_t id)
     if (c->fd < 0)
         return -errno;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (l->noread_ms > 0) {
+        /* A slow reader's own receive buffer is locked small: with autotuning and a large
+         * tcp_rmem it could otherwise absorb what the server should be holding back. */
+        int rcv = 64 << 10;
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    }
     if (l->ipv6) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
         a->sin6_family = AF_INET6;
