@@ -57,7 +57,9 @@ struct bthread {
     bool stopping;            /* no new requests */
     bool open_loop;           /* -R */
     struct rate *sch;        /* -R schedule */
-    int *freeq, nfree;        /* open loop: connections that can take a request */
+    int *freeq, fhead, nfree; /* open loop: a FIFO ring of connections that can take a request */
+    int sendfd;               /* open loop: timerfd of the next due send */
+    uint64_t send_at;         /* when it is armed for, 0 = off */
     int nclosed;              /* connections closed (waiting to (re)connect) */
     uint64_t last_scan;       /* when the tick last looked for timeouts */
     double tokens;            /* --connect-rate bucket */
@@ -69,6 +71,7 @@ struct bthread {
     struct hist cls_lat[BOPT_MAX_CLASSES];
     uint64_t behind;          /* open loop: sends later than 1 ms after their intended time */
     uint64_t intended;        /* open loop: sends due */
+    uint64_t conn_min, conn_max; /* fewest and most requests one connection completed */
     /* the per-second series */
     struct bcount cur;
     struct hist cur_lat;

@@ -174,6 +174,7 @@ int main(int argc, char **argv)
     struct rusage ru0, ru1;
     char err[512];
     uint64_t t_start, t0, t1, behind = 0, intended = 0, errors, all_requests = 0;
+    uint64_t conn_min = UINT64_MAX, conn_max = 0;
     size_t nsec = 0, capsec = 0;
     int cpu_list[CPU_SETSIZE], ncpus = 0, rc;
     bool *joined, stopping_sent = false;
@@ -334,6 +335,10 @@ int main(int argc, char **argv)
             hist_merge(&cls_lat[k], &t->cls_lat[k]);
         behind += t->behind;
         intended += t->intended;
+        if (t->conn_min < conn_min)
+            conn_min = t->conn_min;
+        if (t->conn_max > conn_max)
+            conn_max = t->conn_max;
         all_requests += t->issued;
     }
     errors = errors_of(&total);
@@ -366,6 +371,9 @@ int main(int argc, char **argv)
     if (o.rate > 0)
         fprintf(f, "schedule     %llu of %llu sends more than 1 ms behind their intended time\n",
                 (unsigned long long)behind, (unsigned long long)intended);
+    if (o.mode == MODE_LONG)
+        fprintf(f, "spread       %llu to %llu done per connection\n",
+                (unsigned long long)conn_min, (unsigned long long)conn_max);
     fprintf(f, "errors       %llu:", (unsigned long long)errors);
     for (int e = 0; e < ERR_KINDS; e++)
         fprintf(f, " %s %llu", berr_name[e], (unsigned long long)total.errors[e]);
@@ -410,6 +418,8 @@ int main(int argc, char **argv)
         json_lat(j, clat);
         fprintf(j, ",\n  \"schedule\": {\"intended\": %llu, \"behind\": %llu},\n",
                 (unsigned long long)intended, (unsigned long long)behind);
+        fprintf(j, "  \"per_connection\": {\"min\": %llu, \"max\": %llu},\n",
+                (unsigned long long)conn_min, (unsigned long long)conn_max);
         fprintf(j, "  \"lost\": %llu,\n", (unsigned long long)total.lost);
         fprintf(j, "  \"errors\": {\"total\": %llu", (unsigned long long)errors);
         for (int e = 0; e < ERR_KINDS; e++)

@@ -212,6 +212,15 @@ static void test_open_loop_rate(void **state)
     reqs = field("requests");
     assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
     assert_non_null(strstr(out, "sends more than 1 ms behind"));
+    /* Regression (open-loop LIFO free queue): due sends went to the connection freed last, so
+     * two or three of the ten carried all the load and a stalled server thread went unseen. */
+    {
+        const char *sp = strstr(out, "spread ");
+        long lo = sp ? atol(sp + 7) : -1;
+        if (lo < reqs / 10 / 2)
+            fail_msg("want every connection to carry its share (>= %ld requests):\n%s",
+                     reqs / 20, out);
+    }
     /* open loop with short connections: each due send is a new connection */
     expect_clean(bench(server_port, "--mode", "short", "-R", "500", "-d", "1", "-c", "10", "-q",
                        NULL),
