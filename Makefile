@@ -166,8 +166,14 @@ run: deps
 	@$(MAKE) --no-print-directory $(LFEPOLLD)
 	$(LFEPOLLD) $(ARGS)
 
-bench: $(LFEPOLLD)
+bench: $(LFEPOLLD) $(LFBENCH) $(BUILD)/bench/lua_call
 	tests/bench/peers.sh
+	tests/bench/lua.sh
+
+# The cost of one Lua callback without sockets (optimised objects, as lfepolld runs them).
+$(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
 
 format:
 	clang-format -i src/*.c src/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
