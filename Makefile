@@ -11,7 +11,8 @@ OPT ?= -O2
 SANITIZER ?=
 WERROR ?=
 
-DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev libcmocka-dev wrk
+DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev libcmocka-dev wrk \
+            procps
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -50,29 +51,40 @@ ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
 SRV_MODS := log args opt topo net obuf conn stats dispatch frame shdict script lconn server \
-            acceptor worker
-SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o)
+            acceptor worker tune
+SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
 # lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
-CLI_MODS := bopt hist payload verify rate engine
+CLI_MODS := bopt hist payload verify rate engine kstat
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o
 LFBENCH := $(BINDIR)/lfbench
 
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
-UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict script
-CLI_TMODS := bopt hist payload verify rate
+UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict script tune kstat
+CLI_TMODS := bopt hist payload verify rate kstat
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
-INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench
+INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl
 BADSERVER := $(TOBJ)/badserver
 
-.PHONY: all run test unit integration deps bench format install uninstall clean
+.PHONY: all run test unit integration deps bench format install uninstall clean sysctl-check \
+        sysctl-apply
 all: $(LFEPOLLD) $(LFBENCH)
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+# sysctl.conf, compiled in: lfepolld --check-sysctl needs no file beside it.
+$(BUILD)/gen/tune_conf.c: sysctl.conf
+	@mkdir -p $(@D)
+	{ echo '/* generated from sysctl.conf by the Makefile */'; echo '#include "tune.h"'; \
+	  echo 'const char tune_default_conf[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo '    ;'; } >$@
+
+$(BUILD)/src/tune_conf.o: $(BUILD)/gen/tune_conf.c
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFEPOLLD): $(SRV_OBJS) $(BUILD)/src/main.o
@@ -92,7 +104,7 @@ $(TOBJ)/src/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
-$(TOBJ)/libsrv.a: $(SRV_MODS:%=$(TOBJ)/src/%.o)
+$(TOBJ)/libsrv.a: $(SRV_MODS:%=$(TOBJ)/src/%.o) $(BUILD)/src/tune_conf.o
 	rm -f $@ && ar rcs $@ $^
 
 $(TOBJ)/client/%.o: client/%.c
@@ -118,6 +130,9 @@ $(TOBJ)/test_lua: $(TOBJ)/int_test_lua.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_sysctl: $(TOBJ)/int_test_sysctl.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(BADSERVER): tests/integration/badserver.c
@@ -174,6 +189,15 @@ bench: $(LFEPOLLD) $(LFBENCH) $(BUILD)/bench/lua_call
 $(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
+
+# The kernel's network parameters against sysctl.conf (exit 1 when some are not right).
+sysctl-check: $(LFEPOLLD)
+	$(LFEPOLLD) --check-sysctl --sysctl-conf sysctl.conf
+
+# As root: set what is below the recommendation (never lowering), then check again.
+sysctl-apply: $(LFEPOLLD)
+	@[ "$$(id -u)" = 0 ] || { echo "sysctl-apply changes kernel settings: run it as root (sudo make sysctl-apply)"; exit 1; }
+	$(LFEPOLLD) --apply-sysctl --sysctl-conf sysctl.conf
 
 format:
 	clang-format -i src/*.c src/*.h include/*.h client/*.c client/*.h tests/unit/*.c \

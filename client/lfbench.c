@@ -3,6 +3,7 @@
 #include "bopt.h"
 #include "engine.h"
 #include "hist.h"
+#include "kstat.h"
 #include "payload.h"
 
 #include <arpa/inet.h>
@@ -172,6 +173,8 @@ int main(int argc, char **argv)
     struct bcount total = {0};
     struct hist *lat, *clat, *cls_lat;
     struct rusage ru0, ru1;
+    struct kstat k0, k1, kd;
+    struct kstat_run kr;
     char err[512];
     uint64_t t_start, t0, t1, behind = 0, intended = 0, errors, all_requests = 0;
     uint64_t conn_min = UINT64_MAX, conn_max = 0;
@@ -238,6 +241,7 @@ int main(int argc, char **argv)
             ts[i].quota = o.requests / (uint64_t)o.threads + ((uint64_t)i < o.requests % (uint64_t)o.threads);
         base += n;
     }
+    kstat_read("/proc/net", &k0);
     getrusage(RUSAGE_SELF, &ru0);
     t0 = now_ns();
     for (int i = 0; i < o.threads; i++) {
@@ -310,6 +314,8 @@ int main(int argc, char **argv)
     }
     t1 = now_ns();
     getrusage(RUSAGE_SELF, &ru1);
+    kstat_read("/proc/net", &k1);
+    kstat_delta(&k0, &k1, &kd);
 
     lat = calloc(1, sizeof(*lat));
     clat = calloc(1, sizeof(*clat));
@@ -382,6 +388,17 @@ int main(int argc, char **argv)
             100.0 * cpu / wall, wall, all_requests ? cpu * 1e6 / (double)all_requests : 0.0,
             100.0 * cpu / wall > 90.0 * o.threads ? " (saturated: the client may be the limit)"
                                                   : "");
+    /* The network namespace's counters over the whole run, warm-up included. */
+    kr = (struct kstat_run){.addrnotavail = total.errors[ERR_ADDRNOTAVAIL],
+                            .linger0 = o.linger0,
+                            .short_mode = o.mode == MODE_SHORT};
+    fprintf(f, "kernel      ");
+    for (int i = 0; i < KS_N; i++)
+        if (kd.have[i])
+            fprintf(f, " %s %s%llu", kstat_name[i], i >= KS_TCP_TW ? "" : "+",
+                    (unsigned long long)kd.v[i]);
+    fprintf(f, " (this network namespace, whole run)\n");
+    kstat_hints(f, &kd, &kr, false);
 
     if (o.json) {
         FILE *j = fopen(o.json, "w");
@@ -426,7 +443,14 @@ int main(int argc, char **argv)
             fprintf(j, ", \"%s\": %llu", berr_name[e], (unsigned long long)total.errors[e]);
         fprintf(j, "},\n  \"client_cpu\": {\"percent\": %.1f, \"us_per_request\": %.3f},\n",
                 100.0 * cpu / wall, all_requests ? cpu * 1e6 / (double)all_requests : 0.0);
-        fprintf(j, "  \"series\": [");
+        fprintf(j, "  \"kernel\": {");
+        for (int i = 0, n = 0; i < KS_N; i++)
+            if (kd.have[i])
+                fprintf(j, "%s\"%s\": %llu", n++ ? ", " : "", kstat_name[i],
+                        (unsigned long long)kd.v[i]);
+        fprintf(j, "},\n  \"hints\": ");
+        kstat_hints(j, &kd, &kr, true);
+        fprintf(j, ",\n  \"series\": [");
         for (size_t k = 0; k < nsec; k++)
             fprintf(j,
                     "%s\n    {\"t\": %.3f, \"requests\": %llu, \"p50_us\": %.3f, \"p99_us\": "

@@ -5,6 +5,7 @@
 #include "script.h"
 #include "server.h"
 #include "topo.h"
+#include "tune.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,6 +33,69 @@ static long count_open_fds(void)
             n++;
     closedir(d);
     return n - 1; /* the directory's own fd */
+}
+
+/* The port of a "HOST:PORT" or "[ADDR]:PORT" string, 0 if none. */
+static int port_of(const char *hostport)
+{
+    const char *colon = strrchr(hostport, ':');
+
+    return colon ? atoi(colon + 1) : 0;
+}
+
+/* --check-sysctl / --apply-sysctl: the report, then exit with its status. */
+static int check_sysctl(const struct opt *o)
+{
+    struct tune_ctx ctx = {.root = "/proc/sys", .backlog = o->backlog,
+                           .port = port_of(o->listen[0]), .apply = o->sysctl == 2};
+    char err[256], *text = NULL;
+    const char *conf = tune_default_conf;
+    int rc;
+
+    if (o->sysctl_conf) {
+        FILE *f = fopen(o->sysctl_conf, "re");
+        long len = -1;
+
+        if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && len < (1L << 20) &&
+            fseek(f, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)len + 1)) &&
+            fread(text, 1, (size_t)len, f) == (size_t)len) {
+            conf = text;
+        } else {
+            fprintf(stderr, "lfepolld: --sysctl-conf %s: cannot read it: %s\n", o->sysctl_conf,
+                    len >= (1L << 20) ? "over 1 MiB" : strerror(errno ? errno : EIO));
+            if (f)
+                fclose(f);
+            free(text);
+            return 2;
+        }
+        fclose(f);
+    }
+    if (ctx.apply && geteuid() != 0)
+        fprintf(stderr, "lfepolld: --apply-sysctl needs root: run it with sudo; checking only\n");
+    rc = tune_report(stdout, conf, &ctx, err, sizeof(err));
+    if (rc == 2)
+        fprintf(stderr, "lfepolld: %s: %s\n", o->sysctl_conf ? o->sysctl_conf : "sysctl.conf", err);
+    free(text);
+    return rc;
+}
+
+/* One warning per listener whose port an outgoing connect() could take while we are down. */
+static void warn_exposed_ports(const int *lfds, int n)
+{
+    char range[64], reserved[256], name[128];
+
+    if (tune_read("/proc/sys", "net.ipv4.ip_local_port_range", range, sizeof(range)) < 0)
+        return;
+    if (tune_read("/proc/sys", "net.ipv4.ip_local_reserved_ports", reserved, sizeof(reserved)) < 0)
+        reserved[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        net_local_name(lfds[i], name, sizeof(name));
+        if (tune_port_exposed(port_of(name), range, reserved))
+            log_warn("listen port %d is inside the ephemeral port range %s and not reserved: a "
+                     "client's connect() can take it while lfepolld is down; reserve it with "
+                     "sysctl -w net.ipv4.ip_local_reserved_ports=%d",
+                     port_of(name), range, port_of(name));
+    }
 }
 
 static void print_stats(void)
@@ -93,6 +157,8 @@ int main(int argc, char **argv)
         break;
     }
     log_threshold = o.verbosity == 0 ? LOG_WARN : o.verbosity == 1 ? LOG_INFO : LOG_DEBUG;
+    if (o.sysctl)
+        return check_sysctl(&o);
     signal(SIGPIPE, SIG_IGN); /* a vanished peer is an EPIPE, never a signal */
 
     /* The soft descriptor limit is often 1024; the hard one is what an admin granted. */
@@ -147,6 +213,7 @@ int main(int argc, char **argv)
         }
         lfds[nlisten++] = fd;
     }
+    warn_exposed_ports(lfds, nlisten);
     if (somaxconn > 0 && o.backlog > somaxconn)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",

@@ -40,6 +40,12 @@ static const char usage[] =
     "  --lua-timeout-ms N     abort a callback running longer; 0 = never (default 1000)\n"
     "  --lua-shared-mb N      capacity of lfe.shared, MiB (default 16)\n"
     "  --lua-unsafe           open every standard library (io, os, package, debug...)\n"
+    "  --check-sysctl         compare the kernel's network parameters with sysctl.conf,\n"
+    "                         print a row per key and the ceilings they set, exit 0 if\n"
+    "                         all are right, 1 if not (uses --backlog and --listen)\n"
+    "  --apply-sysctl         as root: first set the keys that are not right (never\n"
+    "                         lowering one already above), then check\n"
+    "  --sysctl-conf FILE     check against FILE instead of the built-in sysctl.conf\n"
     "  -q, --quiet            log warnings and errors only\n"
     "  -v, --verbose          log debug detail\n"
     "  -h, --help             this text\n"
@@ -149,7 +155,7 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
     static const char *const with_value[] = {
         "--listen", "--backlog", "--groups", "--workers", "--cpus", "--max-conns",
         "--max-pending", "--drain-timeout", "--batch", "--dispatch", "--lua", "--lua-mem-mb",
-        "--lua-timeout-ms", "--lua-shared-mb", NULL};
+        "--lua-timeout-ms", "--lua-shared-mb", "--sysctl-conf", NULL};
 
     memset(o, 0, sizeof(*o));
     o->backlog = 65535;
@@ -212,6 +218,16 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
                 return OPT_ERROR;
             }
             o->lua_timeout_ms = (int)v;
+        } else if (!strcmp(name, "--check-sysctl")) {
+            o->sysctl = o->sysctl > 1 ? o->sysctl : 1;
+        } else if (!strcmp(name, "--apply-sysctl")) {
+            o->sysctl = 2;
+        } else if (!strcmp(name, "--sysctl-conf")) {
+            if (!*val) {
+                snprintf(err, errlen, "--sysctl-conf: give the path of a sysctl.conf");
+                return OPT_ERROR;
+            }
+            o->sysctl_conf = val;
         } else if (!strcmp(name, "--no-pin")) {
             o->pin = false;
         } else if (!strcmp(name, "--listen")) {

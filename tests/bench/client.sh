@@ -7,8 +7,8 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 peers=${PEERS:-$top/../shared/peers}
-load=$peers/bin/echoload
-[ -x "$load" ] || { echo "build the peers first ($peers/run.sh builds bin/echoload)" >&2; exit 1; }
+load=${ECHOLOAD:-$peers/bin/echoload}
+[ -x "$load" ] || { echo "build the peers first ($peers/run.sh builds bin/echoload), or point ECHOLOAD at an echoload binary" >&2; exit 1; }
 make -s -C "$top" lfepolld lfbench
 REPS=${REPS:-5} DUR=${DUR:-5}
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -330,6 +330,41 @@ static void test_framings(void **state)
     unlink(req);
 }
 
+/* The kernel counters: a server with a listen backlog of 1 that does not accept (stopped) is
+ * flooded with connects; lfbench's deltas must show the accept queue overflowing, in the summary
+ * with its hint and in --json. The counters are the namespace's: other traffic can only add. */
+static void test_counters_listen_overflow(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "--backlog", "1", "--groups",
+                         "1", "--workers", "1", "-q", NULL};
+    char json[] = "/tmp/lfe-k-XXXXXX", buf[8192];
+    int fd = mkstemp(json);
+    const char *p;
+    ssize_t n;
+
+    (void)state;
+    start_server(srv);
+    kill(server_pid, SIGSTOP);
+    bench(server_port, "-c", "64", "-d", "0.5", "--timeout", "500", "-q", "--json", json, NULL);
+    kill(server_pid, SIGCONT);
+    p = strstr(out, "ListenOverflows +");
+    if (!p || atol(p + 17) <= 0 || !strstr(out, "hint         the accept queue overflowed"))
+        fail_msg("want ListenOverflows counted and its hint:\n%s", out);
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(json);
+    p = strstr(buf, "\"ListenOverflows\": ");
+    if (!p || atol(p + 19) <= 0 || !strstr(buf, "\"hints\": [\"the accept queue overflowed"))
+        fail_msg("want ListenOverflows and the hint in --json:\n%s", buf);
+    /* and a clean run says nothing overflowed (unless other traffic here did) */
+    teardown(NULL);
+    start_server((const char *[]){lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL});
+    expect_clean(bench(server_port, "-c", "4", "-n", "400", "-q", NULL), 400);
+    assert_non_null(strstr(out, "kernel       ListenOverflows +"));
+    assert_non_null(strstr(out, "ActiveOpens +"));
+}
+
 static void test_bad_usage(void **state)
 {
     (void)state;
@@ -354,6 +389,7 @@ int main(void)
         cmocka_unit_test_teardown(test_dropped_byte_is_lost, teardown),
         cmocka_unit_test_teardown(test_reset_and_refused, teardown),
         cmocka_unit_test_teardown(test_framings, teardown),
+        cmocka_unit_test_teardown(test_counters_listen_overflow, teardown),
         cmocka_unit_test_teardown(test_bad_usage, teardown),
     };
 

@@ -1,0 +1,85 @@
+/* tune: the kernel parameters of sysctl.conf, checked against /proc/sys and applied. */
+#ifndef LFE_TUNE_H
+#define LFE_TUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define TUNE_MAX_KEYS 64
+
+enum tune_scope {
+    TUNE_NETNS, /* one value per network namespace */
+    TUNE_HOST   /* one value for the machine */
+};
+
+enum tune_check {
+    TUNE_MIN,   /* every field at least the recommendation */
+    TUNE_MAX,   /* every field at most */
+    TUNE_EQ,    /* exactly */
+    TUNE_RANGE, /* "LO HI": covers at least the recommended range */
+    TUNE_HAS    /* a list of ports and ranges ("9876,20000-20010") containing the recommended */
+};
+
+enum tune_status { TUNE_OK, TUNE_LOW, TUNE_HIGH, TUNE_MISSING, TUNE_READONLY };
+
+/* One key of sysctl.conf with the "# @ SCOPE CHECK: why" line above it. */
+struct tune_key {
+    char name[96];   /* dotted, as sysctl writes it: net.core.somaxconn */
+    char value[128]; /* recommended, fields separated by single spaces */
+    char why[320];
+    enum tune_scope scope;
+    enum tune_check check;
+    bool apply; /* false for "#= key = value": checked only */
+    int line;
+};
+
+extern const char *const tune_status_name[];
+extern const char *const tune_scope_name[];
+
+/* Parses the text of sysctl.conf. Every key line needs its "# @" line; a "# @" line needs a
+ * key. Returns the number of keys, or -1 with err set to "line N: what is wrong". Pure. */
+int tune_parse(const char *text, struct tune_key *keys, int max, char *err, size_t errlen);
+
+/* The status of current (the /proc/sys text; NULL when the file is absent) against k. A value
+ * that is not right reads as TUNE_READONLY when !writable. Pure. */
+enum tune_status tune_compare(const struct tune_key *k, const char *current, bool writable);
+
+/* What the check wants, for people: ">= 65535", "= 1", "covers 1024-65535", "has 9876". */
+void tune_want(const struct tune_key *k, char *buf, size_t len);
+
+/* Connections per second a client that closes first can open to one server address from one
+ * source address: the ephemeral ports, each reusable after reuse_delay_ms when tw_reuse is on
+ * (loopback only for 2), else after TIME_WAIT's fixed 60 s. Pure. */
+double tune_port_ceiling(long lo, long hi, int tw_reuse, long reuse_delay_ms, bool loopback);
+
+/* Whether a listening port lies in the ephemeral range "LO HI" and is not in the reserved list,
+ * so that an outgoing connect() may take it while the server is down. Pure. */
+bool tune_port_exposed(int port, const char *range, const char *reserved);
+
+/* Reads /proc/sys/NAME under root ("/proc/sys" normally) into buf, whitespace runs folded into
+ * single spaces. Returns 0, or -errno (-ENOENT: the kernel or this namespace lacks the key). */
+int tune_read(const char *root, const char *name, char *buf, size_t len);
+
+/* Writes value to root/NAME. Returns 0 or -errno. */
+int tune_write(const char *root, const char *name, const char *value);
+
+/* What the checker needs from the daemon's own configuration. */
+struct tune_ctx {
+    const char *root; /* "/proc/sys", or a fixture tree in tests */
+    int backlog;      /* lfepolld's --backlog */
+    int port;         /* its first --listen port, 0 if none */
+    bool apply;       /* write the keys that are low or high first (never lowering a min) */
+};
+
+/* The report of --check-sysctl: a row per key (current, recommended, status, scope), then
+ * RLIMIT_NOFILE and the ceilings that follow. With ctx->apply, first writes each applied key that
+ * is not right, saying what it changed. Returns 0 when every key is right, 1 otherwise, 2 when
+ * the text does not parse (err says why). */
+int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err,
+                size_t errlen);
+
+/* The text of the sysctl.conf this binary was built with. */
+extern const char tune_default_conf[];
+
+#endif /* LFE_TUNE_H */

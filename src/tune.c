@@ -1,0 +1,489 @@
+/* tune: the kernel parameters of sysctl.conf, checked against /proc/sys and applied.
+ *
+ * sysctl.conf is the one source: each key has a "# @ SCOPE CHECK: why" line above it, so the
+ * file sysctl -p applies and the table this checker compares against cannot drift apart. The
+ * parsing and comparing are pure (unit-tested on strings); tune_read/tune_write and the report
+ * touch /proc/sys, under a root that tests point at a fixture tree. */
+#include "tune.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+const char *const tune_status_name[] = {"ok", "low", "high", "missing", "read-only"};
+const char *const tune_scope_name[] = {"netns", "host"};
+
+#define TW_SECONDS 60 /* TCP_TIMEWAIT_LEN: fixed in the kernel, whatever sysctl says */
+#define NOFILE_WANT 65536L
+
+/* Copies s[0..n) into dst with leading/trailing blanks cut and inner runs folded to one space. */
+static void fold(char *dst, size_t len, const char *s, size_t n)
+{
+    size_t o = 0;
+    bool space = false;
+
+    for (size_t i = 0; i < n && s[i] != '\n'; i++) {
+        if (isspace((unsigned char)s[i])) {
+            space = o > 0;
+            continue;
+        }
+        if (space && o + 1 < len)
+            dst[o++] = ' ';
+        space = false;
+        if (o + 1 < len)
+            dst[o++] = s[i];
+    }
+    if (len)
+        dst[o < len ? o : len - 1] = '\0';
+}
+
+static int parse_note(const char *s, struct tune_key *k)
+{
+    char scope[16], check[16];
+    int used = 0;
+
+    if (sscanf(s, " @ %15s %15[a-z]:%n", scope, check, &used) != 2 || used == 0)
+        return -1;
+    if (!strcmp(scope, "netns"))
+        k->scope = TUNE_NETNS;
+    else if (!strcmp(scope, "host"))
+        k->scope = TUNE_HOST;
+    else
+        return -1;
+    if (!strcmp(check, "min"))
+        k->check = TUNE_MIN;
+    else if (!strcmp(check, "max"))
+        k->check = TUNE_MAX;
+    else if (!strcmp(check, "eq"))
+        k->check = TUNE_EQ;
+    else if (!strcmp(check, "range"))
+        k->check = TUNE_RANGE;
+    else if (!strcmp(check, "has"))
+        k->check = TUNE_HAS;
+    else
+        return -1;
+    fold(k->why, sizeof(k->why), s + used, strlen(s + used));
+    return k->why[0] ? 0 : -1;
+}
+
+/* "key = value" (sysctl -p also takes "key=value" and a leading '-'). */
+static int parse_assign(const char *s, size_t n, struct tune_key *k)
+{
+    const char *eq = memchr(s, '=', n);
+    char name[sizeof(k->name)];
+
+    if (!eq)
+        return -1;
+    fold(name, sizeof(name), s, (size_t)(eq - s));
+    fold(k->value, sizeof(k->value), eq + 1, n - (size_t)(eq + 1 - s));
+    if (!name[0] || !k->value[0] || strchr(name, ' '))
+        return -1;
+    strcpy(k->name, name[0] == '-' ? name + 1 : name);
+    return 0;
+}
+
+int tune_parse(const char *text, struct tune_key *keys, int max, char *err, size_t errlen)
+{
+    struct tune_key pend;
+    bool have = false;
+    int n = 0, line = 0;
+
+    for (const char *p = text; *p; line++) {
+        const char *nl = strchr(p, '\n'), *s = p;
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+
+        p = nl ? nl + 1 : p + len;
+        while (len && isspace((unsigned char)*s)) {
+            s++;
+            len--;
+        }
+        if (len >= 3 && !strncmp(s, "# @", 3)) {
+            char note[512];
+            if (have) {
+                snprintf(err, errlen, "line %d: a '# @' line must be followed by its key (line %d)",
+                         line + 1, pend.line);
+                return -1;
+            }
+            memset(&pend, 0, sizeof(pend));
+            fold(note, sizeof(note), s + 1, len - 1);
+            if (parse_note(note, &pend) < 0) {
+                snprintf(err, errlen,
+                         "line %d: write '# @ SCOPE CHECK: why' with SCOPE netns or host and "
+                         "CHECK min, max, eq, range or has",
+                         line + 1);
+                return -1;
+            }
+            pend.line = line + 1;
+            have = true;
+            continue;
+        }
+        bool checkonly = len >= 2 && !strncmp(s, "#=", 2);
+        if (!checkonly && (len == 0 || *s == '#' || *s == ';')) {
+            if (have) {
+                snprintf(err, errlen, "line %d: a '# @' line must be followed by its key (line %d)",
+                         line + 1, pend.line);
+                return -1;
+            }
+            continue;
+        }
+        if (!have) {
+            snprintf(err, errlen, "line %d: a key needs a '# @ SCOPE CHECK: why' line above it",
+                     line + 1);
+            return -1;
+        }
+        if (parse_assign(checkonly ? s + 2 : s, checkonly ? len - 2 : len, &pend) < 0) {
+            snprintf(err, errlen, "line %d: not 'key = value'", line + 1);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, errlen, "line %d: more than %d keys", line + 1, max);
+            return -1;
+        }
+        pend.apply = !checkonly;
+        pend.line = line + 1;
+        keys[n++] = pend;
+        have = false;
+    }
+    if (have) {
+        snprintf(err, errlen, "line %d: a '# @' line with no key after it", pend.line);
+        return -1;
+    }
+    return n;
+}
+
+/* Up to max integers from a space-separated value; returns how many, -1 if not all numbers. */
+static int numbers(const char *s, long long *v, int max)
+{
+    int n = 0;
+
+    while (*s) {
+        char *end;
+        if (n == max)
+            return -1;
+        errno = 0;
+        v[n++] = strtoll(s, &end, 10);
+        if (end == s || errno || (*end && *end != ' '))
+            return -1;
+        s = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* Whether the port list ("9876,20000-20010", as /proc shows it) contains port. */
+static bool list_has(const char *list, long port)
+{
+    const char *s = list;
+
+    while (*s) {
+        char *end;
+        long lo = strtol(s, &end, 10), hi = lo;
+
+        if (end == s)
+            return false;
+        if (*end == '-')
+            hi = strtol(end + 1, &end, 10);
+        if (port >= lo && port <= hi)
+            return true;
+        s = end;
+        while (*s == ',' || *s == ' ')
+            s++;
+    }
+    return false;
+}
+
+static enum tune_status compare(const struct tune_key *k, const char *cur)
+{
+    long long want[8], have[8];
+    int nw, nh;
+
+    if (k->check == TUNE_HAS) {
+        /* every port or range of the recommendation must be in the list */
+        const char *s = k->value;
+        while (*s) {
+            char *end;
+            long lo = strtol(s, &end, 10), hi = lo;
+            if (end == s)
+                return TUNE_LOW;
+            if (*end == '-')
+                hi = strtol(end + 1, &end, 10);
+            for (long p = lo; p <= hi; p++)
+                if (!list_has(cur, p))
+                    return TUNE_LOW;
+            s = end;
+            while (*s == ',' || *s == ' ')
+                s++;
+        }
+        return TUNE_OK;
+    }
+    nw = numbers(k->value, want, 8);
+    nh = numbers(cur, have, 8);
+    if (nw < 0 || nh < 0 || nw != nh) /* not numbers, or another shape: only equality counts */
+        return strcmp(k->value, cur) ? TUNE_LOW : TUNE_OK;
+    switch (k->check) {
+    case TUNE_MIN:
+        for (int i = 0; i < nw; i++)
+            if (have[i] < want[i])
+                return TUNE_LOW;
+        return TUNE_OK;
+    case TUNE_MAX:
+        for (int i = 0; i < nw; i++)
+            if (have[i] > want[i])
+                return TUNE_HIGH;
+        return TUNE_OK;
+    case TUNE_RANGE:
+        if (nw != 2)
+            return strcmp(k->value, cur) ? TUNE_LOW : TUNE_OK;
+        return have[0] <= want[0] && have[1] >= want[1] ? TUNE_OK : TUNE_LOW;
+    case TUNE_EQ:
+    default:
+        for (int i = 0; i < nw; i++)
+            if (have[i] != want[i])
+                return have[i] < want[i] ? TUNE_LOW : TUNE_HIGH;
+        return TUNE_OK;
+    }
+}
+
+enum tune_status tune_compare(const struct tune_key *k, const char *current, bool writable)
+{
+    enum tune_status st;
+
+    if (!current)
+        return TUNE_MISSING;
+    st = compare(k, current);
+    return st != TUNE_OK && !writable ? TUNE_READONLY : st;
+}
+
+void tune_want(const struct tune_key *k, char *buf, size_t len)
+{
+    static const char *const how[] = {">= ", "<= ", "= ", "covers ", "has "};
+    char v[sizeof(k->value)];
+
+    snprintf(v, sizeof(v), "%s", k->value);
+    if (k->check == TUNE_RANGE) {
+        char *sp = strchr(v, ' ');
+        if (sp)
+            *sp = '-';
+    }
+    snprintf(buf, len, "%s%s", how[k->check], v);
+}
+
+double tune_port_ceiling(long lo, long hi, int tw_reuse, long reuse_delay_ms, bool loopback)
+{
+    double ports = hi >= lo ? (double)(hi - lo + 1) : 0.0;
+    bool reuse = tw_reuse == 1 || (tw_reuse == 2 && loopback);
+
+    if (reuse && reuse_delay_ms > 0)
+        return ports * 1000.0 / (double)reuse_delay_ms;
+    return ports / TW_SECONDS;
+}
+
+bool tune_port_exposed(int port, const char *range, const char *reserved)
+{
+    long lo, hi;
+
+    if (port <= 0 || !range || sscanf(range, "%ld %ld", &lo, &hi) != 2)
+        return false;
+    return port >= lo && port <= hi && !(reserved && list_has(reserved, port));
+}
+
+static void proc_path(const char *root, const char *name, char *path, size_t len)
+{
+    size_t o = (size_t)snprintf(path, len, "%s/", root);
+
+    for (const char *s = name; *s && o + 1 < len; s++)
+        path[o++] = *s == '.' ? '/' : *s;
+    path[o < len ? o : len - 1] = '\0';
+}
+
+int tune_read(const char *root, const char *name, char *buf, size_t len)
+{
+    char path[512], raw[512];
+    ssize_t n;
+    int fd;
+
+    proc_path(root, name, path, sizeof(path));
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    n = read(fd, raw, sizeof(raw) - 1);
+    close(fd);
+    if (n < 0)
+        return -errno;
+    for (ssize_t i = 0; i < n; i++)
+        if (raw[i] == '\n' || raw[i] == '\t')
+            raw[i] = ' ';
+    fold(buf, len, raw, (size_t)n);
+    return 0;
+}
+
+int tune_write(const char *root, const char *name, const char *value)
+{
+    char path[512];
+    size_t n = strlen(value);
+    ssize_t w;
+    int fd;
+
+    proc_path(root, name, path, sizeof(path));
+    fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC); /* O_TRUNC: what a shell does too */
+    if (fd < 0)
+        return -errno;
+    w = write(fd, value, n);
+    if (w < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    close(fd);
+    return (size_t)w == n ? 0 : -EIO;
+}
+
+static bool writable(const char *root, const char *name)
+{
+    char path[512];
+
+    proc_path(root, name, path, sizeof(path));
+    return access(path, W_OK) == 0;
+}
+
+static long read_long(const char *root, const char *name, long dflt)
+{
+    char buf[64];
+
+    return tune_read(root, name, buf, sizeof(buf)) == 0 ? atol(buf) : dflt;
+}
+
+/* --apply-sysctl: writes the applied keys that are not right. A min key already above its
+ * recommendation is left alone (sysctl -p would lower it); a has key gets the port appended. */
+static int apply(FILE *out, const struct tune_key *keys, int n, const char *root)
+{
+    int changed = 0;
+
+    for (int i = 0; i < n; i++) {
+        const struct tune_key *k = &keys[i];
+        char cur[256], val[400];
+        int rc;
+
+        if (!k->apply || tune_read(root, k->name, cur, sizeof(cur)) < 0 ||
+            tune_compare(k, cur, true) == TUNE_OK)
+            continue;
+        if (k->check == TUNE_HAS && cur[0])
+            snprintf(val, sizeof(val), "%s,%s", cur, k->value);
+        else
+            snprintf(val, sizeof(val), "%s", k->value);
+        rc = tune_write(root, k->name, val);
+        if (rc < 0) {
+            fprintf(out, "cannot set %s = %s: %s\n", k->name, val, strerror(-rc));
+        } else {
+            fprintf(out, "set %s = %s (was %s)\n", k->name, val, cur[0] ? cur : "empty");
+            changed++;
+        }
+    }
+    return changed;
+}
+
+int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err,
+                size_t errlen)
+{
+    struct tune_key *keys = calloc(TUNE_MAX_KEYS, sizeof(*keys));
+    const char *root = ctx->root;
+    char ns[64] = "?", cur[256], want[160], range[64], reserved[256];
+    struct utsname u;
+    struct rlimit rl;
+    int n, bad = 0;
+    long somaxconn, lo = 32768, hi = 60999, nr_open, reuse, delay;
+    ssize_t nl;
+
+    if (!keys) {
+        snprintf(err, errlen, "out of memory");
+        return 2;
+    }
+    n = tune_parse(conf, keys, TUNE_MAX_KEYS, err, errlen);
+    if (n < 0) {
+        free(keys);
+        return 2;
+    }
+    if (ctx->apply && apply(out, keys, n, root) == 0)
+        fprintf(out, "nothing to change\n");
+    nl = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+    ns[nl > 0 ? nl : 1] = '\0';
+    uname(&u);
+    fprintf(out, "kernel %s, network namespace %s, uid %d: %s%s\n", u.release, ns, (int)getuid(),
+            root, getuid() ? " (not root: nothing can be changed)" : "");
+    fprintf(out, "%-36s %-24s %-24s %-9s %s\n", "key", "current", "recommended", "status",
+            "scope");
+    for (int i = 0; i < n; i++) {
+        const struct tune_key *k = &keys[i];
+        bool have = tune_read(root, k->name, cur, sizeof(cur)) == 0;
+        enum tune_status st = tune_compare(k, have ? cur : NULL, writable(root, k->name));
+
+        tune_want(k, want, sizeof(want));
+        fprintf(out, "%-36s %-24s %-24s %-9s %s%s\n", k->name,
+                !have ? "-" : cur[0] ? cur : "(empty)", want,
+                tune_status_name[st], tune_scope_name[k->scope], k->apply ? "" : ", check only");
+        if (st != TUNE_OK) {
+            bad++;
+            fprintf(out, "    %s%s\n", k->why,
+                    st == TUNE_MISSING && k->scope == TUNE_HOST
+                        ? " [host-wide: absent in this namespace or kernel; set it on the host]"
+                        : "");
+        }
+    }
+    getrlimit(RLIMIT_NOFILE, &rl);
+    snprintf(cur, sizeof(cur), "%llu soft, %llu hard", (unsigned long long)rl.rlim_cur,
+             (unsigned long long)rl.rlim_max);
+    fprintf(out, "%-36s %-24s >= %-21ld %-9s process\n", "RLIMIT_NOFILE (ulimit -n)", cur,
+            NOFILE_WANT, rl.rlim_max >= (rlim_t)NOFILE_WANT ? "ok" : "low");
+    if (rl.rlim_max < (rlim_t)NOFILE_WANT) {
+        bad++;
+        fprintf(out, "    descriptors per process: one per connection; raise the hard limit "
+                     "(limits.conf nofile, systemd LimitNOFILE=) and lfepolld/lfbench raise "
+                     "the soft one\n");
+    }
+
+    /* What the values add up to. */
+    somaxconn = read_long(root, "net.core.somaxconn", -1);
+    nr_open = read_long(root, "fs.nr_open", -1);
+    reuse = read_long(root, "net.ipv4.tcp_tw_reuse", 2);
+    delay = read_long(root, "net.ipv4.tcp_tw_reuse_delay", 1000); /* 6.x; 1 s before it */
+    if (tune_read(root, "net.ipv4.ip_local_port_range", range, sizeof(range)) == 0)
+        sscanf(range, "%ld %ld", &lo, &hi);
+    else
+        snprintf(range, sizeof(range), "%ld %ld", lo, hi);
+    if (tune_read(root, "net.ipv4.ip_local_reserved_ports", reserved, sizeof(reserved)) < 0)
+        reserved[0] = '\0';
+    fprintf(out, "ceilings\n");
+    if (somaxconn > 0)
+        fprintf(out, "  accept queue: min(--backlog %d, somaxconn %ld) = %ld per listener%s\n",
+                ctx->backlog, somaxconn, ctx->backlog < somaxconn ? ctx->backlog : somaxconn,
+                ctx->backlog > somaxconn ? " (the kernel cuts the backlog: raise somaxconn)" : "");
+    fprintf(out,
+            "  client closes first: %ld ephemeral ports, tcp_tw_reuse %ld: about %.0f new "
+            "connections/s per source and server address on loopback, %.0f/s to another "
+            "host%s; lfbench --source multiplies it; a server that closes first keeps TIME_WAIT "
+            "on its side and frees the client of it\n",
+            hi - lo + 1, reuse, tune_port_ceiling(lo, hi, (int)reuse, delay, true),
+            tune_port_ceiling(lo, hi, (int)reuse, delay, false),
+            reuse ? "" : " (no reuse: each port waits out TIME_WAIT's 60 s)");
+    fprintf(out, "  descriptors: lfepolld can hold about %llu connections (RLIMIT_NOFILE hard); "
+                 "fs.nr_open %ld caps how far ulimit -n can go\n",
+            (unsigned long long)(rl.rlim_max > 32 ? rl.rlim_max - 32 : 0), nr_open);
+    if (tune_port_exposed(ctx->port, range, reserved))
+        fprintf(out,
+                "  listen port %d is inside the ephemeral range %s and not reserved: an outgoing "
+                "connect() can take it while lfepolld is down (net.ipv4.ip_local_reserved_ports)\n",
+                ctx->port, range);
+    if (bad)
+        fprintf(out, "%d of %d need attention: sudo make sysctl-apply (or sudo sysctl -p "
+                     "sysctl.conf), then check again\n",
+                bad, n + 1);
+    else
+        fprintf(out, "all %d ok\n", n + 1);
+    free(keys);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,203 @@
+/* Integration tests of the kernel tuning: lfepolld --check-sysctl on this machine, and
+ * sysctl.conf applied inside a network namespace made for the test (root only), leaving the
+ * host's values as they were. Run from the repository root. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *lfepolld;
+
+struct key {
+    char name[96];
+    bool netns, applied;
+};
+
+static struct key keys[64];
+static int nkeys;
+
+/* The keys of sysctl.conf, read here independently of lfepolld's parser. */
+static void read_conf(void)
+{
+    FILE *f = fopen("sysctl.conf", "r");
+    char line[1024];
+    bool netns = false;
+
+    assert_non_null(f);
+    nkeys = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char *s = line, *eq;
+        bool check_only = !strncmp(s, "#= ", 3);
+
+        if (!strncmp(s, "# @ ", 4)) {
+            netns = !strncmp(s + 4, "netns", 5);
+            continue;
+        }
+        if (check_only)
+            s += 3;
+        else if (*s == '#' || *s == '\n')
+            continue;
+        eq = strstr(s, " = ");
+        assert_non_null(eq);
+        assert_true(nkeys < 64);
+        snprintf(keys[nkeys].name, sizeof(keys[nkeys].name), "%.*s", (int)(eq - s), s);
+        keys[nkeys].netns = netns;
+        keys[nkeys].applied = !check_only;
+        nkeys++;
+    }
+    fclose(f);
+    assert_true(nkeys >= 15);
+}
+
+/* Runs a shell command; returns its exit status, its output in *out (malloc'd). */
+static int run(const char *cmd, char **out)
+{
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0;
+    int st;
+
+    assert_non_null(p);
+    *out = malloc(cap);
+    n = fread(*out, 1, cap - 1, p);
+    (*out)[n] = '\0';
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The report's row for name: the line that starts with it. */
+static const char *row(const char *text, const char *name)
+{
+    size_t l = strlen(name);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, name, l) && p[l] == ' ')
+            return p;
+    return NULL;
+}
+
+static bool row_status(const char *text, const char *name, const char *status)
+{
+    const char *r = row(text, name), *nl;
+    char want[32];
+
+    if (!r)
+        return false;
+    nl = strchr(r, '\n');
+    snprintf(want, sizeof(want), " %s ", status);
+    r = strstr(r, want);
+    return r && (!nl || r < nl);
+}
+
+static void test_check_prints_every_key(void **state)
+{
+    char cmd[512], *out;
+    int rc;
+
+    (void)state;
+    read_conf();
+    snprintf(cmd, sizeof(cmd), "%s --check-sysctl 2>&1", lfepolld);
+    rc = run(cmd, &out);
+    if (rc != 0 && rc != 1)
+        fail_msg("--check-sysctl exited %d:\n%s", rc, out);
+    for (int i = 0; i < nkeys; i++)
+        if (!row(out, keys[i].name))
+            fail_msg("no row for %s:\n%s", keys[i].name, out);
+    assert_non_null(row(out, "RLIMIT_NOFILE"));
+    assert_non_null(strstr(out, "accept queue: min(--backlog 65535, somaxconn "));
+    assert_non_null(strstr(out, "client closes first: "));
+    /* the exit status says whether anything needs attention, and so does the last line */
+    assert_true(rc == 0 ? strstr(out, "ok\n") != NULL : strstr(out, "need attention") != NULL);
+    free(out);
+    /* the file given, not the built-in copy; a broken one is exit 2 with the line */
+    snprintf(cmd, sizeof(cmd), "printf 'net.core.somaxconn = 1\\n' >/tmp/lfe-bad.conf; %s "
+                               "--check-sysctl --sysctl-conf /tmp/lfe-bad.conf 2>&1",
+             lfepolld);
+    assert_int_equal(run(cmd, &out), 2);
+    assert_non_null(strstr(out, "line 1: a key needs a '# @ SCOPE CHECK: why' line"));
+    free(out);
+    unlink("/tmp/lfe-bad.conf");
+    snprintf(cmd, sizeof(cmd), "%s --check-sysctl --sysctl-conf /nonexistent 2>&1", lfepolld);
+    assert_int_equal(run(cmd, &out), 2);
+    assert_non_null(strstr(out, "--sysctl-conf /nonexistent: cannot read it"));
+    free(out);
+}
+
+static bool can_unshare(void)
+{
+    return geteuid() == 0 && system("unshare -n true 2>/dev/null") == 0;
+}
+
+/* Apply inside a fresh network namespace: every per-namespace key ends up right there, the
+ * host's values do not move, and plain sysctl -p fails on host-wide keys only. */
+static void test_apply_in_netns(void **state)
+{
+    char cmd[1024], *out, *host0, *host1;
+    int rc;
+
+    (void)state;
+    if (!can_unshare())
+        skip(); /* needs root and unshare(CLONE_NEWNET): CI has both */
+    read_conf();
+    run("cat /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/ip_local_port_range "
+        "/proc/sys/net/ipv4/ip_local_reserved_ports /proc/sys/net/ipv4/tcp_slow_start_after_idle",
+        &host0);
+    snprintf(cmd, sizeof(cmd), "unshare -n sh -c '%s --apply-sysctl' 2>&1", lfepolld);
+    rc = run(cmd, &out);
+    if (rc != 0 && rc != 1)
+        fail_msg("--apply-sysctl in a namespace exited %d:\n%s", rc, out);
+    for (int i = 0; i < nkeys; i++)
+        if (keys[i].netns && !row_status(out, keys[i].name, "ok"))
+            fail_msg("%s is not ok after --apply-sysctl in a fresh namespace:\n%s", keys[i].name,
+                     out);
+    assert_non_null(strstr(out, "set net.core.somaxconn = 65535"));
+    free(out);
+
+    snprintf(cmd, sizeof(cmd),
+             "unshare -n sh -c 'sysctl -p sysctl.conf >/dev/null 2>/tmp/lfe-sysctl.err; "
+             "%s --check-sysctl; cat /tmp/lfe-sysctl.err' 2>&1",
+             lfepolld);
+    run(cmd, &out);
+    for (int i = 0; i < nkeys; i++) {
+        char path[160];
+        if (!keys[i].netns || !keys[i].applied)
+            continue;
+        if (!row_status(out, keys[i].name, "ok"))
+            fail_msg("sysctl -p left %s not ok in a fresh namespace:\n%s", keys[i].name, out);
+        snprintf(path, sizeof(path), "cannot stat /proc/sys/%s", keys[i].name);
+        for (char *c = path + 22; *c; c++)
+            *c = *c == '.' ? '/' : *c;
+        assert_null(strstr(out, path)); /* only host-wide keys may be absent there */
+    }
+    free(out);
+    unlink("/tmp/lfe-sysctl.err");
+
+    run("cat /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/ip_local_port_range "
+        "/proc/sys/net/ipv4/ip_local_reserved_ports /proc/sys/net/ipv4/tcp_slow_start_after_idle",
+        &host1);
+    assert_string_equal(host0, host1); /* the host untouched */
+    free(host0);
+    free(host1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_prints_every_key),
+        cmocka_unit_test(test_apply_in_netns),
+    };
+
+    lfepolld = getenv("LFEPOLLD");
+    if (!lfepolld) {
+        fprintf(stderr, "set LFEPOLLD (make test does)\n");
+        return 1;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,144 @@
+/* Unit tests of kstat: the /proc/net parsers on fixture files (a real 6.18 kernel's, and the same
+ * with known counters moved), deltas, and the hints. Run from the repository root. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kstat.h"
+
+#define BEFORE "tests/fixtures/proc-net"
+#define AFTER "tests/fixtures/proc-net-after"
+
+static void test_read_fixture(void **state)
+{
+    struct kstat k;
+
+    (void)state;
+    assert_int_equal(kstat_read(BEFORE, &k), KS_N);
+    for (int i = 0; i < KS_N; i++)
+        if (!k.have[i])
+            fail_msg("%s not found in the fixture", kstat_name[i]);
+    /* values from the fixture files, read by eye */
+    assert_int_equal(k.v[KS_TW_RECYCLED], 67319);
+    assert_int_equal(k.v[KS_ACTIVE_OPENS], 892218);
+    assert_int_equal(k.v[KS_PASSIVE_OPENS], 892061);
+    assert_int_equal(k.v[KS_RETRANS_SEGS], 4154);
+    assert_int_equal(k.v[KS_ESTAB_RESETS], 13848);
+    assert_int_equal(k.v[KS_SOFTNET_SQUEEZED], 7 + 10); /* hex 7 and a, two CPUs */
+    assert_int_equal(k.v[KS_TCP_INUSE], 1);
+}
+
+static void test_delta(void **state)
+{
+    struct kstat a, b, d;
+
+    (void)state;
+    kstat_read(BEFORE, &a);
+    kstat_read(AFTER, &b);
+    kstat_delta(&a, &b, &d);
+    assert_int_equal(d.v[KS_LISTEN_OVERFLOWS], 120);
+    assert_int_equal(d.v[KS_LISTEN_DROPS], 125);
+    assert_int_equal(d.v[KS_SYNCOOKIES_SENT], 7);
+    assert_int_equal(d.v[KS_TW_OVERFLOW], 3);
+    assert_int_equal(d.v[KS_TW_RECYCLED], 28000);
+    assert_int_equal(d.v[KS_ABORT_ON_DATA], 0);
+    assert_int_equal(d.v[KS_ACTIVE_OPENS], 30000);
+    assert_int_equal(d.v[KS_PASSIVE_OPENS], 29990);
+    assert_int_equal(d.v[KS_RETRANS_SEGS], 42);
+    assert_int_equal(d.v[KS_ESTAB_RESETS], 5);
+    assert_int_equal(d.v[KS_SOFTNET_DROPPED], 32); /* 0x10 on each of two CPUs */
+    assert_int_equal(d.v[KS_SOFTNET_SQUEEZED], 2);
+    assert_int_equal(d.v[KS_TCP_TW], 27123); /* a level: the value after */
+    /* a counter that went backwards (a reset namespace) reads 0, not 2^64 - x */
+    kstat_delta(&b, &a, &d);
+    assert_int_equal(d.v[KS_TW_RECYCLED], 0);
+}
+
+static void test_parse_edges(void **state)
+{
+    struct kstat k;
+
+    (void)state;
+    memset(&k, 0, sizeof(k));
+    /* the names line without its values line: nothing, no crash */
+    assert_int_equal(kstat_parse_pairs("TcpExt: ListenOverflows ListenDrops\n", "TcpExt", &k), 0);
+    assert_int_equal(kstat_parse_pairs("TcpExt: ListenOverflows ListenDrops\nTcpExt: 5 6\n",
+                                       "TcpExt", &k),
+                     2);
+    assert_int_equal(k.v[KS_LISTEN_OVERFLOWS], 5);
+    assert_int_equal(k.v[KS_LISTEN_DROPS], 6);
+    /* "Tcp" must not match "TcpExt" lines */
+    memset(&k, 0, sizeof(k));
+    assert_int_equal(kstat_parse_pairs("TcpExt: ActiveOpens\nTcpExt: 9\n", "Tcp", &k), 0);
+    assert_int_equal(kstat_parse_sockstat("TCP: inuse 3 orphan 0 tw 12 alloc 4 mem 1\n", &k), 2);
+    assert_int_equal(k.v[KS_TCP_TW], 12);
+    assert_int_equal(kstat_parse_sockstat("sockets: used 1\n", &k), 0);
+    assert_int_equal(kstat_parse_softnet("", &k), 0);
+}
+
+static char *hints(const struct kstat *d, const struct kstat_run *r, bool json, int *n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    *n = kstat_hints(f, d, r, json);
+    fclose(f);
+    return text;
+}
+
+static void test_hints(void **state)
+{
+    struct kstat d = {0};
+    struct kstat_run r = {0};
+    char *t;
+    int n;
+
+    (void)state;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 0);
+    assert_string_equal(t, "hint         none: no kernel queue overflowed and no port ran out\n");
+    free(t);
+    d.v[KS_LISTEN_OVERFLOWS] = 17;
+    d.v[KS_LISTEN_DROPS] = 17;
+    r.addrnotavail = 3;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(t, "hint         the accept queue overflowed 17 times"));
+    assert_non_null(strstr(t, "raise net.core.somaxconn and the server's backlog"));
+    assert_non_null(strstr(t, "no free ephemeral port 3 times (EADDRNOTAVAIL)"));
+    free(t);
+    /* resets: a surprise without --linger0, expected with it */
+    memset(&d, 0, sizeof(d));
+    memset(&r, 0, sizeof(r));
+    d.v[KS_ESTAB_RESETS] = 4;
+    d.v[KS_ABORT_ON_DATA] = 4;
+    t = hints(&d, &r, false, &n);
+    assert_non_null(strstr(t, "4 established connections were reset"));
+    assert_null(strstr(t, "--linger0"));
+    free(t);
+    r.linger0 = true;
+    t = hints(&d, &r, true, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(t, "[\"4 closes sent a reset (TCPAbortOnData): what --linger0 does; the "
+                           "server sees ECONNRESET where it expected an end of file\"]");
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_fixture),
+        cmocka_unit_test(test_delta),
+        cmocka_unit_test(test_parse_edges),
+        cmocka_unit_test(test_hints),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

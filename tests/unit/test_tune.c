@@ -1,0 +1,363 @@
+/* Unit tests of tune: sysctl.conf parsing, the checks, the ceilings, and the report and apply
+ * against a fixture /proc/sys tree. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tune.h"
+
+static struct tune_key keys[TUNE_MAX_KEYS];
+
+static const struct tune_key *find(int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(keys[i].name, name))
+            return &keys[i];
+    return NULL;
+}
+
+static void test_shipped_conf(void **state)
+{
+    char err[256] = "";
+    int n = tune_parse(tune_default_conf, keys, TUNE_MAX_KEYS, err, sizeof(err));
+    const struct tune_key *k;
+
+    (void)state;
+    if (n < 0)
+        fail_msg("sysctl.conf does not parse: %s", err);
+    assert_true(n >= 15);
+    k = find(n, "net.core.somaxconn");
+    assert_non_null(k);
+    assert_string_equal(k->value, "65535");
+    assert_int_equal(k->scope, TUNE_NETNS);
+    assert_int_equal(k->check, TUNE_MIN);
+    assert_true(k->apply);
+    k = find(n, "net.core.netdev_max_backlog");
+    assert_non_null(k);
+    assert_int_equal(k->scope, TUNE_HOST);
+    k = find(n, "net.ipv4.ip_local_port_range");
+    assert_non_null(k);
+    assert_string_equal(k->value, "1024 65535");
+    assert_int_equal(k->check, TUNE_RANGE);
+    k = find(n, "net.ipv4.tcp_max_tw_buckets"); /* checked, never lowered by the file */
+    assert_non_null(k);
+    assert_false(k->apply);
+    assert_null(find(n, "net.ipv4.tcp_tw_recycle")); /* gone since 4.12: must not appear */
+    for (int i = 0; i < n; i++) {
+        assert_true(strlen(keys[i].why) > 20);
+        if (!strncmp(keys[i].name, "fs.", 3)) /* never applied: sysctl -p could lower them */
+            assert_false(keys[i].apply);
+    }
+}
+
+static void parse_fails(const char *text, const char *want)
+{
+    char err[256] = "";
+
+    if (tune_parse(text, keys, TUNE_MAX_KEYS, err, sizeof(err)) >= 0)
+        fail_msg("parsed, want an error '%s' for:\n%s", want, text);
+    if (!strstr(err, want))
+        fail_msg("error '%s', want '%s'", err, want);
+}
+
+static void test_parse_errors(void **state)
+{
+    (void)state;
+    parse_fails("net.core.somaxconn = 1\n", "line 1: a key needs a '# @ SCOPE CHECK: why' line");
+    parse_fails("# comment\n# @ netns min: why\n", "line 2: a '# @' line with no key after it");
+    parse_fails("# @ netns min: why\n\nnet.core.somaxconn = 1\n",
+                "line 2: a '# @' line must be followed by its key (line 1)");
+    parse_fails("# @ netns min: why\n# @ netns min: why\na = 1\n", "line 2: a '# @' line must");
+    parse_fails("# @ galaxy min: why\na = 1\n", "line 1: write '# @ SCOPE CHECK: why'");
+    parse_fails("# @ netns most: why\na = 1\n", "line 1: write");
+    parse_fails("# @ netns min:\na = 1\n", "line 1: write"); /* no reason */
+    parse_fails("# @ netns min: why\nnet.core.somaxconn 1\n", "line 2: not 'key = value'");
+    parse_fails("# @ netns min: why\nnet.core.somaxconn =\n", "line 2: not 'key = value'");
+}
+
+static void test_parse_forms(void **state)
+{
+    static const char text[] = "# header\n"
+                               "\n"
+                               "# @ netns min: the reason, in words\n"
+                               "net.core.somaxconn=65535\n"
+                               "  # @ host   max:   spaced   out  \n"
+                               "-net.core.busy_poll = 0\n"
+                               "# @ netns min: three fields\n"
+                               "#= net.ipv4.tcp_rmem = 4096\t131072   6291456\n";
+    char err[256] = "";
+    int n = tune_parse(text, keys, TUNE_MAX_KEYS, err, sizeof(err));
+
+    (void)state;
+    assert_int_equal(n, 3);
+    assert_string_equal(keys[0].name, "net.core.somaxconn");
+    assert_string_equal(keys[0].value, "65535");
+    assert_string_equal(keys[0].why, "the reason, in words");
+    assert_int_equal(keys[0].line, 4);
+    assert_string_equal(keys[1].name, "net.core.busy_poll"); /* "-": sysctl's ignore-errors */
+    assert_int_equal(keys[1].scope, TUNE_HOST);
+    assert_int_equal(keys[1].check, TUNE_MAX);
+    assert_string_equal(keys[1].why, "spaced out");
+    assert_true(keys[1].apply);
+    assert_string_equal(keys[2].value, "4096 131072 6291456");
+    assert_false(keys[2].apply);
+}
+
+static struct tune_key key(enum tune_check check, const char *value)
+{
+    struct tune_key k = {.check = check};
+
+    snprintf(k.value, sizeof(k.value), "%s", value);
+    return k;
+}
+
+static void test_compare(void **state)
+{
+    struct tune_key k;
+
+    (void)state;
+    k = key(TUNE_MIN, "65535");
+    assert_int_equal(tune_compare(&k, "4096", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "65535", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "1000000", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "4096", false), TUNE_READONLY);
+    assert_int_equal(tune_compare(&k, "65535", false), TUNE_OK); /* right is right, writable or not */
+    assert_int_equal(tune_compare(&k, NULL, true), TUNE_MISSING);
+    k = key(TUNE_MIN, "4096 131072 6291456");
+    assert_int_equal(tune_compare(&k, "4096 131072 33554432", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "4096 87380 33554432", true), TUNE_LOW);
+    k = key(TUNE_MAX, "0");
+    assert_int_equal(tune_compare(&k, "1", true), TUNE_HIGH);
+    assert_int_equal(tune_compare(&k, "0", true), TUNE_OK);
+    k = key(TUNE_EQ, "1");
+    assert_int_equal(tune_compare(&k, "0", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "2", true), TUNE_HIGH);
+    assert_int_equal(tune_compare(&k, "1", true), TUNE_OK);
+    k = key(TUNE_EQ, "bbr");
+    assert_int_equal(tune_compare(&k, "bbr", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "cubic", true), TUNE_LOW);
+    k = key(TUNE_RANGE, "1024 65535");
+    assert_int_equal(tune_compare(&k, "32768 60999", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "1024 60999", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "1024 65535", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "1000 65535", true), TUNE_OK);
+    k = key(TUNE_HAS, "9876");
+    assert_int_equal(tune_compare(&k, "", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "9876", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "80,9000-9999", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "80,9877-9999", true), TUNE_LOW);
+    k = key(TUNE_HAS, "9876,20000-20001");
+    assert_int_equal(tune_compare(&k, "9876,20000", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "9876,19000-21000", true), TUNE_OK);
+}
+
+static void test_want_text(void **state)
+{
+    struct tune_key k = key(TUNE_RANGE, "1024 65535");
+    char buf[64];
+
+    (void)state;
+    tune_want(&k, buf, sizeof(buf));
+    assert_string_equal(buf, "covers 1024-65535");
+    k = key(TUNE_MIN, "65535");
+    tune_want(&k, buf, sizeof(buf));
+    assert_string_equal(buf, ">= 65535");
+    k = key(TUNE_HAS, "9876");
+    tune_want(&k, buf, sizeof(buf));
+    assert_string_equal(buf, "has 9876");
+}
+
+static void test_ceilings(void **state)
+{
+    (void)state;
+    /* the default range: 28,232 ports */
+    assert_float_equal(tune_port_ceiling(32768, 60999, 2, 1000, true), 28232.0, 0.01);
+    assert_float_equal(tune_port_ceiling(32768, 60999, 2, 1000, false), 28232.0 / 60, 0.01);
+    assert_float_equal(tune_port_ceiling(32768, 60999, 0, 1000, true), 28232.0 / 60, 0.01);
+    assert_float_equal(tune_port_ceiling(32768, 60999, 1, 1000, false), 28232.0, 0.01);
+    assert_float_equal(tune_port_ceiling(1024, 65535, 2, 2000, true), 32256.0, 0.01);
+    assert_true(tune_port_exposed(9876, "1024 65535", ""));
+    assert_false(tune_port_exposed(9876, "1024 65535", "9876"));
+    assert_false(tune_port_exposed(9876, "1024 65535", "80,9000-9999"));
+    assert_false(tune_port_exposed(9876, "32768 60999", ""));
+    assert_false(tune_port_exposed(0, "1024 65535", ""));
+}
+
+/* A fixture /proc/sys: each key a file under dir. */
+static char dir[64];
+
+static void put(const char *name, const char *value)
+{
+    char path[256];
+    size_t o = (size_t)snprintf(path, sizeof(path), "%s/", dir);
+    FILE *f;
+
+    for (const char *s = name; *s; s++) {
+        if (*s == '.') {
+            path[o] = '\0';
+            mkdir(path, 0755);
+        }
+        path[o++] = *s == '.' ? '/' : *s;
+    }
+    path[o] = '\0';
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", value);
+    fclose(f);
+}
+
+static void test_read_write(void **state)
+{
+    char buf[128];
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/lfe-tune-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    put("net.ipv4.tcp_rmem", "4096\t131072\t6291456");
+    assert_int_equal(tune_read(dir, "net.ipv4.tcp_rmem", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "4096 131072 6291456");
+    assert_int_equal(tune_read(dir, "net.ipv4.nothing", buf, sizeof(buf)), -ENOENT);
+    assert_int_equal(tune_write(dir, "net.ipv4.tcp_rmem", "1 2 3"), 0);
+    assert_int_equal(tune_read(dir, "net.ipv4.tcp_rmem", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "1 2 3");
+    assert_int_equal(tune_write(dir, "net.ipv4.nothing", "1"), -ENOENT);
+}
+
+static char *report(const char *conf, bool apply, int *rc)
+{
+    struct tune_ctx ctx = {.root = dir, .backlog = 65535, .port = 9876, .apply = apply};
+    char err[256] = "", *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    *rc = tune_report(f, conf, &ctx, err, sizeof(err));
+    fclose(f);
+    return text;
+}
+
+/* The line of the report that starts with name. */
+static const char *row(const char *text, const char *name)
+{
+    const char *p = text;
+
+    while ((p = strstr(p, name)) && p != text && p[-1] != '\n')
+        p++;
+    if (!p)
+        fail_msg("no row for %s in:\n%s", name, text);
+    return p;
+}
+
+static bool row_says(const char *text, const char *name, const char *what)
+{
+    const char *r = row(text, name), *nl = strchr(r, '\n');
+    const char *hit = strstr(r, what);
+
+    return hit && (!nl || hit < nl);
+}
+
+static void test_report_and_apply(void **state)
+{
+    static const char conf[] = "# @ netns min: accept queue\nnet.core.somaxconn = 65535\n"
+                               "# @ netns range: ports\nnet.ipv4.ip_local_port_range = 1024 65535\n"
+                               "# @ netns has: our port\nnet.ipv4.ip_local_reserved_ports = 9876\n"
+                               "# @ netns max: idle\nnet.ipv4.tcp_slow_start_after_idle = 0\n"
+                               "# @ netns min: checked only\n#= net.ipv4.tcp_max_tw_buckets = 65536\n"
+                               "# @ host min: not here\nnet.core.netdev_max_backlog = 16384\n";
+    struct rlimit rl;
+    char *out;
+    int rc;
+
+    (void)state;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    put("net.core.somaxconn", "4096");
+    put("net.ipv4.ip_local_port_range", "32768\t60999");
+    put("net.ipv4.ip_local_reserved_ports", "");
+    put("net.ipv4.tcp_slow_start_after_idle", "1");
+    put("net.ipv4.tcp_max_tw_buckets", "5000");
+    put("net.ipv4.tcp_tw_reuse", "2");
+    out = report(conf, false, &rc);
+    assert_int_equal(rc, 1);
+    assert_true(row_says(out, "net.core.somaxconn", "low"));
+    assert_true(row_says(out, "net.ipv4.ip_local_port_range", "low"));
+    assert_true(row_says(out, "net.ipv4.ip_local_reserved_ports", "low"));
+    assert_true(row_says(out, "net.ipv4.tcp_slow_start_after_idle", "high"));
+    assert_true(row_says(out, "net.ipv4.tcp_max_tw_buckets", "low"));
+    assert_true(row_says(out, "net.core.netdev_max_backlog", "missing"));
+    assert_true(row_says(out, "RLIMIT_NOFILE", rl.rlim_max >= 65536 ? "ok" : "low"));
+    assert_non_null(strstr(out, "min(--backlog 65535, somaxconn 4096) = 4096"));
+    assert_non_null(strstr(out, "28232 ephemeral ports"));
+    assert_non_null(strstr(out, "about 28232 new connections/s"));
+    assert_null(strstr(out, "listen port 9876")); /* outside 32768-60999 */
+    free(out);
+
+    /* apply: the applied keys that are not right are written; a key above its minimum stays */
+    put("net.core.somaxconn", "100000");
+    out = report(conf, true, &rc);
+    assert_int_equal(rc, 1); /* tw_buckets (check only) and netdev_max_backlog (absent) remain */
+    assert_null(strstr(out, "set net.core.somaxconn"));
+    assert_non_null(strstr(out, "set net.ipv4.ip_local_port_range = 1024 65535 (was 32768 60999)"));
+    assert_non_null(strstr(out, "set net.ipv4.ip_local_reserved_ports = 9876 (was empty)"));
+    assert_non_null(strstr(out, "set net.ipv4.tcp_slow_start_after_idle = 0 (was 1)"));
+    assert_null(strstr(out, "set net.ipv4.tcp_max_tw_buckets"));
+    assert_true(row_says(out, "net.core.somaxconn", "100000"));
+    assert_true(row_says(out, "net.core.somaxconn", "ok"));
+    assert_true(row_says(out, "net.ipv4.ip_local_port_range", "ok"));
+    assert_true(row_says(out, "net.ipv4.tcp_max_tw_buckets", "low"));
+    assert_non_null(strstr(out, "64512 ephemeral ports"));
+    free(out);
+
+    /* a reserved list gets the port appended, not replaced */
+    put("net.ipv4.ip_local_reserved_ports", "8000");
+    put("net.ipv4.tcp_max_tw_buckets", "262144");
+    put("net.core.netdev_max_backlog", "16384");
+    out = report(conf, true, &rc);
+    assert_non_null(strstr(out, "set net.ipv4.ip_local_reserved_ports = 8000,9876 (was 8000)"));
+    assert_int_equal(rc, rl.rlim_max >= 65536 ? 0 : 1);
+    free(out);
+
+    put("net.ipv4.ip_local_reserved_ports", "");
+    out = report(conf, false, &rc);
+    assert_non_null(strstr(out, "listen port 9876 is inside the ephemeral range 1024 65535"));
+    free(out);
+}
+
+static void test_report_bad_conf(void **state)
+{
+    int rc;
+    char *out;
+
+    (void)state;
+    out = report("net.core.somaxconn = 1\n", false, &rc);
+    assert_int_equal(rc, 2);
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shipped_conf),     cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_forms),      cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_want_text),        cmocka_unit_test(test_ceilings),
+        cmocka_unit_test(test_read_write),       cmocka_unit_test(test_report_and_apply),
+        cmocka_unit_test(test_report_bad_conf),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+
+    if (dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", dir);
+    }
+    return rc;
+}
