@@ -270,8 +270,9 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
     if (r->short_mode && d->v[KS_TW_RECYCLED])
         n = hint(out, json, n,
                  "%llu connect()s took over a TIME_WAIT port (TWRecycled): the client closes "
-                 "first, so its connection rate is capped at about the ephemeral ports per "
-                 "tcp_tw_reuse_delay (lfepolld --check-sysctl prints the figure)",
+                 "first, so each connect() searches a range full of TIME_WAIT ports (client "
+                 "CPU) and the rate is capped at about the range per tcp_tw_reuse_delay; widen "
+                 "ip_local_port_range, use --source, or let the server close first",
                  D(KS_TW_RECYCLED));
     if (!json && n == 0)
         fprintf(out, "hint         none: no kernel queue overflowed and no port ran out\n");

@@ -79,8 +79,9 @@ static int check_sysctl(const struct opt *o)
     return rc;
 }
 
-/* One warning per listener whose port an outgoing connect() could take while we are down. */
-static void warn_exposed_ports(const int *lfds, int n)
+/* One warning per listener whose port an outgoing connect() could take while we are down
+ * (not for --listen HOST:0: a port the kernel picked is an ephemeral one by definition). */
+static void warn_exposed_ports(const struct opt *o, const int *lfds, int n)
 {
     char range[64], reserved[256], name[128];
 
@@ -90,7 +91,7 @@ static void warn_exposed_ports(const int *lfds, int n)
         reserved[0] = '\0';
     for (int i = 0; i < n; i++) {
         net_local_name(lfds[i], name, sizeof(name));
-        if (tune_port_exposed(port_of(name), range, reserved))
+        if (port_of(o->listen[i]) != 0 && tune_port_exposed(port_of(name), range, reserved))
             log_warn("listen port %d is inside the ephemeral port range %s and not reserved: a "
                      "client's connect() can take it while lfepolld is down; reserve it with "
                      "sysctl -w net.ipv4.ip_local_reserved_ports=%d",
@@ -213,7 +214,7 @@ int main(int argc, char **argv)
         }
         lfds[nlisten++] = fd;
     }
-    warn_exposed_ports(lfds, nlisten);
+    warn_exposed_ports(&o, lfds, nlisten);
     if (somaxconn > 0 && o.backlog > somaxconn)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",
