@@ -56,6 +56,7 @@ struct bthread {
     uint64_t issued;          /* requests issued */
     bool stopping;            /* no new requests */
     bool open_loop;           /* -R */
+    bool nodelay;             /* TCP_NODELAY on each socket */
     struct rate *sch;        /* -R schedule */
     int *freeq, fhead, nfree; /* open loop: a FIFO ring of connections that can take a request */
     int sendfd;               /* open loop: timerfd of the next due send */

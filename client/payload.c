@@ -137,3 +137,36 @@ void payload_bytes(const struct payloads *p, int cls, uint64_t stream, uint64_t 
     if (p->line && end == c->len)
         out[-1] = '\n';
 }
+
+bool payload_equal(const struct payloads *p, int cls, uint64_t stream, uint64_t seq, size_t off,
+                   const uint8_t *buf, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const struct pclass *c = &p->cls[cls];
+    size_t end = off + len, pos;
+
+    if (c->data)
+        return memcmp(c->data + off, buf, len) == 0;
+    if (p->line && end == c->len) { /* the generated '\n' at the end: check it, then the rest */
+        if (buf[len - 1] != '\n')
+            return false;
+        if (--len == 0)
+            return true;
+        end--;
+    }
+    while (off < end && off < 16) {
+        if (*buf++ != (uint8_t)hex[(seq >> (60 - 4 * off)) & 0xf])
+            return false;
+        off++;
+    }
+    pos = (size_t)((off + seq * 7919u + stream * 104729u) % PATN);
+    while (off < end) {
+        size_t n = PATN - pos < end - off ? PATN - pos : end - off;
+        if (memcmp(buf, pat + pos, n) != 0)
+            return false;
+        buf += n;
+        off += n;
+        pos = 0;
+    }
+    return true;
+}

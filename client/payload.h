@@ -39,4 +39,9 @@ int payload_pick(const struct payloads *p, uint64_t *rng);
 void payload_bytes(const struct payloads *p, int cls, uint64_t stream, uint64_t seq, size_t off,
                    uint8_t *out, size_t len);
 
+/* Whether buf[0, len) equals bytes [off, off+len) of that request: payload_bytes compared in
+ * place, without building a copy (the echo check runs once per response byte). */
+bool payload_equal(const struct payloads *p, int cls, uint64_t stream, uint64_t seq, size_t off,
+                   const uint8_t *buf, size_t len);
+
 #endif /* LFE_PAYLOAD_H */

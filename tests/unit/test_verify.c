@@ -170,13 +170,49 @@ static void test_line_payloads_end_in_newline(void **state)
     payload_free(&lp);
 }
 
+/* payload_equal is payload_bytes compared in place: they agree on every window of a generated
+ * request (hex digits, the pattern, its wrap at 65521 bytes), of a line request (the final
+ * '\n') and of a file, and any one changed byte is caught. */
+static void check_equal(const struct payloads *p, size_t len)
+{
+    static uint8_t req[70000];
+    uint64_t seq = 0x0123456789abcdefull;
+
+    payload_bytes(p, 0, 5, seq, 0, req, len);
+    for (size_t off = 0; off < len; off += off < 40 ? 1 : 997) {
+        for (size_t n = 1; off + n <= len; n += n < 40 ? 1 : 4099) {
+            assert_true(payload_equal(p, 0, 5, seq, off, req + off, n));
+            req[off + n - 1] ^= 1;
+            assert_false(payload_equal(p, 0, 5, seq, off, req + off, n));
+            req[off + n - 1] ^= 1;
+        }
+    }
+    assert_false(payload_equal(p, 0, 5, seq + 1, 0, req, len)); /* another request */
+    assert_false(payload_equal(p, 0, 6, seq, 16, req + 16, len - 16)); /* another stream */
+}
+
+static void test_payload_equal(void **state)
+{
+    struct payloads gp, lp;
+    struct bopt go = {.size = 70000, .expect = EXPECT_ECHO}, lo = {.size = 300, .expect = EXPECT_LINE};
+    char err[128];
+
+    (void)state;
+    assert_int_equal(payload_load(&gp, &go, err, sizeof(err)), 0);
+    check_equal(&gp, 70000);
+    payload_free(&gp);
+    assert_int_equal(payload_load(&lp, &lo, err, sizeof(err)), 0);
+    check_equal(&lp, 300);
+    payload_free(&lp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_echo_any_split),     cmocka_unit_test(test_echo_detects_every_fault),
         cmocka_unit_test(test_echo_stops_at_boundary), cmocka_unit_test(test_line),
         cmocka_unit_test(test_len32),              cmocka_unit_test(test_bytes),
-        cmocka_unit_test(test_line_payloads_end_in_newline),
+        cmocka_unit_test(test_line_payloads_end_in_newline), cmocka_unit_test(test_payload_equal),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
