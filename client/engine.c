@@ -296,9 +296,12 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
         setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (o->nsources) {
         struct sockaddr_in src = {.sin_family = AF_INET,
-                                  .sin_addr = o->sources[c->gid % (unsigned)o->nsources]};
+                                  .sin_addr = o->sources[t->next_source++ % (unsigned)o->nsources]};
         /* The port is chosen at connect() time, per destination: one source address is not
-         * limited to the ephemeral range once for all its destinations. */
+         * limited to the ephemeral range once for all its destinations. Each new connection
+         * takes the next address, so all of them share the load even with fewer connections
+         * than addresses: TIME_WAIT then fills each one's port range less, and connect()
+         * searches it faster. */
         setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
         if (bind(c->fd, (struct sockaddr *)&src, sizeof(src)) < 0)
             goto out_close;

@@ -62,6 +62,7 @@ struct bthread {
     int sendfd;               /* open loop: timerfd of the next due send */
     uint64_t send_at;         /* when it is armed for, 0 = off */
     int nclosed;              /* connections closed (waiting to (re)connect) */
+    unsigned next_source;     /* --source: the address the next connection binds to */
     uint64_t last_scan;       /* when the tick last looked for timeouts */
     double tokens;            /* --connect-rate bucket */
     uint64_t tokens_t;
