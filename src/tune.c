@@ -395,7 +395,7 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
     char ns[64] = "?", cur[256], want[160], range[64], reserved[256];
     struct utsname u;
     struct rlimit rl;
-    int n, bad = 0;
+    int n, bad = 0, bad_applied = 0, bad_checked = 0;
     long somaxconn, lo = 32768, hi = 60999, nr_open, reuse, delay;
     ssize_t nl;
 
@@ -428,6 +428,8 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
                 tune_status_name[st], tune_scope_name[k->scope], k->apply ? "" : ", check only");
         if (st != TUNE_OK) {
             bad++;
+            if (st != TUNE_MISSING && st != TUNE_READONLY)
+                *(k->apply ? &bad_applied : &bad_checked) += 1;
             fprintf(out, "    %s%s\n", k->why,
                     st == TUNE_MISSING && k->scope == TUNE_HOST
                         ? " [host-wide: absent in this namespace or kernel; set it on the host]"
@@ -478,10 +480,16 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
                 "  listen port %d is inside the ephemeral range %s and not reserved: an outgoing "
                 "connect() can take it while lfepolld is down (net.ipv4.ip_local_reserved_ports)\n",
                 ctx->port, range);
+    if (bad_applied)
+        fprintf(out, "%d key%s off: sudo make sysctl-apply (or sudo sysctl -p sysctl.conf), then "
+                     "check again\n",
+                bad_applied, bad_applied == 1 ? "" : "s");
+    if (bad_checked)
+        fprintf(out, "%d checked key%s changed from what sysctl.conf expects (it does not set "
+                     "them): put %s back with sysctl -w KEY=VALUE\n",
+                bad_checked, bad_checked == 1 ? "" : "s", bad_checked == 1 ? "it" : "them");
     if (bad)
-        fprintf(out, "%d of %d need attention: sudo make sysctl-apply (or sudo sysctl -p "
-                     "sysctl.conf), then check again\n",
-                bad, n + 1);
+        fprintf(out, "%d of %d need attention\n", bad, n + 1);
     else
         fprintf(out, "all %d ok\n", n + 1);
     free(keys);

@@ -298,6 +298,9 @@ static void test_report_and_apply(void **state)
     assert_non_null(strstr(out, "28232 ephemeral ports"));
     assert_non_null(strstr(out, "about 28232 new connections/s"));
     assert_null(strstr(out, "listen port 9876")); /* outside 32768-60999 */
+    /* what to do: apply for the keys the file sets, sysctl -w for the ones it only checks */
+    assert_non_null(strstr(out, "4 keys off: sudo make sysctl-apply"));
+    assert_non_null(strstr(out, "1 checked key changed from what sysctl.conf expects"));
     free(out);
 
     /* apply: the applied keys that are not right are written; a key above its minimum stays */
@@ -331,6 +334,30 @@ static void test_report_and_apply(void **state)
     free(out);
 }
 
+/* A key that cannot be written is reported with the reason, and the run goes on. */
+static void test_apply_failure(void **state)
+{
+    static const char conf[] = "# @ netns min: a\nnet.core.somaxconn = 65535\n"
+                               "# @ netns max: b\nnet.ipv4.tcp_slow_start_after_idle = 0\n";
+    char path[128], *out;
+    int rc;
+
+    (void)state;
+    put("net.ipv4.tcp_slow_start_after_idle", "1");
+    put("net.core.somaxconn", "4096");
+    /* a file that reads but takes no write (root or not): /proc/version */
+    snprintf(path, sizeof(path), "%s/net/core/somaxconn", dir);
+    unlink(path);
+    assert_int_equal(symlink("/proc/version", path), 0);
+    out = report(conf, true, &rc);
+    if (!strstr(out, "cannot set net.core.somaxconn = 65535: "))
+        fail_msg("want the failed write reported:\n%s", out);
+    assert_non_null(strstr(out, "set net.ipv4.tcp_slow_start_after_idle = 0 (was 1)"));
+    assert_int_equal(rc, 1);
+    free(out);
+    unlink(path);
+}
+
 static void test_report_bad_conf(void **state)
 {
     int rc;
@@ -349,7 +376,7 @@ int main(void)
         cmocka_unit_test(test_parse_forms),      cmocka_unit_test(test_compare),
         cmocka_unit_test(test_want_text),        cmocka_unit_test(test_ceilings),
         cmocka_unit_test(test_read_write),       cmocka_unit_test(test_report_and_apply),
-        cmocka_unit_test(test_report_bad_conf),
+        cmocka_unit_test(test_apply_failure),    cmocka_unit_test(test_report_bad_conf),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
