@@ -175,25 +175,31 @@ static int numbers(const char *s, long long *v, int max)
     return n;
 }
 
-/* Whether the port list ("9876,20000-20010", as /proc shows it) contains port. */
+/* Takes the next "N" or "LO-HI" of a port list ("9876,20000-20010", as /proc shows it) from
+ * *s. Returns false at the end of the list or on something that is not a number. */
+static bool next_range(const char **s, long *lo, long *hi)
+{
+    char *end;
+
+    while (**s == ',' || **s == ' ')
+        (*s)++;
+    *lo = *hi = strtol(*s, &end, 10);
+    if (end == *s)
+        return false;
+    if (*end == '-')
+        *hi = strtol(end + 1, &end, 10);
+    *s = end;
+    return true;
+}
+
+/* Whether the port list contains port. */
 static bool list_has(const char *list, long port)
 {
-    const char *s = list;
+    long lo, hi;
 
-    while (*s) {
-        char *end;
-        long lo = strtol(s, &end, 10), hi = lo;
-
-        if (end == s)
-            return false;
-        if (*end == '-')
-            hi = strtol(end + 1, &end, 10);
+    while (next_range(&list, &lo, &hi))
         if (port >= lo && port <= hi)
             return true;
-        s = end;
-        while (*s == ',' || *s == ' ')
-            s++;
-    }
     return false;
 }
 
@@ -205,21 +211,13 @@ static enum tune_status compare(const struct tune_key *k, const char *cur)
     if (k->check == TUNE_HAS) {
         /* every port or range of the recommendation must be in the list */
         const char *s = k->value;
-        while (*s) {
-            char *end;
-            long lo = strtol(s, &end, 10), hi = lo;
-            if (end == s)
-                return TUNE_LOW;
-            if (*end == '-')
-                hi = strtol(end + 1, &end, 10);
+        long lo, hi;
+
+        while (next_range(&s, &lo, &hi))
             for (long p = lo; p <= hi; p++)
                 if (!list_has(cur, p))
                     return TUNE_LOW;
-            s = end;
-            while (*s == ',' || *s == ' ')
-                s++;
-        }
-        return TUNE_OK;
+        return *s ? TUNE_LOW : TUNE_OK; /* a recommendation that is not a list never matches */
     }
     nw = numbers(k->value, want, 8);
     nh = numbers(cur, have, 8);
