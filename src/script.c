@@ -11,9 +11,12 @@
  * between callbacks: the first access in a callback rebuilds the table from the connection's
  * serialized copy, and when the callback returns a touched table is serialized back. It holds
  * strings, numbers, booleans and nested tables (no functions, no cycles), up to SCRIPT_CTX_MAX
- * bytes. A callback that never touches conn.ctx pays nothing; one that does pays for copying
- * the table twice (0.7 µs for a small table: docs/lua.md). Whatever worker runs the next event,
- * the table is the same.
+ * bytes. A callback that never touches conn.ctx pays nothing; one that does pays for the save
+ * (docs/lua.md). Whatever worker runs the next event, the table is the same. Each state also
+ * keeps the tables it saved last (small ones, CTX_CACHE_* bounded): when the connection's next
+ * event comes to the same worker and no other state saved since (conn->ctx_owner, ctx_ver),
+ * the table is taken from there instead of being rebuilt. A failed callback clears ctx_owner,
+ * so what it changed is dropped as before.
  *
  * The conn object is a fresh userdata per callback, dead once it returns: a conn stashed in a
  * global raises an error instead of writing to some other connection.
@@ -53,6 +56,8 @@
 
 #define ERR_LOGS_PER_SEC 5 /* runtime errors logged with a traceback, per second, in total */
 #define CTX_DEPTH 32       /* nesting of conn.ctx tables */
+#define CTX_CACHE_ITEM 1024        /* serialized bytes: larger conn.ctx tables are not cached */
+#define CTX_CACHE_BYTES (1u << 20) /* per state, then the cache starts over */
 #define CONN_MT "lfepoll.conn"
 
 /* A loaded source, shared by the states built from it. */
@@ -87,6 +92,8 @@ struct lstate {
     lua_State *L;
     size_t used, cap; /* allocator accounting */
     int ref_data, ref_connect, ref_close, ref_mt;
+    int ref_cache;      /* conn.ctx cache: [id] = the table, [-id] = its ctx_ver */
+    size_t cache_bytes; /* serialized size of what went into it */
     struct framing fr;
     long gen;
     struct script_env *env;
@@ -390,6 +397,52 @@ static int de_value(lua_State *L, const char **p, const char *end, int depth)
     }
 }
 
+/* After a save of c's ctx (the table at idx): keep that table in this state, marked with the
+ * new version, so that the next event on this worker need not rebuild it. */
+static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, int idx)
+{
+    struct lstate *ls = sc->ls;
+
+    idx = lua_absindex(L, idx);
+    c->ctx_ver++;
+    c->ctx_owner = NULL;
+    if (c->ctxlen > CTX_CACHE_ITEM)
+        return;
+    if (ls->cache_bytes + c->ctxlen > CTX_CACHE_BYTES) { /* closed connections pile up too */
+        lua_newtable(L);
+        lua_rawseti(L, LUA_REGISTRYINDEX, ls->ref_cache);
+        ls->cache_bytes = 0;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ls->ref_cache);
+    lua_pushvalue(L, idx);
+    lua_rawseti(L, -2, (lua_Integer)c->id);
+    lua_pushinteger(L, c->ctx_ver);
+    lua_rawseti(L, -2, -(lua_Integer)c->id);
+    lua_pop(L, 1);
+    ls->cache_bytes += c->ctxlen + 64;
+    c->ctx_owner = sc;
+}
+
+/* Pushes c's cached table if this state holds the one of its last save; returns false (pushing
+ * nothing) otherwise. */
+static bool cache_get(lua_State *L, struct script *sc, struct script_conn *c)
+{
+    int top = lua_gettop(L);
+
+    if (c->ctx_owner != sc)
+        return false;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, sc->ls->ref_cache);
+    if (lua_rawgeti(L, top + 1, -(lua_Integer)c->id) == LUA_TNUMBER &&
+        lua_tointeger(L, top + 2) == (lua_Integer)c->ctx_ver &&
+        lua_rawgeti(L, top + 1, (lua_Integer)c->id) == LUA_TTABLE) {
+        lua_replace(L, top + 1);
+        lua_settop(L, top + 1);
+        return true;
+    }
+    lua_settop(L, top);
+    return false;
+}
+
 /* lua_pcall'd after a callback that touched conn.ctx: arg 1 is the conn userdata. */
 static int l_ctx_save(lua_State *L)
 {
@@ -407,6 +460,8 @@ static int l_ctx_save(lua_State *L)
         free(c->ctx);
         c->ctx = NULL;
         c->ctxlen = 0;
+        c->ctx_ver++;
+        c->ctx_owner = NULL;
         return 0;
     }
     lua_pop(L, 2);
@@ -417,6 +472,7 @@ static int l_ctx_save(lua_State *L)
     memcpy(blob, b->data, b->len);
     c->ctx = blob;
     c->ctxlen = (uint32_t)b->len;
+    cache_put(L, u->sc, c, 2);
     if (b->cap > 64 * 1024) { /* one big ctx does not pin a big buffer */
         free(b->data);
         b->data = NULL;
@@ -471,7 +527,9 @@ static int l_conn_index(lua_State *L)
         if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE)
             return 1;
         lua_pop(L, 1);
-        if (u->c->ctx) {
+        if (cache_get(L, u->sc, u->c)) {
+            /* the table of the last save, kept in this state */
+        } else if (u->c->ctx) {
             const char *p = u->c->ctx, *end = p + u->c->ctxlen;
             if (de_value(L, &p, end, 0) < 0 || p != end)
                 return luaL_error(L, "conn.ctx: corrupt saved state");
@@ -878,6 +936,8 @@ static struct lstate *lstate_new(struct script_env *e, struct script *sc, const 
     luaL_newmetatable(L, CONN_MT);
     luaL_setfuncs(L, conn_mt, 0);
     ls->ref_mt = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_newtable(L);
+    ls->ref_cache = luaL_ref(L, LUA_REGISTRYINDEX);
 
     snprintf(chunk, sizeof(chunk), "@%s", path);
     rc = luaL_loadbufferx(L, s->code, s->len, chunk, "t");
@@ -1334,6 +1394,8 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
         lua_pushvalue(L, 2);
         rc = lua_pcall(L, 1, 0, 1);
     }
+    if (u->ctx_loaded && (rc != LUA_OK || !want_reply))
+        c->ctx_owner = NULL; /* the table may hold what a failed call changed: rebuild it */
     u->c = NULL; /* the conn object is dead from here on */
     if (rc == LUA_OK) {
         res = u->close ? SCRIPT_CLOSE : SCRIPT_OK;

@@ -31,6 +31,7 @@ echo "## 1. one callback, no sockets (best of 5 runs of 1M calls, CPU 1)"
 for s in tests/bench/lua/empty.lua lua/echo.lua tests/bench/lua/ctx.lua; do
     (cd "$top" && taskset -c 1 build/bench/lua_call "$s" 1000000)
 done
+(cd "$top" && taskset -c 1 build/bench/lua_call tests/bench/lua/ctx.lua 1000000 2)
 
 fi
 if [[ $ONLY == *2* ]]; then

@@ -1,6 +1,8 @@
 /* lua_call: what one Lua callback costs, without sockets. Loads a script into one state and
- * times script_on_data on a 64-byte frame: the per-call overhead the README quotes.
- *   build/bench/lua_call SCRIPT [CALLS] */
+ * times script_on_data on a 64-byte frame: the per-call overhead the README quotes. With
+ * STATES 2, calls alternate between two worker states, as when a connection's events go to
+ * different workers: conn.ctx is then rebuilt on every call instead of found in the cache.
+ *   build/bench/lua_call SCRIPT [CALLS] [STATES] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,8 @@ int main(int argc, char **argv)
     struct script_conn c = {.id = 1, .fd = -1};
     struct outbuf out = {0};
     struct script_env *e;
-    struct script *sc;
+    struct script *sc, *sc2 = NULL;
+    int states = argc > 3 ? atoi(argv[3]) : 1;
     char err[512], frame[64];
     long calls = argc > 2 ? atol(argv[2]) : 2000000;
     double best = 1e300;
@@ -40,6 +43,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "lua_call: %s\n", err);
         return 1;
     }
+    if (states == 2 && !(sc2 = script_new(e, "0.1", &st, err, sizeof(err)))) {
+        fprintf(stderr, "lua_call: %s\n", err);
+        return 1;
+    }
     if (script_env_start(e) < 0)
         return 1;
     script_bind(sc);
@@ -47,7 +54,8 @@ int main(int argc, char **argv)
         double t0 = now_ns(), ns;
 
         for (long i = 0; i < calls; i++) {
-            if (script_on_data(sc, &c, frame, sizeof(frame), &out) != SCRIPT_OK) {
+            if (script_on_data(sc2 && (i & 1) ? sc2 : sc, &c, frame, sizeof(frame), &out) !=
+                SCRIPT_OK) {
                 fprintf(stderr, "lua_call: the callback failed\n");
                 return 1;
             }
@@ -57,10 +65,13 @@ int main(int argc, char **argv)
         if (ns < best)
             best = ns;
     }
-    printf("%s: %.0f ns per on_data call (64-byte frame, best of 5 x %ld calls; state %zu KiB)\n",
-           argv[1], best, calls, script_mem(sc) >> 10);
+    printf("%s: %.0f ns per on_data call (64-byte frame, best of 5 x %ld calls, %s; state %zu "
+           "KiB)\n",
+           argv[1], best, calls, sc2 ? "alternating 2 states" : "one state", script_mem(sc) >> 10);
     script_conn_release(&c);
     script_free(sc);
+    if (sc2)
+        script_free(sc2);
     script_env_free(e);
     free(out.data);
     return 0;

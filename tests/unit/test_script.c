@@ -226,6 +226,80 @@ static void test_ctx_across_states(void **state)
     free(out.data);
 }
 
+/* The per-state cache of conn.ctx tables: a hit gives what the last save left, a failed call's
+ * changes are dropped, a save by another state makes this one rebuild, big tables are not
+ * cached, and thousands of connections keep the state's memory bounded. */
+static void test_ctx_cache(void **state)
+{
+    static const char text[] =
+        "return {on_data = function(conn, f)\n"
+        "  local ctx = conn.ctx\n"
+        "  if f == 'boom' then ctx.n = 999; ctx.t.x = 'changed'; error('boom') end\n"
+        "  if f == 'big' then ctx.pad = string.rep('p', 4000) end\n"
+        "  if f == 'peek' then return tostring(ctx.n) .. ':' .. tostring(ctx.t and ctx.t.x) end\n"
+        "  ctx.n = (ctx.n or 0) + 1\n"
+        "  ctx.t = ctx.t or {x = 'kept'}\n"
+        "  return tostring(ctx.n)\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512], want[32];
+    struct script_env *e = env_of(text, &o, err);
+    struct script *a = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script *b = script_new(e, "0.1", &st, err, sizeof(err));
+    struct script_conn c = {.id = 1, .fd = -1}, *many;
+    struct outbuf out = {0};
+
+    (void)state;
+    assert_int_equal(data(a, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "1");
+    assert_ptr_equal(c.ctx_owner, a); /* a holds the table of this save */
+    assert_int_equal(data(a, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "2");
+    /* a failed call changed the cached table: the next call must not see it */
+    assert_int_equal(data(a, &c, "boom", &out), SCRIPT_ERROR);
+    assert_null(c.ctx_owner);
+    out.len = 0;
+    assert_int_equal(data(a, &c, "peek", &out), SCRIPT_OK);
+    out_is(&out, "2:kept");
+    /* another state saves: a's table is stale and must be rebuilt */
+    assert_int_equal(data(a, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "3");
+    assert_int_equal(data(b, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "4");
+    assert_ptr_equal(c.ctx_owner, b);
+    assert_int_equal(data(a, &c, "peek", &out), SCRIPT_OK);
+    out_is(&out, "4:kept");
+    assert_int_equal(data(a, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "5");
+    /* a table over 1 KiB serialized is saved but not cached */
+    assert_int_equal(data(a, &c, "big", &out), SCRIPT_OK);
+    out_is(&out, "6");
+    assert_null(c.ctx_owner);
+    assert_int_equal(data(a, &c, "peek", &out), SCRIPT_OK);
+    out_is(&out, "6:kept");
+    /* 5,000 connections, each twice: right counts, and the cache starts over instead of
+     * holding every table it ever saw */
+    many = calloc(5000, sizeof(*many));
+    assert_non_null(many);
+    for (int round = 1; round <= 2; round++)
+        for (int i = 0; i < 5000; i++) {
+            many[i].id = 100 + (uint64_t)i;
+            many[i].fd = -1;
+            assert_int_equal(data(a, &many[i], "x", &out), SCRIPT_OK);
+            snprintf(want, sizeof(want), "%d", round);
+            out_is(&out, want);
+        }
+    assert_true(script_mem(a) < (4u << 20));
+    for (int i = 0; i < 5000; i++)
+        script_conn_release(&many[i]);
+    free(many);
+    script_conn_release(&c);
+    script_free(a);
+    script_free(b);
+    script_env_free(e);
+    free(out.data);
+}
+
 static void test_memory_cap(void **state)
 {
     static const char text[] = "keep = {}\n"
@@ -394,6 +468,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),    cmocka_unit_test(test_calls),
         cmocka_unit_test(test_dead_conn),      cmocka_unit_test(test_ctx_across_states),
+        cmocka_unit_test(test_ctx_cache),
         cmocka_unit_test(test_memory_cap),     cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_reload),         cmocka_unit_test(test_sandbox_and_shared),
     };
