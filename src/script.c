@@ -408,7 +408,9 @@ static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, in
     c->ctx_owner = NULL;
     if (c->ctxlen > CTX_CACHE_ITEM)
         return;
-    if (ls->cache_bytes + c->ctxlen > CTX_CACHE_BYTES) { /* closed connections pile up too */
+    /* closed connections pile up too; and the cache takes at most 1/8 of a memory cap */
+    if (ls->cache_bytes + c->ctxlen >
+        (ls->cap && ls->cap / 8 < CTX_CACHE_BYTES ? ls->cap / 8 : CTX_CACHE_BYTES)) {
         lua_newtable(L);
         lua_rawseti(L, LUA_REGISTRYINDEX, ls->ref_cache);
         ls->cache_bytes = 0;
