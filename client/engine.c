@@ -485,11 +485,11 @@ static void on_event(struct bconn *c, uint32_t events, uint64_t now)
             return;
         /* Writable without an error or hangup is connected: SO_ERROR is asked only when the
          * connect failed (a syscall less per short connection). */
-        if (events & (EPOLLERR | EPOLLHUP)) {
-            getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            fail(c, errno_kind(err ? err : ECONNREFUSED));
+        if ((events & (EPOLLERR | EPOLLHUP)) &&
+            getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err) {
+            fail(c, errno_kind(err));
             return;
-        }
+        } /* a hangup without an error: connected, and do_read sees the end */
         connected(c, now);
         if (c->fd < 0)
             return;
