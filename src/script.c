@@ -93,7 +93,7 @@ struct lstate {
     size_t used, cap; /* allocator accounting */
     int ref_data, ref_connect, ref_close, ref_mt;
     int ref_cache;      /* conn.ctx cache: [id] = the table, [-id] = its ctx_ver */
-    size_t cache_bytes; /* serialized size of what went into it */
+    size_t cache_bytes; /* serialized size of its entries when first put (+64 each) */
     struct framing fr;
     long gen;
     struct script_env *env;
@@ -416,12 +416,14 @@ static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, in
         ls->cache_bytes = 0;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, ls->ref_cache);
+    if (lua_rawgeti(L, -1, -(lua_Integer)c->id) == LUA_TNIL) /* a new entry: count it */
+        ls->cache_bytes += c->ctxlen + 64;
+    lua_pop(L, 1);
     lua_pushvalue(L, idx);
     lua_rawseti(L, -2, (lua_Integer)c->id);
     lua_pushinteger(L, c->ctx_ver);
     lua_rawseti(L, -2, -(lua_Integer)c->id);
     lua_pop(L, 1);
-    ls->cache_bytes += c->ctxlen + 64;
     c->ctx_owner = sc;
 }
 
