@@ -56,8 +56,10 @@
 
 #define ERR_LOGS_PER_SEC 5 /* runtime errors logged with a traceback, per second, in total */
 #define CTX_DEPTH 32       /* nesting of conn.ctx tables */
-#define CTX_CACHE_ITEM 1024        /* serialized bytes: larger conn.ctx tables are not cached */
-#define CTX_CACHE_BYTES (1u << 20) /* per state, then the cache starts over */
+#define CTX_CACHE_ITEM 256         /* serialized bytes: larger conn.ctx tables are not cached */
+#define CTX_CACHE_COST 1024        /* what one entry may take in the state, at most (a table is
+                                    * a few times its serialized size) */
+#define CTX_CACHE_BYTES (4u << 20) /* per state, then the cache starts over */
 #define CONN_MT "lfepoll.conn"
 
 /* A loaded source, shared by the states built from it. */
@@ -93,7 +95,7 @@ struct lstate {
     size_t used, cap; /* allocator accounting */
     int ref_data, ref_connect, ref_close, ref_mt;
     int ref_cache;      /* conn.ctx cache: [id] = the table, [-id] = its ctx_ver */
-    size_t cache_bytes; /* serialized size of its entries when first put (+64 each) */
+    size_t cache_bytes; /* CTX_CACHE_COST per entry */
     struct framing fr;
     long gen;
     struct script_env *env;
@@ -409,7 +411,7 @@ static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, in
     if (c->ctxlen > CTX_CACHE_ITEM)
         return;
     /* closed connections pile up too; and the cache takes at most 1/8 of a memory cap */
-    if (ls->cache_bytes + c->ctxlen >
+    if (ls->cache_bytes + CTX_CACHE_COST >
         (ls->cap && ls->cap / 8 < CTX_CACHE_BYTES ? ls->cap / 8 : CTX_CACHE_BYTES)) {
         lua_newtable(L);
         lua_rawseti(L, LUA_REGISTRYINDEX, ls->ref_cache);
@@ -417,7 +419,7 @@ static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, in
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, ls->ref_cache);
     if (lua_rawgeti(L, -1, -(lua_Integer)c->id) == LUA_TNIL) /* a new entry: count it */
-        ls->cache_bytes += c->ctxlen + 64;
+        ls->cache_bytes += CTX_CACHE_COST;
     lua_pop(L, 1);
     lua_pushvalue(L, idx);
     lua_rawseti(L, -2, (lua_Integer)c->id);

@@ -271,7 +271,7 @@ static void test_ctx_cache(void **state)
     out_is(&out, "4:kept");
     assert_int_equal(data(a, &c, "x", &out), SCRIPT_OK);
     out_is(&out, "5");
-    /* a table over 1 KiB serialized is saved but not cached */
+    /* a table over 256 bytes serialized is saved but not cached */
     assert_int_equal(data(a, &c, "big", &out), SCRIPT_OK);
     out_is(&out, "6");
     assert_null(c.ctx_owner);
