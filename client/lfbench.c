@@ -241,7 +241,7 @@ int main(int argc, char **argv)
             ts[i].quota = o.requests / (uint64_t)o.threads + ((uint64_t)i < o.requests % (uint64_t)o.threads);
         base += n;
     }
-    kstat_read("/proc/net", &k0);
+    bool have_k = kstat_read("/proc/net", &k0) > 0;
     getrusage(RUSAGE_SELF, &ru0);
     t0 = now_ns();
     for (int i = 0; i < o.threads; i++) {
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
     }
     t1 = now_ns();
     getrusage(RUSAGE_SELF, &ru1);
-    kstat_read("/proc/net", &k1);
+    have_k = have_k && kstat_read("/proc/net", &k1) > 0;
     kstat_delta(&k0, &k1, &kd);
 
     lat = calloc(1, sizeof(*lat));
@@ -392,13 +392,18 @@ int main(int argc, char **argv)
     kr = (struct kstat_run){.addrnotavail = total.errors[ERR_ADDRNOTAVAIL],
                             .linger0 = o.linger0,
                             .short_mode = o.mode == MODE_SHORT};
-    fprintf(f, "kernel      ");
-    for (int i = 0; i < KS_N; i++)
-        if (kd.have[i])
-            fprintf(f, " %s %s%llu", kstat_name[i], i >= KS_TCP_TW ? "" : "+",
-                    (unsigned long long)kd.v[i]);
-    fprintf(f, " (this network namespace, whole run)\n");
-    kstat_hints(f, &kd, &kr, false);
+    if (have_k) {
+        fprintf(f, "kernel      ");
+        for (int i = 0; i < KS_N; i++)
+            if (kd.have[i])
+                fprintf(f, " %s %s%llu", kstat_name[i], i >= KS_TCP_TW ? "" : "+",
+                        (unsigned long long)kd.v[i]);
+        fprintf(f, " (this network namespace, whole run)\n");
+        kstat_hints(f, &kd, &kr, false);
+    } else {
+        fprintf(f, "kernel       no counters: /proc/net/netstat, snmp, softnet_stat and sockstat "
+                   "could not be read\n");
+    }
 
     if (o.json) {
         FILE *j = fopen(o.json, "w");
@@ -449,7 +454,10 @@ int main(int argc, char **argv)
                 fprintf(j, "%s\"%s\": %llu", n++ ? ", " : "", kstat_name[i],
                         (unsigned long long)kd.v[i]);
         fprintf(j, "},\n  \"hints\": ");
-        kstat_hints(j, &kd, &kr, true);
+        if (have_k)
+            kstat_hints(j, &kd, &kr, true);
+        else
+            fputs("[]", j);
         fprintf(j, ",\n  \"series\": [");
         for (size_t k = 0; k < nsec; k++)
             fprintf(j,

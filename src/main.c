@@ -94,8 +94,8 @@ static void warn_exposed_ports(const struct opt *o, const int *lfds, int n)
         if (port_of(o->listen[i]) != 0 && tune_port_exposed(port_of(name), range, reserved))
             log_warn("listen port %d is inside the ephemeral port range %s and not reserved: a "
                      "client's connect() can take it while lfepolld is down; reserve it with "
-                     "sysctl -w net.ipv4.ip_local_reserved_ports=%d",
-                     port_of(name), range, port_of(name));
+                     "sysctl -w net.ipv4.ip_local_reserved_ports=%s%s%d",
+                     port_of(name), range, reserved, reserved[0] ? "," : "", port_of(name));
     }
 }
 
