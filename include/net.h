@@ -8,7 +8,7 @@
  * IPV6_V6ONLY for IPv6, TCP_NODELAY (Linux copies it to accepted sockets: no setsockopt per
  * connection), bind and listen(backlog). The socket is non-blocking and close-on-exec.
  * Returns the fd, or -errno with one line in err saying what failed and what to do
- * (EADDRINUSE: "port in use"). */
+ * (EADDRINUSE: "port in use"; a failed setsockopt names its option: none is optional). */
 int net_listen(const char *hostport, int backlog, char *err, size_t errlen);
 
 /* accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) on a non-blocking listener. Retries EINTR and

@@ -12,6 +12,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* setsockopt(fd, level, name, 1). Returns 0, or -errno with err saying which option failed. */
+static int set_flag(int fd, int level, int name, const char *what, const char *orig, char *err,
+                    size_t errlen)
+{
+    int one = 1, rc;
+
+    if (setsockopt(fd, level, name, &one, sizeof(one)) == 0)
+        return 0;
+    rc = -errno;
+    snprintf(err, errlen, "cannot listen on %s: setsockopt(%s): %s", orig, what, strerror(-rc));
+    return rc;
+}
+
 int net_listen(const char *hostport, int backlog, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -20,7 +33,7 @@ int net_listen(const char *hostport, int backlog, char *err, size_t errlen)
     char host[256];
     const char *colon = strrchr(hostport, ':'), *orig = hostport;
     size_t hl;
-    int fd = -1, one = 1, rc;
+    int fd = -1, rc;
 
     if (!colon) {
         snprintf(err, errlen, "'%s' is not HOST:PORT", hostport);
@@ -48,10 +61,15 @@ int net_listen(const char *hostport, int backlog, char *err, size_t errlen)
         snprintf(err, errlen, "socket: %s", strerror(errno));
         goto out_free;
     }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (res->ai_family == AF_INET6) /* [::]:P must not also claim 0.0.0.0:P */
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* Each option is part of what --listen promises, so a failure is fatal, not a silent
+     * difference: without IPV6_V6ONLY, [::]:P would also take IPv4 connections (and claim
+     * 0.0.0.0:P); without SO_REUSEADDR a restart fails while old connections sit in TIME_WAIT;
+     * without TCP_NODELAY every small reply waits on Nagle. */
+    if ((rc = set_flag(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", orig, err, errlen)) < 0 ||
+        (res->ai_family == AF_INET6 &&
+         (rc = set_flag(fd, IPPROTO_IPV6, IPV6_V6ONLY, "IPV6_V6ONLY", orig, err, errlen)) < 0) ||
+        (rc = set_flag(fd, IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY", orig, err, errlen)) < 0)
+        goto out_close;
     if (bind(fd, res->ai_addr, res->ai_addrlen) < 0) {
         rc = -errno;
         if (errno == EADDRINUSE)

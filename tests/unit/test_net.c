@@ -1,5 +1,6 @@
 /* Unit tests of net: the accept4 wrapper's EINTR/ECONNABORTED/EAGAIN/EMFILE paths (accept4
- * faked through -Wl,--wrap) and real listening sockets on loopback. */
+ * faked through -Wl,--wrap), setsockopt failures in net_listen (setsockopt wrapped) and real
+ * listening sockets on loopback. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +33,21 @@ int __wrap_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
     return script_ret[istep++];
 }
 
+/* setsockopt fails with fail_sockopt_err for the option fail_sockopt (0: none fails). */
+static int fail_sockopt, fail_sockopt_err, sockopt_calls;
+
+int __real_setsockopt(int fd, int level, int name, const void *v, socklen_t len);
+int __wrap_setsockopt(int fd, int level, int name, const void *v, socklen_t len);
+int __wrap_setsockopt(int fd, int level, int name, const void *v, socklen_t len)
+{
+    sockopt_calls++;
+    if (fail_sockopt && name == fail_sockopt) {
+        errno = fail_sockopt_err;
+        return -1;
+    }
+    return __real_setsockopt(fd, level, name, v, len);
+}
+
 static void script(int ret, int err)
 {
     script_ret[nsteps] = ret;
@@ -40,7 +58,15 @@ static int reset(void **state)
 {
     (void)state;
     nsteps = istep = 0;
+    fail_sockopt = fail_sockopt_err = sockopt_calls = 0;
     return 0;
+}
+
+static void fd_ok_and_close(int fd, const char *err)
+{
+    if (fd < 0)
+        fail_msg("net_listen failed: %s", err);
+    close(fd);
 }
 
 static void test_accept_retries_eintr_and_aborted(void **state)
@@ -109,6 +135,62 @@ static void test_listen_ipv6_and_bad_host(void **state)
     assert_non_null(strstr(err, "no such local address"));
 }
 
+/* Defect 16: net_listen ignored setsockopt's result. A failed IPV6_V6ONLY bound [::]:P
+ * dual-stack (it also took IPv4 connections and claimed 0.0.0.0:P) without a word. Now no
+ * listener exists, and the one-line error names the option and the errno. */
+static void test_defect16_ipv6_v6only_failure_is_fatal(void **state)
+{
+    char err[256] = "";
+    int fd;
+
+    (void)state;
+    fail_sockopt = IPV6_V6ONLY;
+    fail_sockopt_err = ENOPROTOOPT;
+    fd = net_listen("[::1]:0", 16, err, sizeof(err));
+    if (fd >= 0) {
+        close(fd);
+        fail_msg("net_listen([::1]:0) returned a listener although IPV6_V6ONLY failed");
+    }
+    if (fd == -EAFNOSUPPORT && sockopt_calls == 0)
+        skip(); /* no IPv6 in this kernel: the option is never reached */
+    assert_int_equal(fd, -ENOPROTOOPT);
+    if (!strstr(err, "IPV6_V6ONLY") || !strstr(err, strerror(ENOPROTOOPT)) ||
+        !strstr(err, "[::1]:0") || strchr(err, '\n'))
+        fail_msg("want one line naming [::1]:0, IPV6_V6ONLY and the error, got: %s", err);
+}
+
+/* Defect 16, the other options: SO_REUSEADDR and TCP_NODELAY failing are reported the same way
+ * (and an IPv4 listener never asks for IPV6_V6ONLY). */
+static void test_defect16_setsockopt_failure_is_fatal(void **state)
+{
+    static const struct {
+        int name, err;
+        const char *what;
+    } cases[] = {{SO_REUSEADDR, ENOMEM, "SO_REUSEADDR"}, {TCP_NODELAY, EINVAL, "TCP_NODELAY"}};
+    char err[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd;
+
+        fail_sockopt = cases[i].name;
+        fail_sockopt_err = cases[i].err;
+        err[0] = '\0';
+        fd = net_listen("127.0.0.1:0", 16, err, sizeof(err));
+        if (fd >= 0) {
+            close(fd);
+            fail_msg("net_listen returned a listener although %s failed", cases[i].what);
+        }
+        assert_int_equal(fd, -cases[i].err);
+        if (!strstr(err, cases[i].what) || !strstr(err, strerror(cases[i].err)) ||
+            strchr(err, '\n'))
+            fail_msg("want one line naming %s, got: %s", cases[i].what, err);
+    }
+    fail_sockopt = IPV6_V6ONLY; /* not asked for on IPv4 */
+    fail_sockopt_err = ENOPROTOOPT;
+    fd_ok_and_close(net_listen("127.0.0.1:0", 16, err, sizeof(err)), err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +198,8 @@ int main(void)
         cmocka_unit_test_setup(test_accept_errors, reset),
         cmocka_unit_test_setup(test_listen_and_port_in_use, reset),
         cmocka_unit_test_setup(test_listen_ipv6_and_bad_host, reset),
+        cmocka_unit_test_setup(test_defect16_ipv6_v6only_failure_is_fatal, reset),
+        cmocka_unit_test_setup(test_defect16_setsockopt_failure_is_fatal, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
