@@ -14,7 +14,8 @@ int net_listen(const char *hostport, int backlog, char *err, size_t errlen);
 /* accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) on a non-blocking listener. Retries EINTR and
  * ECONNABORTED (the peer gave up while queued: nothing to report). Returns the new fd, or
  * -EAGAIN when the queue is empty, or another -errno (EMFILE/ENFILE/ENOBUFS/ENOMEM: out of
- * resources, the caller pauses; anything else: count it and go on). Thread-safe. */
+ * resources, the caller pauses; a network error of the new connection: it is lost, go on;
+ * anything else: the listener is refused, the caller pauses). Thread-safe. */
 int net_accept(int lfd);
 
 /* Formats fd's local address as "ADDR:PORT" or "[ADDR]:PORT" into buf. */

@@ -10,6 +10,24 @@
 #include <time.h>
 #include <unistd.h>
 
+/* What the accept thread keeps across calls, on its own stack: when each kind of failure was
+ * last logged. A flood logs one line a second per kind; the counters say how many there were. */
+enum { RL_EMFILE, RL_NOMEM, RL_LOST, RL_LISTENER, RL_EPOLL, RL_ARM, RL_KINDS };
+struct acc {
+    struct server *s;
+    time_t logged[RL_KINDS];
+};
+
+static bool log_now(struct acc *a, int kind)
+{
+    time_t now = time(NULL);
+
+    if (a->logged[kind] == now)
+        return false;
+    a->logged[kind] = now;
+    return true;
+}
+
 static long group_load(void *ctx, unsigned g)
 {
     struct server *s = ctx;
@@ -17,37 +35,82 @@ static long group_load(void *ctx, unsigned g)
     return __atomic_load_n(&s->groups[g].live, __ATOMIC_RELAXED);
 }
 
-static void set_listening(struct server *s, bool on)
+/* Arms (EPOLLIN) or disarms every listener in the accept thread's epoll set. Returns 0, or the
+ * -errno of the first listener whose EPOLL_CTL_MOD failed (counted in err_other and logged):
+ * that listener keeps its previous state, the others are still set. */
+static int set_listening(struct acc *a, bool on)
 {
+    struct server *s = a->s;
+    int rc = 0;
+
     for (int i = 0; i < s->nlisten; i++) {
         struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.u32 = (uint32_t)i};
+        char name[80];
+        int err;
 
-        epoll_ctl(s->acc_epfd, EPOLL_CTL_MOD, s->lfds[i], &ev);
+        if (epoll_ctl(s->acc_epfd, EPOLL_CTL_MOD, s->lfds[i], &ev) == 0)
+            continue;
+        err = errno;
+        rc = rc ? rc : -err;
+        STAT_ADD(&s->ast, err_other, 1);
+        if (log_now(a, RL_ARM)) {
+            net_local_name(s->lfds[i], name, sizeof(name));
+            if (on)
+                log_err("accept: cannot re-arm listener %s: epoll_ctl: %s; polling it every %d "
+                        "ms until it can be",
+                        name, strerror(err), ACCEPT_RETRY_MS);
+            else
+                log_err("accept: cannot disarm listener %s: epoll_ctl: %s; retrying accept "
+                        "every %d ms",
+                        name, strerror(err), ACCEPT_RETRY_MS);
+        }
+    }
+    return rc;
+}
+
+/* Out of descriptors or memory, or a listener that refuses accept4: stop polling the listeners
+ * instead of spinning on a queue we cannot drain (a level-triggered listener would report it
+ * again at once). Connections wait in the kernel's backlog until a worker closes one (it kicks
+ * acc_wakefd) or ACCEPT_RETRY_MS pass (ENFILE and ENOMEM can be relieved by other processes).
+ * The caller has logged why. */
+static void pause_accepting(struct acc *a)
+{
+    __atomic_store_n(&a->s->accept_paused, 1, __ATOMIC_RELAXED);
+    if (set_listening(a, false) < 0) {
+        /* A listener still armed wakes epoll_wait at once, and each wake-up would end in the
+         * same failure: sleep out the retry period instead (a close meanwhile waits for it). */
+        struct timespec ts = {0, ACCEPT_RETRY_MS * 1000000L};
+
+        nanosleep(&ts, NULL);
     }
 }
 
-/* Out of descriptors or memory: stop polling the listeners instead of spinning on a queue we
- * cannot drain (a level-triggered listener would report it again at once). Connections wait in
- * the kernel's backlog until a worker closes one (it kicks acc_wakefd) or ACCEPT_RETRY_MS pass
- * (ENFILE and ENOMEM can be relieved by other processes). */
-static void pause_accepting(struct server *s, int err)
+/* The errors accept(2) passes on from a new connection (man 2 accept, "Error handling"): the
+ * kernel took it off the queue and it is lost; the rest of the queue is not. */
+static bool lost_connection(int err)
 {
-    static time_t last_log; /* accept thread only */
-    time_t now = time(NULL);
-
-    set_listening(s, false);
-    __atomic_store_n(&s->accept_paused, 1, __ATOMIC_RELAXED);
-    if (now != last_log) { /* at most one line a second under a flood */
-        last_log = now;
-        log_warn("accept: %s with %ld connections open: accepting paused until one closes; "
-                 "raise ulimit -n (or fs.file-max) or lower --max-conns",
-                 strerror(err), __atomic_load_n(&s->live, __ATOMIC_RELAXED));
+    switch (err) {
+    case ENETDOWN:
+    case EPROTO:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+    case ETIMEDOUT:
+    case ECONNRESET:
+        return true;
+    default:
+        return false;
     }
 }
 
 /* Accepts everything queued on listener li. Returns false when accepting paused. */
-static bool accept_all(struct server *s, int li)
+static bool accept_all(struct acc *a, int li)
 {
+    struct server *s = a->s;
+
     for (;;) {
         int fd = net_accept(s->lfds[li]);
         struct epoll_event ev;
@@ -55,25 +118,48 @@ static bool accept_all(struct server *s, int li)
         struct conn *c;
 
         if (fd < 0) {
+            long live = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
+            char name[80];
+
             switch (fd) {
             case -EAGAIN:
                 return true;
             case -EMFILE:
             case -ENFILE:
                 STAT_ADD(&s->ast, emfile, 1);
-                pause_accepting(s, -fd);
+                if (log_now(a, RL_EMFILE))
+                    log_warn("accept: %s with %ld connections open: accepting paused until one "
+                             "closes; raise ulimit -n (or fs.file-max) or lower --max-conns",
+                             strerror(-fd), live);
+                pause_accepting(a);
                 return false;
             case -ENOBUFS:
             case -ENOMEM:
                 STAT_ADD(&s->ast, enomem, 1);
-                pause_accepting(s, -fd);
+                if (log_now(a, RL_NOMEM))
+                    log_warn("accept: %s with %ld connections open: accepting paused until one "
+                             "closes (or %d ms pass); the kernel is short of memory",
+                             strerror(-fd), live, ACCEPT_RETRY_MS);
+                pause_accepting(a);
                 return false;
             default:
-                /* EPERM (a firewall), EPROTO...: that connection is lost, the queue is not. The
-                 * listener stays level-triggered: epoll reports what is left. */
                 STAT_ADD(&s->ast, err_other, 1);
-                log_debug("accept: %s", strerror(-fd));
-                return true;
+                if (lost_connection(-fd)) {
+                    /* The listener stays level-triggered: epoll reports what is left. */
+                    if (log_now(a, RL_LOST))
+                        log_warn("accept: %s: a connection was lost before it was accepted",
+                                 strerror(-fd));
+                    return true;
+                }
+                /* EPERM (a security module), EBADF, EINVAL, ENOTSOCK...: the listener itself is
+                 * refused, and would be again at once: retrying now would spin. */
+                if (log_now(a, RL_LISTENER)) {
+                    net_local_name(s->lfds[li], name, sizeof(name));
+                    log_err("accept on %s: %s: accepting paused, retrying every %d ms", name,
+                            strerror(-fd), ACCEPT_RETRY_MS);
+                }
+                pause_accepting(a);
+                return false;
             }
         }
         if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) >= s->max_conns ||
@@ -84,8 +170,13 @@ static bool accept_all(struct server *s, int li)
         }
         c = calloc(1, s->lua ? sizeof(struct lconn) : sizeof(*c));
         if (!c) {
+            /* The client sees the close; the queue goes on (each connection retries calloc). */
             close(fd);
             STAT_ADD(&s->ast, enomem, 1);
+            if (log_now(a, RL_NOMEM))
+                log_warn("accept: out of memory for a new connection (%ld open): connection "
+                         "closed",
+                         __atomic_load_n(&s->live, __ATOMIC_RELAXED));
             continue;
         }
         c->fd = fd;
@@ -105,8 +196,10 @@ static bool accept_all(struct server *s, int li)
         /* From here a worker may own, close and free c: do not touch it again. */
         HANDOFF_RELEASE(c);
         if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            log_warn("epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
-                     strerror(errno));
+            /* Not registered: no worker can have c, it is still ours. */
+            if (log_now(a, RL_EPOLL))
+                log_warn("accept: epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
+                         strerror(errno));
             __atomic_store_n(&s->table[fd], NULL, __ATOMIC_RELAXED);
             __atomic_sub_fetch(&g->live, 1, __ATOMIC_RELAXED);
             __atomic_sub_fetch(&s->live, 1, __ATOMIC_RELAXED);
@@ -122,7 +215,8 @@ static bool accept_all(struct server *s, int li)
 
 void *acceptor_main(void *arg)
 {
-    struct server *s = arg;
+    struct acc a = {.s = arg};
+    struct server *s = a.s;
     struct epoll_event evs[OPT_MAX_LISTEN + 1];
 
     for (;;) {
@@ -144,16 +238,20 @@ void *acceptor_main(void *arg)
                 eventfd_read(s->acc_wakefd, &v); /* non-blocking: just clear it */
         }
         if (paused) {
-            /* Retry every listener: the first EMFILE pauses again, without spinning. */
+            /* Retry every listener: the first EMFILE pauses again, without spinning. A listener
+             * that cannot be re-armed would never be reported by epoll_wait again: the thread
+             * stays paused instead, so every tick retries the re-arm and accepts what that
+             * listener's queue holds meanwhile. Slower to notice, never deaf. */
             __atomic_store_n(&s->accept_paused, 0, __ATOMIC_RELAXED);
-            set_listening(s, true);
+            if (set_listening(&a, true) < 0)
+                __atomic_store_n(&s->accept_paused, 1, __ATOMIC_RELAXED);
             for (int li = 0; li < s->nlisten; li++)
-                if (!accept_all(s, li))
+                if (!accept_all(&a, li))
                     break;
             continue;
         }
         for (int i = 0; i < n; i++)
-            if (evs[i].data.u32 != ACCEPT_WAKE && !accept_all(s, (int)evs[i].data.u32))
+            if (evs[i].data.u32 != ACCEPT_WAKE && !accept_all(&a, (int)evs[i].data.u32))
                 break;
     }
 }
