@@ -149,8 +149,8 @@ void bopt_free(struct bopt *o)
     o->mixbuf = NULL;
 }
 
-enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
-                            size_t errlen)
+static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
+                              size_t errlen)
 {
     static const char *const with_value[] = {
         "-t", "-c", "--cpus", "--mode", "--pipeline", "-d", "-n", "--warmup", "--timeout", "-R",
@@ -327,4 +327,14 @@ enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, ch
         o->threads = o->conns; /* a thread with no connection would idle */
     return BOPT_RUN;
 #undef BAD
+}
+
+enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
+                            size_t errlen)
+{
+    enum bopt_result r = parse(o, argc, argv, out, err, errlen);
+
+    if (r == BOPT_ERROR) /* the messages quote arguments, which may hold a newline */
+        args_one_line(err);
+    return r;
 }

@@ -17,4 +17,8 @@ struct arg {
 int args_next(int argc, char **argv, int *i, const char *const *with_value, const char *prog,
               struct arg *a, char *err, size_t errlen);
 
+/* Keeps a message that quotes what the user typed on one line: each control character in s (a
+ * newline, a terminal escape) becomes '?'. */
+void args_one_line(char *s);
+
 #endif /* LFE_ARGS_H */

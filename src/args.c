@@ -34,3 +34,10 @@ int args_next(int argc, char **argv, int *i, const char *const *with_value, cons
     }
     return 0;
 }
+
+void args_one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}

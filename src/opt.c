@@ -149,8 +149,8 @@ static bool hostport_ok(const char *s)
     return parse_long(colon + 1, 0, 65535, &port) == 0;
 }
 
-enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
-                          size_t errlen)
+static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
+                             size_t errlen)
 {
     static const char *const with_value[] = {
         "--listen", "--backlog", "--groups", "--workers", "--cpus", "--max-conns",
@@ -310,4 +310,14 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
     if (o->nlisten == 0)
         o->listen[o->nlisten++] = "127.0.0.1:9876";
     return OPT_RUN;
+}
+
+enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
+                          size_t errlen)
+{
+    enum opt_result r = parse(o, argc, argv, out, err, errlen);
+
+    if (r == OPT_ERROR) /* the messages quote arguments, which may hold a newline */
+        args_one_line(err);
+    return r;
 }

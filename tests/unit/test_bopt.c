@@ -159,6 +159,16 @@ static void test_sources(void **state)
     assert_int_equal(bopt_parse_sources("a-b", a, BOPT_MAX_SOURCES), -EINVAL);
 }
 
+/* Found by fuzz_bopt: an argument holding a newline or a terminal escape went into the error
+ * verbatim, and the "one line" error printed as two. */
+static void test_error_quoting_newline_is_one_line(void **state)
+{
+    (void)state;
+    expect_error("-c: 'a?b'", parse("-c", "a\nb", "127.0.0.1:1", NULL));
+    expect_error("--mode: '?[2Jx'", parse("--mode", "\x1b[2Jx", "127.0.0.1:1", NULL));
+    expect_error("target 'h?:1'", parse("h\x7f:1", NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_every_flag),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_sources),
+        cmocka_unit_test(test_error_quoting_newline_is_one_line),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 

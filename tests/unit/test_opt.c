@@ -177,12 +177,23 @@ static void test_sizes_durations(void **state)
     assert_int_equal(opt_parse_duration_ms("", &ms), -EINVAL);
 }
 
+/* Found by fuzz_opt: an argument holding a newline or a terminal escape went into the error
+ * verbatim, and the "one line" error printed as two. */
+static void test_error_quoting_newline_is_one_line(void **state)
+{
+    (void)state;
+    expect_error("unknown option '--li?sten'", parse("--li\nsten", NULL));
+    expect_error("--listen: 'x??[31m'", parse("--listen", "x\n\x1b[31m", NULL));
+    expect_error("takes no value (got 'a?b')", parse("--no-pin=a\rb", NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),      cmocka_unit_test(test_every_flag),
         cmocka_unit_test(test_help_version),  cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_too_many_listen), cmocka_unit_test(test_sizes_durations),
+        cmocka_unit_test(test_error_quoting_newline_is_one_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
