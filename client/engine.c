@@ -177,9 +177,15 @@ static void close_conn(struct bconn *c)
     t->nclosed++;
 }
 
-/* A failure on c: count it, drop what was in flight (that is the error), reconnect later. */
+/* A failure on c: count it, drop what was in flight (that is the error), reconnect later. A
+ * response that had begun to arrive is lost as well, whatever cut it short (a timeout, a close,
+ * a reset): its request was answered, but never whole. A mismatch is its own failure. */
 static void fail(struct bconn *c, enum berr e)
 {
+    if (c->qn && c->v.got > 0 && e != ERR_MISMATCH) {
+        c->t->total.lost++;
+        c->t->cur.lost++;
+    }
     count_error(c->t, e);
     close_conn(c);
     c->retry_at = now_ns() + (e == ERR_REFUSED || e == ERR_ADDRNOTAVAIL || e == ERR_EMFILE
@@ -405,7 +411,10 @@ static void do_write(struct bconn *c, uint64_t now)
     }
 }
 
-static void do_read(struct bconn *c, uint64_t now)
+/* Reads what c has. ended: the event said the peer closed or reset, so a short read does not
+ * mean drained: the end of file or the error behind the data is read too (no edge will come for
+ * it, and the connection would wait for --timeout). */
+static void do_read(struct bconn *c, uint64_t now, bool ended)
 {
     struct bthread *t = c->t;
 
@@ -464,7 +473,7 @@ static void do_read(struct bconn *c, uint64_t now)
             else if (can_issue(t))
                 issue(c, now, now); /* written below, with any others, in one write */
         }
-        if (n < BUFSZ)
+        if (n < BUFSZ && !ended)
             break; /* a short read drained the socket */
     }
     if (c->qw < c->qn)
@@ -495,7 +504,7 @@ static void on_event(struct bconn *c, uint32_t events, uint64_t now)
             return;
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
-        do_read(c, now);
+        do_read(c, now, events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP));
     if ((events & EPOLLOUT) && c->fd >= 0 && c->state == CS_OPEN && c->qw < c->qn)
         do_write(c, now);
 }
@@ -544,10 +553,6 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         if (scan && c->state == CS_CONNECTING && now - c->conn_t0 > limit) {
             fail(c, ERR_TIMEOUT);
         } else if (scan && c->state == CS_OPEN && c->qn && now - c->q[c->head].t_sent > limit) {
-            if (c->v.got > 0) { /* part of the response came, the rest never will */
-                t->total.lost++;
-                t->cur.lost++;
-            }
             fail(c, ERR_TIMEOUT);
         }
         if (c->state == CS_CLOSED && !t->stopping && c->retry_at <= now &&

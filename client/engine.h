@@ -30,8 +30,9 @@ struct bcount {
     uint64_t bytes_out;  /* request bytes written */
     uint64_t bytes_in;   /* response bytes read */
     uint64_t connects;   /* connections established */
-    uint64_t lost;       /* requests whose response never came whole: timed out part-way, or
-                          * still unanswered when the run ended (also counted as timeouts) */
+    uint64_t lost;       /* requests whose response never came whole: cut short part-way (by
+                          * a timeout, a close or a reset; also counted as that error), or still
+                          * unanswered when the run ended (also counted as timeouts) */
     uint64_t errors[ERR_KINDS];
 };
 

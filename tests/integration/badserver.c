@@ -4,6 +4,13 @@
  *   badserver PORT drop N      echo, but drop the last byte of every Nth read
  *   badserver PORT reset N     echo N reads per connection, then reset it (SO_LINGER 0) at
  *                              once: the client sees the reset while idle
+ *   badserver PORT trunc N     echo, but every Nth read answer half of it and close (FIN)
+ *   badserver PORT truncrst N  the same, closing with a reset
+ *   badserver PORT extra S N   read S bytes, answer them and N bytes more in one write
+ *   badserver PORT stall F [T] echo, but from F ms after the first connection until T ms after
+ *                              it (for ever without T) neither accept, read nor answer
+ *   badserver PORT lifo K      echo, holding each request until K connections have one (or
+ *                              nothing came for 5 ms), then answer the newest first
  *   badserver PORT line        answer each '\n'-terminated line with "OK\n"
  *   badserver PORT len32       answer each '\n'-terminated line with a len32 frame "hello"
  * Prints "ready" on stdout once listening. */
@@ -11,27 +18,66 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAXFD 65536
+#define LIFO_MAX 4096
 static int nreads_conn[MAXFD];
+
+/* lifo: the requests held, oldest first */
+static struct held {
+    int fd;
+    ssize_t len;
+    char data[256];
+} held[LIFO_MAX];
+static int nheld;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void write_all(int fd, const char *p, ssize_t n)
+{
+    for (ssize_t w = 0; w < n;) {
+        ssize_t k = write(fd, p + w, (size_t)(n - w));
+        if (k <= 0)
+            break;
+        w += k;
+    }
+}
+
+static void answer_held(void)
+{
+    while (nheld > 0) {
+        nheld--;
+        write_all(held[nheld].fd, held[nheld].data, held[nheld].len);
+    }
+}
 
 int main(int argc, char **argv)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     const char *mode = argc > 2 ? argv[2] : "echo";
-    long every = argc > 3 ? atol(argv[3]) : 0, nreads = 0;
+    long every = argc > 3 ? atol(argv[3]) : 0, arg2 = argc > 4 ? atol(argv[4]) : -1, nreads = 0;
     int one = 1, lfd, ep;
+    uint64_t first = 0; /* when the first connection came (stall) */
     static char buf[1 << 16], out[1 << 17];
     struct epoll_event ev = {.events = EPOLLIN}, evs[64];
 
     if (argc < 2) {
-        fprintf(stderr, "usage: badserver PORT [echo|flip N|drop N|reset N|line|len32]\n");
+        fprintf(stderr, "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|"
+                        "extra S N|stall F [T]|lifo K|line|len32]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -49,7 +95,20 @@ int main(int argc, char **argv)
     printf("ready\n");
     fflush(stdout);
     for (;;) {
-        int n = epoll_wait(ep, evs, 64, -1);
+        int n;
+
+        if (!strcmp(mode, "stall") && first && now_ms() >= first + (uint64_t)every) {
+            /* the kernel still completes handshakes and queues requests meanwhile */
+            if (arg2 < 0)
+                for (;;)
+                    pause();
+            while (now_ms() < first + (uint64_t)arg2)
+                usleep(1000);
+            mode = "echo";
+        }
+        n = epoll_wait(ep, evs, 64, nheld ? 5 : !strcmp(mode, "stall") ? 1 : -1);
+        if (n == 0 && nheld)
+            answer_held();
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
             ssize_t r, o = 0;
@@ -60,17 +119,43 @@ int main(int argc, char **argv)
                     nreads_conn[c] = 0;
                     ev.data.fd = c;
                     epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+                    if (!first)
+                        first = now_ms();
                 } else if (c >= 0) {
                     close(c);
                 }
                 continue;
             }
-            r = read(fd, buf, sizeof(buf)); /* blocking socket: fine for small test loads */
+            if (!strcmp(mode, "extra")) { /* blocking socket: the request is all there soon */
+                r = recv(fd, buf, (size_t)every, MSG_WAITALL);
+                if (r < every) {
+                    close(fd);
+                    continue;
+                }
+                memcpy(out, buf, (size_t)r);
+                memset(out + r, '!', (size_t)arg2);
+                write_all(fd, out, r + arg2);
+                continue;
+            }
+            r = read(fd, buf, !strcmp(mode, "lifo") ? sizeof(held[0].data) : sizeof(buf));
             if (r <= 0) {
+                for (int k = 0; k < nheld; k++) /* a connection that went away is not answered */
+                    if (held[k].fd == fd)
+                        held[k].len = 0;
                 close(fd);
                 continue;
             }
             nreads++;
+            if (!strcmp(mode, "lifo")) {
+                if (nheld < LIFO_MAX) {
+                    held[nheld].fd = fd;
+                    held[nheld].len = r;
+                    memcpy(held[nheld++].data, buf, (size_t)r);
+                }
+                if (nheld >= every || nheld == LIFO_MAX)
+                    answer_held();
+                continue;
+            }
             if (!strcmp(mode, "line") || !strcmp(mode, "len32")) {
                 for (ssize_t k = 0; k < r; k++) {
                     if (buf[k] != '\n')
@@ -91,12 +176,16 @@ int main(int argc, char **argv)
                 if (every && nreads % every == 0 && !strcmp(mode, "drop"))
                     o--;
             }
-            for (ssize_t w = 0; w < o;) {
-                ssize_t k = write(fd, out + w, (size_t)(o - w));
-                if (k <= 0)
-                    break;
-                w += k;
+            if (every && nreads % every == 0 && !strncmp(mode, "trunc", 5)) {
+                write_all(fd, out, o / 2);
+                if (!strcmp(mode, "truncrst")) {
+                    struct linger lg = {1, 0};
+                    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                }
+                close(fd);
+                continue;
             }
+            write_all(fd, out, o);
             if (!strcmp(mode, "reset") && ++nreads_conn[fd] >= every) {
                 struct linger lg = {1, 0};
                 setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));

@@ -285,6 +285,31 @@ static void test_dropped_byte_is_lost(void **state)
     assert_true(field("mismatch") > 0);
 }
 
+/* Regression (issue 9, defect 12): a response cut short by a close or a reset was counted as
+ * closed/reset but not as lost, so --max-errors let the run pass. */
+static void test_truncated_response_is_lost(void **state)
+{
+    const char *fin[] = {badserver, "PORT", "trunc", "10", NULL};
+    const char *rst[] = {badserver, "PORT", "truncrst", "10", NULL};
+
+    (void)state;
+    start_server(fin);
+    if (bench(server_port, "-c", "4", "-n", "1000", "--max-errors", "1000000", "-q", NULL) != 1 ||
+        field("closed") <= 0 || field("lost") != field("closed") ||
+        !strstr(out, "never came back whole"))
+        fail_msg("want each response cut short by a close lost, and the run failed:\n%s", out);
+    teardown(NULL);
+    start_server(rst);
+    if (bench(server_port, "-c", "4", "-n", "1000", "--max-errors", "1000000", "-q", NULL) != 1 ||
+        field("reset") + field("closed") <= 0 || field("lost") != field("reset") + field("closed"))
+        fail_msg("want each response cut short by a reset lost, and the run failed:\n%s", out);
+    /* short mode: the same */
+    if (bench(server_port, "--mode", "short", "-c", "4", "-n", "500", "--max-errors", "1000000",
+              "-q", NULL) != 1 ||
+        field("lost") <= 0 || field("lost") != field("reset") + field("closed"))
+        fail_msg("want each short response cut short lost, and the run failed:\n%s", out);
+}
+
 static void test_reset_and_refused(void **state)
 {
     const char *srv[] = {badserver, "PORT", "reset", "5", NULL};
@@ -388,6 +413,7 @@ int main(void)
         cmocka_unit_test_teardown(test_mismatch_fails, teardown),
         cmocka_unit_test_teardown(test_dropped_byte_is_lost, teardown),
         cmocka_unit_test_teardown(test_reset_and_refused, teardown),
+        cmocka_unit_test_teardown(test_truncated_response_is_lost, teardown),
         cmocka_unit_test_teardown(test_framings, teardown),
         cmocka_unit_test_teardown(test_counters_listen_overflow, teardown),
         cmocka_unit_test_teardown(test_bad_usage, teardown),
@@ -403,5 +429,7 @@ int main(void)
     if (getenv("TEST_SLOW"))
         slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_short*': run only those */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
