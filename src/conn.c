@@ -1,19 +1,34 @@
 /* conn: one client connection and its byte-exact echo state machine. */
 #include "conn.h"
 
+#include "log.h"
+
 #include <errno.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Counts a failed read/write by kind. A peer that resets or vanishes is ordinary churn; anything
- * else is worth a look. */
+/* Counts a failed read/write by kind. A peer that resets or vanishes is ordinary churn, counted
+ * only; anything else is worth a look: logged too, at most a line a second per thread (a flood
+ * shows in the counter). */
 void conn_count_error(int err, const struct conn_io *io)
 {
-    if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT)
+    static __thread time_t logged;
+    time_t now;
+
+    if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT) {
         STAT_ADD(io->st, err_reset, 1);
-    else
-        STAT_ADD(io->st, err_io, 1);
+        return;
+    }
+    STAT_ADD(io->st, err_io, 1);
+    now = time(NULL);
+    if (now != logged) {
+        logged = now;
+        log_warn("connection closed on an I/O error: %s",
+                 err ? strerror(err) : "error event without an error code");
+    }
 }
 
 /* Writes as much of p as the socket takes now. Returns bytes written (maybe 0), or -errno. */

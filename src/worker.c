@@ -6,7 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
+
+/* At most one line a second per worker for a failure that could come in a flood (the counters
+ * say how many). Thread-local rather than in struct worker: it is this file's business only. */
+static bool log_now(void)
+{
+    static __thread time_t last;
+    time_t now = time(NULL);
+
+    if (now == last)
+        return false;
+    last = now;
+    return true;
+}
 
 /* Ends a connection this worker owns: after this neither c nor its fd number is touched. */
 static void close_conn(struct worker *w, struct conn *c, bool counted_pending)
@@ -57,9 +71,15 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
     ev.data.ptr = c;
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
-        /* Failed: the registration is unchanged (still disarmed), so c is still ours. */
+        /* Failed: the registration is unchanged (still disarmed), so c is still ours. Its
+         * pending output is lost: the client sees the close. */
         STAT_ADD(&w->st, err_epoll, 1);
-        log_warn("epoll_ctl(MOD) on fd %d failed: %s; connection closed", fd, strerror(errno));
+        if (log_now())
+            log_warn("worker %d.%d: epoll_ctl(MOD) on fd %d: %s; connection closed", w->g->idx,
+                     w->idx, fd, strerror(errno));
+        /* The script saw the connection go on: it hears that it ended (on_connect has run). */
+        if (w->script)
+            script_on_close(w->script, &((struct lconn *)c)->sc, "io_error");
         close_conn(w, c, has);
         return;
     }

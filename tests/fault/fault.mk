@@ -5,3 +5,26 @@
 
 # The accept thread's unit tests follow the unit-test pattern rule (tests/unit/test_acceptor.c).
 UNIT_BINS += $(TOBJ)/test_acceptor
+
+# The shim is built plain (no sanitizer: it only forwards calls) and preloaded into lfepolld by
+# the test, which finds it through LFE_FAULT_SHIM.
+FAULT_SHIM := $(TOBJ)/lfe-fault.so
+INT_BINS += $(TOBJ)/test_fault
+TEST_ENV += LFE_FAULT_SHIM=$(abspath $(FAULT_SHIM))
+
+$(FAULT_SHIM): tests/fault/shim.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -g -O2 -fPIC -shared $(WARN) $(CFLAGS) -o $@ $< -ldl
+
+$(TOBJ)/fault_%.o: tests/fault/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) -Itests/integration $(TEST_CFLAGS) -c -o $@ $<
+
+$(TOBJ)/test_fault: $(TOBJ)/fault_test_fault.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.o \
+                    | $(FAULT_SHIM)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
+
+# Only the fault tests: make fault-test [SANITIZER=...]
+.PHONY: fault-test
+fault-test: $(LFEPOLLD) $(TOBJ)/test_acceptor $(TOBJ)/test_fault
+	@$(TEST_ENV) tests/run.sh $(TOBJ)/test_acceptor $(TOBJ)/test_fault
