@@ -411,12 +411,30 @@ static void do_write(struct bconn *c, uint64_t now)
     }
 }
 
+/* Short mode: the transaction is over, its response whole and nothing behind it. */
+static void short_done(struct bconn *c, uint64_t now)
+{
+    struct bthread *t = c->t;
+
+    finish_request(c, now);
+    close_conn(c);
+    c->retry_at = 0;
+    if (!t->open_loop && can_issue(t))
+        open_conn(c, now, now);
+    else if (t->open_loop)
+        dispatch_due(t, now);
+}
+
 /* Reads what c has. ended: the event said the peer closed or reset, so a short read does not
  * mean drained: the end of file or the error behind the data is read too (no edge will come for
  * it, and the connection would wait for --timeout). */
 static void do_read(struct bconn *c, uint64_t now, bool ended)
 {
     struct bthread *t = c->t;
+    /* Short mode: when the response was whole. It counts only once the socket is seen empty
+     * behind it: a byte after it is a response longer than asked for. A close or a reset after
+     * it is the server's business (many close once they have answered). */
+    uint64_t whole_at = 0;
 
     for (;;) {
         ssize_t n = read(c->fd, t->buf, BUFSZ), pos = 0;
@@ -424,14 +442,22 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 break;
+            if (whole_at)
+                break;
             fail(c, errno_kind(errno));
             return;
         }
         if (n == 0) {
+            if (whole_at)
+                break;
             fail(c, ERR_CLOSED);
             return;
         }
         t->cur.bytes_in += (uint64_t)n;
+        if (whole_at) {
+            fail(c, ERR_MISMATCH);
+            return;
+        }
         while (pos < n) {
             size_t used;
             enum verify_status st;
@@ -454,20 +480,15 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                 fail(c, ERR_MISMATCH);
                 return;
             }
-            finish_request(c, now);
             if (t->o->mode == MODE_SHORT) {
                 if (pos < n) {
                     fail(c, ERR_MISMATCH);
                     return;
                 }
-                close_conn(c);
-                c->retry_at = 0;
-                if (!t->open_loop && can_issue(t))
-                    open_conn(c, now, now);
-                else if (t->open_loop)
-                    dispatch_due(t, now);
-                return;
+                whole_at = now; /* and read on, past a full buffer, to see what follows */
+                break;
             }
+            finish_request(c, now);
             if (t->open_loop)
                 push_free(t, c);
             else if (can_issue(t))
@@ -475,6 +496,10 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
         }
         if (n < BUFSZ && !ended)
             break; /* a short read drained the socket */
+    }
+    if (whole_at) {
+        short_done(c, whole_at);
+        return;
     }
     if (c->qw < c->qn)
         do_write(c, now);

@@ -267,6 +267,12 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
                  "%llu closes sent a reset (TCPAbortOnData): what --linger0 does; the server "
                  "sees ECONNRESET where it expected an end of file",
                  D(KS_ABORT_ON_DATA));
+    if (d->v[KS_ABORT_ON_DATA] && !r->linger0 && r->short_mode)
+        n = hint(out, json, n,
+                 "%llu connections were reset for data that came after their close, or for a "
+                 "close with SO_LINGER {1,0} (TCPAbortOnData): in short mode a server that sends "
+                 "more than the response after lfbench has read it and closed shows only here",
+                 D(KS_ABORT_ON_DATA));
     if (r->short_mode && d->v[KS_TW_RECYCLED])
         n = hint(out, json, n,
                  "%llu connect()s took over a TIME_WAIT port (TWRecycled): the client closes "

@@ -123,6 +123,11 @@ static void test_hints(void **state)
     assert_non_null(strstr(t, "4 established connections were reset"));
     assert_null(strstr(t, "--linger0"));
     free(t);
+    /* short mode: data after lfbench's close is what the run could not check itself */
+    r.short_mode = true;
+    t = hints(&d, &r, false, &n);
+    assert_non_null(strstr(t, "4 connections were reset for data that came after their close"));
+    free(t);
     r.linger0 = true;
     t = hints(&d, &r, true, &n);
     assert_int_equal(n, 1);
