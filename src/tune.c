@@ -22,25 +22,33 @@ const char *const tune_scope_name[] = {"netns", "host"};
 #define TW_SECONDS 60 /* TCP_TIMEWAIT_LEN: fixed in the kernel, whatever sysctl says */
 #define NOFILE_WANT 65536L
 
-/* Copies s[0..n) into dst with leading/trailing blanks cut and inner runs folded to one space. */
-static void fold(char *dst, size_t len, const char *s, size_t n)
+/* Copies s[0..n) into dst with leading/trailing blanks cut and inner runs folded to one space.
+ * Returns the folded length: len or more when dst holds only the start of it. */
+static size_t fold(char *dst, size_t len, const char *s, size_t n)
 {
-    size_t o = 0;
+    size_t o = 0, need = 0;
     bool space = false;
 
     for (size_t i = 0; i < n && s[i] != '\n'; i++) {
         if (isspace((unsigned char)s[i])) {
-            space = o > 0;
+            space = need > 0;
             continue;
         }
-        if (space && o + 1 < len)
-            dst[o++] = ' ';
+        if (space) {
+            if (o + 1 < len)
+                dst[o++] = ' ';
+            need++;
+        }
         space = false;
         if (o + 1 < len)
             dst[o++] = s[i];
+        need++;
     }
+    if (o && dst[o - 1] == ' ') /* cut just after a blank */
+        o--;
     if (len)
         dst[o < len ? o : len - 1] = '\0';
+    return need;
 }
 
 static int parse_note(const char *s, struct tune_key *k)
@@ -72,18 +80,23 @@ static int parse_note(const char *s, struct tune_key *k)
     return k->why[0] ? 0 : -1;
 }
 
-/* "key = value" (sysctl -p also takes "key=value" and a leading '-'). */
+/* "key = value" (sysctl -p also takes "key=value" and a leading '-'). Returns 0, -1 when the
+ * line is not that, -2 when the name or the value does not fit in k (cut, it would name another
+ * key or apply half a port list). */
 static int parse_assign(const char *s, size_t n, struct tune_key *k)
 {
     const char *eq = memchr(s, '=', n);
-    char name[sizeof(k->name)];
+    char name[sizeof(k->name) + 1]; /* and the '-' */
+    size_t nl, vl;
 
     if (!eq)
         return -1;
-    fold(name, sizeof(name), s, (size_t)(eq - s));
-    fold(k->value, sizeof(k->value), eq + 1, n - (size_t)(eq + 1 - s));
-    if (!name[0] || !k->value[0] || strchr(name, ' '))
+    nl = fold(name, sizeof(name), s, (size_t)(eq - s));
+    vl = fold(k->value, sizeof(k->value), eq + 1, n - (size_t)(eq + 1 - s));
+    if (!name[name[0] == '-'] || !k->value[0] || strchr(name, ' '))
         return -1;
+    if (nl - (name[0] == '-') >= sizeof(k->name) || vl >= sizeof(k->value))
+        return -2;
     strcpy(k->name, name[0] == '-' ? name + 1 : name);
     return 0;
 }
@@ -92,7 +105,7 @@ int tune_parse(const char *text, struct tune_key *keys, int max, char *err, size
 {
     struct tune_key pend;
     bool have = false;
-    int n = 0, line = 0;
+    int n = 0, line = 0, rc;
 
     for (const char *p = text; *p; line++) {
         const char *nl = strchr(p, '\n'), *s = p;
@@ -137,8 +150,14 @@ int tune_parse(const char *text, struct tune_key *keys, int max, char *err, size
                      line + 1);
             return -1;
         }
-        if (parse_assign(checkonly ? s + 2 : s, checkonly ? len - 2 : len, &pend) < 0) {
-            snprintf(err, errlen, "line %d: not 'key = value'", line + 1);
+        rc = parse_assign(checkonly ? s + 2 : s, checkonly ? len - 2 : len, &pend);
+        if (rc < 0) {
+            if (rc == -1)
+                snprintf(err, errlen, "line %d: not 'key = value'", line + 1);
+            else
+                snprintf(err, errlen,
+                         "line %d: a key name over %zu characters or a value over %zu", line + 1,
+                         sizeof(pend.name) - 1, sizeof(pend.value) - 1);
             return -1;
         }
         if (n == max) {
@@ -213,10 +232,13 @@ static enum tune_status compare(const struct tune_key *k, const char *cur)
         const char *s = k->value;
         long lo, hi;
 
-        while (next_range(&s, &lo, &hi))
+        while (next_range(&s, &lo, &hi)) {
+            if (lo < 0 || hi > 65535) /* not ports: and a walk to LONG_MAX would not end */
+                return TUNE_LOW;
             for (long p = lo; p <= hi; p++)
                 if (!list_has(cur, p))
                     return TUNE_LOW;
+        }
         return *s ? TUNE_LOW : TUNE_OK; /* a recommendation that is not a list never matches */
     }
     nw = numbers(k->value, want, 8);

@@ -85,6 +85,37 @@ static void test_parse_errors(void **state)
     parse_fails("# @ netns min: why\nnet.core.somaxconn =\n", "line 2: not 'key = value'");
 }
 
+/* Found by fuzz_tune: a name or value longer than struct tune_key holds was cut without a word,
+ * so a long ip_local_reserved_ports list was checked and applied cut in the middle of a port. */
+static void test_parse_long_value_refused_not_cut(void **state)
+{
+    char text[512], err[256], list[160] = "9876";
+
+    (void)state;
+    while (strlen(list) + 6 <= 127)
+        strcat(list, ",20000");
+    snprintf(text, sizeof(text), "# @ netns has: why\nnet.ipv4.ip_local_reserved_ports = %s\n",
+             list);
+    assert_int_equal(tune_parse(text, keys, TUNE_MAX_KEYS, err, sizeof(err)), 1); /* 124 */
+    strcat(list, ",20010-20020");
+    snprintf(text, sizeof(text), "# @ netns has: why\nnet.ipv4.ip_local_reserved_ports = %s\n",
+             list);
+    parse_fails(text, "line 2: a key name over 95 characters or a value over 127");
+    snprintf(text, sizeof(text), "# @ netns min: why\n-net.%0100d = 1\n", 0);
+    parse_fails(text, "line 2: a key name over 95 characters");
+    snprintf(text, sizeof(text), "# @ netns min: why\n-net.%090d = 1\n", 0); /* 94 and '-' */
+    assert_int_equal(tune_parse(text, keys, TUNE_MAX_KEYS, err, sizeof(err)), 1);
+    assert_int_equal(strlen(keys[0].name), 94);
+}
+
+/* Found by fuzz_tune: "- = 1" (sysctl's ignore-errors prefix and no name) gave a key named "". */
+static void test_parse_dash_alone_is_not_a_key(void **state)
+{
+    (void)state;
+    parse_fails("# @ netns min: why\n- = 1\n", "line 2: not 'key = value'");
+    parse_fails("# @ netns min: why\n#=  -=1\n", "line 2: not 'key = value'");
+}
+
 static void test_parse_forms(void **state)
 {
     static const char text[] = "# header\n"
@@ -119,6 +150,22 @@ static struct tune_key key(enum tune_check check, const char *value)
 
     snprintf(k.value, sizeof(k.value), "%s", value);
     return k;
+}
+
+/* Found by fuzz_tune: a has key walked its range a port at a time, so "1-3000000000" against a
+ * list holding it ran for minutes, and a range up to LONG_MAX never ended (signed overflow). */
+static void test_compare_has_range_beyond_ports(void **state)
+{
+    struct tune_key k = key(TUNE_HAS, "1-3000000000");
+
+    (void)state;
+    alarm(20); /* the walk, back: the test dies instead of hanging */
+    assert_int_equal(tune_compare(&k, "0-9999999999", true), TUNE_LOW);
+    k = key(TUNE_HAS, "5-9223372036854775807");
+    assert_int_equal(tune_compare(&k, "0-9223372036854775807", true), TUNE_LOW);
+    k = key(TUNE_HAS, "1-65535");
+    assert_int_equal(tune_compare(&k, "0-70000", true), TUNE_OK);
+    alarm(0);
 }
 
 static void test_compare(void **state)
@@ -374,6 +421,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_conf),     cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_forms),      cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_parse_long_value_refused_not_cut),
+        cmocka_unit_test(test_parse_dash_alone_is_not_a_key),
+        cmocka_unit_test(test_compare_has_range_beyond_ports),
         cmocka_unit_test(test_want_text),        cmocka_unit_test(test_ceilings),
         cmocka_unit_test(test_read_write),       cmocka_unit_test(test_report_and_apply),
         cmocka_unit_test(test_apply_failure),    cmocka_unit_test(test_report_bad_conf),
