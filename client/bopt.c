@@ -27,8 +27,10 @@ static const char usage[] =
     "  --warmup SECONDS     excluded from the statistics (default 0)\n"
     "  --timeout MS         per request; a stuck request is an error (default 5000)\n"
     "  -R RATE              open loop: RATE requests/s in total, latency measured from the\n"
-    "                       intended send time (no coordinated omission)\n"
-    "  --connect-rate N     at most N new connections per second\n"
+    "                       intended send time (no coordinated omission); a due send waits\n"
+    "                       for a connection, and one never sent is 'unsent' and fails the run\n"
+    "  --connect-rate N     at most N new connections per second (short mode with -R: at\n"
+    "                       least RATE)\n"
     "  --linger0            close with SO_LINGER {1,0}: a reset instead of a FIN\n"
     "  --size BYTES         generated payload size (default 64); carries a sequence number\n"
     "  --payload FILE       send FILE as every request\n"
@@ -43,8 +45,8 @@ static const char usage[] =
     "  -q                   no per-second progress lines\n"
     "  -h, --help           this text\n"
     "\n"
-    "Exit status: 0 when every response verified and errors <= --max-errors; 1 otherwise;\n"
-    "2 for bad usage.\n";
+    "Exit status: 0 when every response verified, none lost or unsent, and errors <=\n"
+    "--max-errors; 1 otherwise; 2 for bad usage.\n";
 
 int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -321,6 +323,11 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
         BAD("--size applies to generated payloads; it cannot go with --payload or --mix");
     if (o->mode == MODE_SHORT && o->pipeline > 1)
         BAD("--pipeline needs --mode long: a short connection carries one request");
+    if (o->mode == MODE_SHORT && o->rate > 0 && o->connect_rate > 0 && o->connect_rate < o->rate)
+        BAD("--connect-rate %g is below -R %g: in short mode each request opens its own "
+            "connection, so the schedule could never be kept; give --connect-rate of at least "
+            "-R, or leave it out",
+            o->connect_rate, o->rate);
     if (o->nsources && o->addr.ss_family != AF_INET)
         BAD("--source takes IPv4 addresses; the target is IPv6");
     if (o->threads > o->conns)

@@ -12,7 +12,8 @@
  * the oldest one and verified byte by byte as it arrives (verify.c). Closed loop: a response
  * frees its connection for the next request. Open loop (-R): requests are due on a fixed schedule
  * (rate.c) and wait for a free connection; latency counts from the intended send time, so a
- * stalled server shows as latency, not as fewer samples. Free connections are taken in FIFO
+ * stalled server shows as latency, not as fewer samples, and a send due before the end that
+ * never found a connection (the run drains for up to --timeout) is counted unsent. Free connections are taken in FIFO
  * order, the one idle longest first, so the load spreads over all of them as over independent
  * users (a LIFO stack would keep reusing two or three and route around a stalled server thread
  * that real clients would hit). The schedule is kept by a timerfd with a 1 ns timer slack:
@@ -101,6 +102,38 @@ static uint64_t stream_of(const struct bconn *c)
 static bool can_issue(const struct bthread *t)
 {
     return !t->stopping && (t->quota == 0 || t->issued < t->quota);
+}
+
+/* Open loop: sends of this run that are due by now and not taken yet. The run's are those
+ * intended before sched_end and, with -n, within the quota; the run being over does not cancel
+ * them: each waits for a connection, and whatever is left at the very end is unsent. */
+static uint64_t backlog(const struct bthread *t, uint64_t now)
+{
+    uint64_t due = rate_due(t->sch, now < t->sched_end ? now : t->sched_end - 1);
+    uint64_t left = t->issued < t->quota ? t->quota - t->issued : 0;
+
+    return t->quota && due > left ? left : due;
+}
+
+/* --connect-rate: takes a token for a new connection if the bucket has one. If not, and wait is
+ * given, *wait is when the next one comes. */
+static bool connect_token(struct bthread *t, uint64_t now, uint64_t *wait)
+{
+    double rate = t->o->connect_rate / t->o->threads;
+
+    if (t->o->connect_rate <= 0)
+        return true;
+    t->tokens += rate * (double)(now - t->tokens_t) / 1e9;
+    if (t->tokens > rate / 100 + 1)
+        t->tokens = rate / 100 + 1; /* a burst of at most 10 ms worth */
+    t->tokens_t = now;
+    if (t->tokens < 1) {
+        if (wait)
+            *wait = now + (uint64_t)((1 - t->tokens) / rate * 1e9) + 1;
+        return false;
+    }
+    t->tokens -= 1;
+    return true;
 }
 
 static void count_error(struct bthread *t, enum berr e)
@@ -215,14 +248,16 @@ static void do_write(struct bconn *c, uint64_t now);
 
 static void open_conn(struct bconn *c, uint64_t now, uint64_t t0);
 
-static void arm_send(struct bthread *t, uint64_t now);
+static void arm_send(struct bthread *t, uint64_t now, uint64_t token_at);
 
-/* Open loop: hands due sends to free connections (or, short mode, to new connections). */
+/* Open loop: hands due sends to free connections (or, short mode, to new connections). A send
+ * is taken from the schedule only once it has its connection (and, short mode, its
+ * --connect-rate token): until then it waits, and its latency keeps counting. */
 static void dispatch_due(struct bthread *t, uint64_t now)
 {
-    uint64_t due = rate_due(t->sch, now);
+    uint64_t due = backlog(t, now), token_at = 0;
 
-    while (due > 0 && can_issue(t)) {
+    while (due > 0) {
         struct bconn *c = NULL;
         uint64_t when;
 
@@ -230,11 +265,13 @@ static void dispatch_due(struct bthread *t, uint64_t now)
             for (int i = 0; i < t->nconns && !c; i++)
                 if (t->conns[i].state == CS_CLOSED && t->conns[i].retry_at <= now)
                     c = &t->conns[i];
+            if (c && !connect_token(t, now, &token_at))
+                break; /* the timer wakes us when the next token comes */
         } else {
             c = pop_free(t);
         }
         if (!c)
-            break; /* all busy: the send waits, and its latency keeps counting */
+            break; /* all busy: a connection that frees takes it */
         when = rate_take(t->sch);
         due--;
         t->intended++;
@@ -249,7 +286,7 @@ static void dispatch_due(struct bthread *t, uint64_t now)
                 push_free(t, c);
         }
     }
-    arm_send(t, now);
+    arm_send(t, now, token_at);
 }
 
 static void connected(struct bconn *c, uint64_t now)
@@ -283,16 +320,6 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
     int one = 1, err;
 
-    if (o->connect_rate > 0) {
-        double rate = o->connect_rate / o->threads;
-        t->tokens += rate * (double)(now - t->tokens_t) / 1e9;
-        if (t->tokens > rate / 100 + 1)
-            t->tokens = rate / 100 + 1; /* a burst of at most 10 ms worth */
-        t->tokens_t = now;
-        if (t->tokens < 1)
-            return; /* the tick retries */
-        t->tokens -= 1;
-    }
     if (o->mode == MODE_SHORT)
         t->issued++; /* one connection, one request: -n counts attempts */
     c->fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -419,8 +446,8 @@ static void short_done(struct bconn *c, uint64_t now)
     finish_request(c, now);
     close_conn(c);
     c->retry_at = 0;
-    if (!t->open_loop && can_issue(t))
-        open_conn(c, now, now);
+    if (!t->open_loop && can_issue(t) && connect_token(t, now, NULL))
+        open_conn(c, now, now); /* without a token the tick opens it */
     else if (t->open_loop)
         dispatch_due(t, now);
 }
@@ -561,7 +588,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
     struct bthread *t = w->data;
     uint64_t now = now_ns(), limit = (uint64_t)t->o->timeout_ms * 1000000ull;
     uint64_t every = limit / 8 < SCAN_NS ? limit / 8 : SCAN_NS;
-    bool scan = now - t->last_scan >= every;
+    bool scan = now - t->last_scan >= every, reopen;
 
     (void)revents;
     if (!t->stopping && (now >= t->t_end || (t->quota && t->issued >= t->quota))) {
@@ -572,6 +599,10 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
      * timeouts (a few times per --timeout) or when some connection waits to reconnect. */
     if (scan)
         t->last_scan = now;
+    /* Closed connections reopen: closed loop, while it issues (asked per connection: each
+     * short-mode open counts against -n); open loop, long mode, while there are or will be sends
+     * for them (short mode's open loop connects per send). */
+    reopen = t->open_loop && t->o->mode == MODE_LONG && (!t->stopping || backlog(t, now) > 0);
     for (int i = 0; (scan || t->nclosed > 0) && i < t->nconns; i++) {
         struct bconn *c = &t->conns[i];
 
@@ -580,15 +611,19 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         } else if (scan && c->state == CS_OPEN && c->qn && now - c->q[c->head].t_sent > limit) {
             fail(c, ERR_TIMEOUT);
         }
-        if (c->state == CS_CLOSED && !t->stopping && c->retry_at <= now &&
-            (t->o->mode == MODE_LONG || !t->open_loop) && can_issue(t))
+        if (c->state == CS_CLOSED && c->retry_at <= now && (t->open_loop ? reopen : can_issue(t)) &&
+            connect_token(t, now, NULL))
             open_conn(c, now, now);
     }
-    if (t->open_loop && !t->stopping)
+    if (t->open_loop)
         dispatch_due(t, now);
     if (t->stopping) {
-        /* The run is over: in-flight requests get up to --timeout, then count as timed out. */
-        if (all_idle(t) || now > t->t_end + limit) {
+        /* The run is over: in-flight requests, and due sends still waiting for a connection, get
+         * up to --timeout; then the first count as timed out and lost, the others as unsent. */
+        uint64_t left = t->open_loop ? backlog(t, now) : 0;
+
+        if ((all_idle(t) && left == 0) || now > t->t_end + limit) {
+            t->unsent = left;
             for (int i = 0; i < t->nconns; i++) {
                 struct bconn *c = &t->conns[i];
                 if (c->state == CS_CONNECTING || c->qn)
@@ -634,18 +669,27 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
     t->stopping = true;
     if (t->t_end > now_ns())
         t->t_end = now_ns();
+    if (t->sched_end > t->t_end)
+        t->sched_end = t->t_end; /* sends due so far still go out */
 }
 
-/* Arms the send timerfd for the next due send; a syscall only when that time changed. One
- * already due waits for a connection to free (do_read dispatches it then), so the timer is left
+/* Arms the send timerfd for the next send of the run: when it is due, or when a --connect-rate
+ * token comes for one already due (token_at); a syscall only when that time changed. One due and
+ * waiting for a connection to free is dispatched then (do_read, the tick), so the timer is left
  * off rather than firing in a loop. */
-static void arm_send(struct bthread *t, uint64_t now)
+static void arm_send(struct bthread *t, uint64_t now, uint64_t token_at)
 {
-    uint64_t next = rate_next_time(t->sch), want = !t->stopping && next > now ? next : 0;
-    struct itimerspec its = {{0, 0}, {(time_t)(want / 1000000000ull), (long)(want % 1000000000ull)}};
+    uint64_t next = rate_next_time(t->sch), want;
+    struct itimerspec its = {{0, 0}, {0, 0}};
 
+    if (next >= t->sched_end || (t->quota && t->issued >= t->quota))
+        want = 0; /* the run has no more */
+    else
+        want = next > now ? next : token_at;
     if (want == t->send_at)
         return;
+    its.it_value.tv_sec = (time_t)(want / 1000000000ull);
+    its.it_value.tv_nsec = (long)(want % 1000000000ull);
     timerfd_settime(t->sendfd, TFD_TIMER_ABSTIME, &its, NULL);
     t->send_at = want;
 }
@@ -660,10 +704,7 @@ static void on_send(struct ev_loop *loop, ev_io *w, int revents)
     if (read(t->sendfd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
         return;
     t->send_at = 0; /* it fired: the kernel disarmed it */
-    if (!t->stopping)
-        dispatch_due(t, now);
-    else
-        arm_send(t, now);
+    dispatch_due(t, now);
 }
 
 int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct payloads *p,
@@ -680,6 +721,7 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     t->t_start = t_start;
     t->t_warm = t_start + (uint64_t)(o->warmup * 1e9);
     t->t_end = o->duration > 0 ? t->t_warm + (uint64_t)(o->duration * 1e9) : UINT64_MAX;
+    t->sched_end = t->t_end;
     t->open_loop = o->rate > 0;
     /* Nagle (with Minshall's rule) never holds back the only write of a short connection's
      * request; it does hold a pipelined or long connection's next small request, and pieces of
@@ -756,12 +798,13 @@ void *engine_main(void *arg)
         ev_io_init(&w->send, on_send, t->sendfd, EV_READ);
         w->send.data = t;
         ev_io_start(t->loop, &w->send);
-        arm_send(t, now_ns());
+        arm_send(t, now_ns(), 0);
     }
     now = now_ns();
     if (!t->open_loop || t->o->mode == MODE_LONG)
         for (int i = 0; i < t->nconns && can_issue(t); i++)
-            open_conn(&t->conns[i], now, now);
+            if (connect_token(t, now, NULL)) /* the others: the tick, as tokens come */
+                open_conn(&t->conns[i], now, now);
     ev_run(t->loop, 0);
     t->conn_min = UINT64_MAX;
     for (int i = 0; i < t->nconns; i++) {

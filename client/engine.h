@@ -53,6 +53,7 @@ struct bthread {
     uint8_t *buf;             /* scratch for reads and writes */
     uint64_t rng;             /* class draws */
     uint64_t t_start, t_warm, t_end; /* CLOCK_MONOTONIC ns: run start, stats start, stop issuing */
+    uint64_t sched_end;       /* open loop: sends intended from here on are not the run's */
     uint64_t quota;           /* -n share of this thread, 0 = none */
     uint64_t issued;          /* requests issued */
     bool stopping;            /* no new requests */
@@ -73,7 +74,9 @@ struct bthread {
     struct hist clat;         /* connect latency, ns (short mode) */
     struct hist cls_lat[BOPT_MAX_CLASSES];
     uint64_t behind;          /* open loop: sends later than 1 ms after their intended time */
-    uint64_t intended;        /* open loop: sends due */
+    uint64_t intended;        /* open loop: sends taken from the schedule (and sent) */
+    uint64_t unsent;          /* open loop: sends due that never went out (every connection busy,
+                               * or no --connect-rate token, until the end) */
     uint64_t conn_min, conn_max; /* fewest and most requests one connection completed */
     /* the per-second series */
     struct bcount cur;

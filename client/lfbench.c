@@ -176,7 +176,7 @@ int main(int argc, char **argv)
     struct kstat k0, k1, kd;
     struct kstat_run kr;
     char err[512];
-    uint64_t t_start, t0, t1, behind = 0, intended = 0, errors, all_requests = 0;
+    uint64_t t_start, t0, t1, behind = 0, intended = 0, unsent = 0, errors, all_requests = 0;
     uint64_t conn_min = UINT64_MAX, conn_max = 0;
     size_t nsec = 0, capsec = 0;
     int cpu_list[CPU_SETSIZE], ncpus = 0, rc;
@@ -341,6 +341,7 @@ int main(int argc, char **argv)
             hist_merge(&cls_lat[k], &t->cls_lat[k]);
         behind += t->behind;
         intended += t->intended;
+        unsent += t->unsent;
         if (t->conn_min < conn_min)
             conn_min = t->conn_min;
         if (t->conn_max > conn_max)
@@ -375,8 +376,11 @@ int main(int argc, char **argv)
         print_lat(f, "connect", clat);
     }
     if (o.rate > 0)
-        fprintf(f, "schedule     %llu of %llu sends more than 1 ms behind their intended time\n",
-                (unsigned long long)behind, (unsigned long long)intended);
+        fprintf(f,
+                "schedule     %llu sends due; %llu went out more than 1 ms behind their intended "
+                "time; unsent %llu\n",
+                (unsigned long long)(intended + unsent), (unsigned long long)behind,
+                (unsigned long long)unsent);
     if (o.mode == MODE_LONG)
         fprintf(f, "spread       %llu to %llu done per connection\n",
                 (unsigned long long)conn_min, (unsigned long long)conn_max);
@@ -438,11 +442,13 @@ int main(int argc, char **argv)
         fprintf(j, "],\n  \"connections\": %llu,\n  \"connect_latency\": ",
                 (unsigned long long)total.connects);
         json_lat(j, clat);
-        fprintf(j, ",\n  \"schedule\": {\"intended\": %llu, \"behind\": %llu},\n",
-                (unsigned long long)intended, (unsigned long long)behind);
+        fprintf(j, ",\n  \"schedule\": {\"intended\": %llu, \"sent\": %llu, \"behind\": %llu},\n",
+                (unsigned long long)(intended + unsent), (unsigned long long)intended,
+                (unsigned long long)behind);
         fprintf(j, "  \"per_connection\": {\"min\": %llu, \"max\": %llu},\n",
                 (unsigned long long)conn_min, (unsigned long long)conn_max);
-        fprintf(j, "  \"lost\": %llu,\n", (unsigned long long)total.lost);
+        fprintf(j, "  \"lost\": %llu,\n  \"unsent\": %llu,\n", (unsigned long long)total.lost,
+                (unsigned long long)unsent);
         fprintf(j, "  \"errors\": {\"total\": %llu", (unsigned long long)errors);
         for (int e = 0; e < ERR_KINDS; e++)
             fprintf(j, ", \"%s\": %llu", berr_name[e], (unsigned long long)total.errors[e]);
@@ -470,13 +476,29 @@ int main(int argc, char **argv)
         fclose(j);
     }
 
-    rc = total.errors[ERR_MISMATCH] || total.lost || errors > o.max_errors || !total.requests;
-    if (rc)
-        fprintf(stderr, "lfbench: FAILED: %s\n",
-                total.errors[ERR_MISMATCH] ? "responses did not match what was sent"
-                : total.lost               ? "some responses never came back whole"
-                : errors > o.max_errors    ? "errors exceed --max-errors"
-                                           : "no request completed");
+    {
+        /* every reason that applies, on one line */
+        const struct {
+            bool on;
+            const char *why;
+        } fails[] = {
+            {total.errors[ERR_MISMATCH] > 0, "responses did not match what was sent"},
+            {total.lost > 0, "some responses never came back whole (lost)"},
+            {unsent > 0, "some due sends never went out (unsent): the connections could not keep "
+                         "up with -R"},
+            {errors > o.max_errors, "errors exceed --max-errors"},
+            {!total.requests, "no request completed"},
+        };
+        rc = 0;
+        for (size_t k = 0; k < sizeof(fails) / sizeof(fails[0]); k++) {
+            if (!fails[k].on)
+                continue;
+            fprintf(stderr, "%s%s", rc ? "; " : "lfbench: FAILED: ", fails[k].why);
+            rc = 1;
+        }
+        if (rc)
+            fputc('\n', stderr);
+    }
     for (int i = 0; i < o.threads; i++)
         engine_free(&ts[i]);
     payload_free(&p);

@@ -152,6 +152,36 @@ static long field(const char *name)
     return atol(p);
 }
 
+/* The file's contents, NUL-terminated, in a static buffer (then removed). */
+static const char *slurp(const char *path)
+{
+    static char buf[1 << 20];
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+    buf[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    return buf;
+}
+
+/* A number from --json text ("\"unsent\": 12"): a top-level key, else the first of that name;
+ * or -1. */
+static long jfield(const char *json, const char *name)
+{
+    char key[64];
+    const char *p;
+
+    snprintf(key, sizeof(key), "\n  \"%s\": ", name);
+    p = strstr(json, key);
+    if (!p) {
+        snprintf(key, sizeof(key), "\"%s\": ", name);
+        p = strstr(json, key);
+    }
+    return p ? atol(p + strlen(key)) : -1;
+}
+
 static void expect_clean(int rc, long requests)
 {
     if (rc != 0 || !strstr(out, "errors       0:") || (requests >= 0 && field("requests") != requests))
@@ -211,7 +241,8 @@ static void test_open_loop_rate(void **state)
     expect_clean(bench(server_port, "-R", "2000", "-d", "2", "-c", "10", "-q", NULL), -1);
     reqs = field("requests");
     assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
-    assert_non_null(strstr(out, "sends more than 1 ms behind"));
+    assert_non_null(strstr(out, "went out more than 1 ms behind"));
+    assert_int_equal(field("unsent"), 0);
     /* Regression (open-loop LIFO free queue): due sends went to the connection freed last, so
      * two or three of the ten carried all the load and a stalled server thread went unseen. */
     {
@@ -283,6 +314,60 @@ static void test_dropped_byte_is_lost(void **state)
                            "200", "-q", NULL),
                      1);
     assert_true(field("mismatch") > 0);
+}
+
+/* Regression (issue 9, defect 10): the open loop dropped due sends without a trace. In short
+ * mode a send was taken from the schedule before --connect-rate refused its connection; at the
+ * end of a run the sends still waiting for a busy connection were discarded, so a server that
+ * stopped answering half-way showed a clean p50. Every due send must be sent, failed or counted
+ * as unsent, and unsent fails the run. */
+static void test_open_loop_never_drops_a_due_send(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *half[] = {badserver, "PORT", "stall", "500", NULL};
+    const char *pause[] = {badserver, "PORT", "stall", "300", "600", NULL};
+    char path[] = "/tmp/lfe-json-XXXXXX";
+    const char *j;
+    long due, done, errs, unsent;
+
+    (void)state;
+    /* a connect rate below the send rate can never keep a short-mode schedule */
+    start_server(srv);
+    if (bench(server_port, "--mode", "short", "-R", "2000", "--connect-rate", "100", "-d", "1",
+              "-q", NULL) != 2 ||
+        !strstr(out, "--connect-rate 100 is below -R 2000"))
+        fail_msg("want --connect-rate below -R in short mode refused:\n%s", out);
+    teardown(NULL);
+
+    /* the server stops answering after 0.5 s of a 1 s run: the sends due after that never
+     * went out, and must say so */
+    start_server(half);
+    close(mkstemp(path));
+    if (bench(server_port, "-R", "1000", "-d", "1", "-c", "10", "--timeout", "300", "-q", "--json",
+              path, NULL) != 1 ||
+        field("unsent") < 300 || !strstr(out, "never went out"))
+        fail_msg("want the sends due while the server stalled counted as unsent:\n%s", out);
+    unsent = field("unsent");
+    j = slurp(path);
+    if (jfield(j, "unsent") != unsent)
+        fail_msg("want \"unsent\": %ld in --json:\n%s", unsent, j);
+    teardown(NULL);
+
+    /* short mode, the server pauses for 0.3 s: when it answers again the connections free at
+     * once and the due sends queued behind them wait for --connect-rate's tokens; not one may
+     * go missing: due = completed + failed + unsent */
+    start_server(pause);
+    close(mkstemp(path));
+    bench(server_port, "--mode", "short", "-R", "1000", "--connect-rate", "1000", "-c", "50", "-d",
+          "1.5", "--timeout", "3000", "--max-errors", "1000000", "-q", "--json", path, NULL);
+    j = slurp(path);
+    due = jfield(j, "intended");
+    done = jfield(j, "requests");
+    errs = jfield(j, "total");
+    unsent = jfield(j, "unsent");
+    if (due < 1400 || done < 0 || errs < 0 || due != done + errs + (unsent > 0 ? unsent : 0))
+        fail_msg("want every due send accounted for: %ld due, %ld done, %ld failed, %ld unsent\n%s",
+                 due, done, errs, unsent, out);
 }
 
 /* Regression (issue 9, defect 11): short mode stopped reading once a response verified, so bytes
@@ -439,6 +524,7 @@ int main(void)
         cmocka_unit_test_teardown(test_reset_and_refused, teardown),
         cmocka_unit_test_teardown(test_truncated_response_is_lost, teardown),
         cmocka_unit_test_teardown(test_short_mode_reads_past_the_response, teardown),
+        cmocka_unit_test_teardown(test_open_loop_never_drops_a_due_send, teardown),
         cmocka_unit_test_teardown(test_framings, teardown),
         cmocka_unit_test_teardown(test_counters_listen_overflow, teardown),
         cmocka_unit_test_teardown(test_bad_usage, teardown),

@@ -136,6 +136,10 @@ static void test_bad_values(void **state)
     expect_error("--source takes IPv4", parse("--source", "127.0.0.2", "[::1]:1", NULL));
     expect_error("--pipeline needs --mode long",
                  parse("--mode", "short", "--pipeline", "2", "127.0.0.1:1", NULL));
+    /* issue 9, defect 10: short mode cannot keep -R on fewer connections per second */
+    expect_error("--connect-rate 100 is below -R 2000: in short mode each request opens its own",
+                 parse("--mode", "short", "-R", "2000", "--connect-rate", "100", "127.0.0.1:1",
+                       NULL));
     expect_error("--size applies to generated payloads",
                  parse("--size", "10", "--payload", "f", "127.0.0.1:1", NULL));
     expect_error("--cpus: 'x'", parse("--cpus", "x", "127.0.0.1:1", NULL));
