@@ -121,16 +121,19 @@ static int preflight(const struct bopt *o)
     return 0;
 }
 
-static void print_lat(FILE *f, const char *label, const struct hist *h)
+/* One latency line; indent goes before label (a class's latency under the total's). */
+static void print_lat(FILE *f, const char *indent, const char *label, const struct hist *h)
 {
+    int width = 12 - (int)strlen(indent);
+
     if (h->count == 0) {
-        fprintf(f, "  %-12s none\n", label);
+        fprintf(f, "  %s%-*s none\n", indent, width, label);
         return;
     }
     fprintf(f,
-            "  %-12s min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  p99.99 %.1f  max %.1f  "
+            "  %s%-*s min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  p99.99 %.1f  max %.1f  "
             "mean %.1f  (µs, %llu samples)\n",
-            label, us(h->min), us(hist_percentile(h, 50)), us(hist_percentile(h, 90)),
+            indent, width, label, us(h->min), us(hist_percentile(h, 50)), us(hist_percentile(h, 90)),
             us(hist_percentile(h, 99)), us(hist_percentile(h, 99.9)),
             us(hist_percentile(h, 99.99)), us(h->max), us((uint64_t)(h->sum / (double)h->count)),
             (unsigned long long)h->count);
@@ -148,16 +151,51 @@ static void json_lat(FILE *f, const struct hist *h)
             h->count ? us((uint64_t)(h->sum / (double)h->count)) : 0.0);
 }
 
+/* Length of the UTF-8 character at s (RFC 3629: no overlong form, no surrogate, nothing past
+ * U+10FFFF), or 0 when the byte at s does not start one. s is NUL-terminated, and NUL is no
+ * continuation byte, so nothing past it is read. */
+static size_t utf8_char(const unsigned char *s)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k < n; k++)
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* s as a JSON string: valid UTF-8 whatever s holds (a file name is any bytes): control
+ * characters escaped, each byte that is not part of a valid character replaced by U+FFFD. */
 static void json_str(FILE *f, const char *s)
 {
+    const unsigned char *u = (const unsigned char *)s;
+
     fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
+    while (*u) {
+        size_t n = utf8_char(u);
+
+        if (*u == '"' || *u == '\\')
+            fprintf(f, "\\%c", *u);
+        else if (*u < 0x20 || *u == 0x7f)
+            fprintf(f, "\\u%04x", *u);
+        else if (n == 0)
+            fputs("\\ufffd", f);
         else
-            fputc(*s, f);
+            fwrite(u, 1, n, f);
+        u += n ? n : 1;
     }
     fputc('"', f);
 }
@@ -363,17 +401,14 @@ int main(int argc, char **argv)
     fprintf(f, "requests     %llu in %.2f s: %.1f req/s, %.2f MB/s out, %.2f MB/s in\n",
             (unsigned long long)total.requests, measured, (double)total.requests / measured,
             (double)total.bytes_out / measured / 1e6, (double)total.bytes_in / measured / 1e6);
-    print_lat(f, "latency", lat);
+    print_lat(f, "", "latency", lat);
     if (p.n > 1)
-        for (int k = 0; k < p.n; k++) {
-            char label[80];
-            snprintf(label, sizeof(label), "  %s", p.cls[k].name);
-            print_lat(f, label, &cls_lat[k]);
-        }
+        for (int k = 0; k < p.n; k++)
+            print_lat(f, "  ", p.cls[k].name, &cls_lat[k]);
     if (o.mode == MODE_SHORT) {
         fprintf(f, "connections  %llu: %.1f conn/s\n", (unsigned long long)total.connects,
                 (double)total.connects / measured);
-        print_lat(f, "connect", clat);
+        print_lat(f, "", "connect", clat);
     }
     if (o.rate > 0)
         fprintf(f,

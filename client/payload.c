@@ -29,7 +29,7 @@ int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t err
     pattern_init();
     p->line = o->expect == EXPECT_LINE;
     if (o->nclasses == 0) {
-        snprintf(p->cls[0].name, sizeof(p->cls[0].name), "generated");
+        p->cls[0].name = "generated";
         p->cls[0].len = o->size;
         p->cls[0].weight = 1;
         p->n = 1;
@@ -41,7 +41,7 @@ int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t err
         FILE *f = fopen(o->cls[i].file, "rb");
         long len;
 
-        snprintf(c->name, sizeof(c->name), "%s", o->cls[i].file);
+        c->name = o->cls[i].file;
         c->weight = o->cls[i].weight;
         if (!f || fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
             int e = errno;

@@ -10,7 +10,8 @@
 #include "bopt.h"
 
 struct pclass {
-    char name[64];   /* file name, or "generated" */
+    const char *name; /* file name as given (bopt's, which outlives the payloads), or
+                       * "generated"; any bytes, whole: whoever prints it escapes it */
     uint8_t *data;   /* file contents; NULL for generated */
     size_t len;      /* request length */
     unsigned weight; /* mix weight */

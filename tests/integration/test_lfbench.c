@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -182,6 +183,141 @@ static long jfield(const char *json, const char *name)
     return p ? atol(p + strlen(key)) : -1;
 }
 
+/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i], len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                                               : (c & 0xf8) == 0xf0 ? 4 : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+        static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+
+        if (!len || i + len > n)
+            return false;
+        for (unsigned k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/* A strict JSON (RFC 8259) value parser: returns the end of the value at p, or NULL. */
+static const char *json_value(const char *p, int depth);
+
+static const char *json_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+static const char *json_string(const char *p)
+{
+    if (*p++ != '"')
+        return NULL;
+    for (;;) {
+        unsigned char c = (unsigned char)*p++;
+        if (c == '"')
+            return p;
+        if (c < 0x20)
+            return NULL; /* a raw control character, or the end */
+        if (c != '\\')
+            continue;
+        c = (unsigned char)*p++;
+        if (c == 'u') {
+            unsigned v = 0;
+            for (int k = 0; k < 4; k++, p++) {
+                if (!strchr("0123456789abcdefABCDEF", *p) || !*p)
+                    return NULL;
+                v = v * 16 + (unsigned)(*p <= '9' ? *p - '0' : (*p | 0x20) - 'a' + 10);
+            }
+            if (v >= 0xdc00 && v <= 0xdfff)
+                return NULL; /* a low surrogate alone */
+            if (v >= 0xd800 && v <= 0xdbff) { /* a high surrogate: its low half follows */
+                if (p[0] != '\\' || p[1] != 'u' || strncasecmp(p + 2, "dc", 2) < 0 ||
+                    strncasecmp(p + 2, "e0", 2) >= 0 || !strchr("0123456789abcdefABCDEF", p[4]) ||
+                    !p[4] || !strchr("0123456789abcdefABCDEF", p[5]) || !p[5])
+                    return NULL;
+                p += 6;
+            }
+        } else if (!c || !strchr("\"\\/bfnrt", c)) {
+            return NULL;
+        }
+    }
+}
+
+static const char *json_value(const char *p, int depth)
+{
+    p = json_ws(p);
+    if (depth > 64)
+        return NULL;
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        p = json_ws(p + 1);
+        if (*p == close)
+            return p + 1;
+        for (;;) {
+            if (close == '}') {
+                if (!(p = json_string(json_ws(p))))
+                    return NULL;
+                p = json_ws(p);
+                if (*p++ != ':')
+                    return NULL;
+            }
+            if (!(p = json_value(p, depth + 1)))
+                return NULL;
+            p = json_ws(p);
+            if (*p == close)
+                return p + 1;
+            if (*p++ != ',')
+                return NULL;
+        }
+    }
+    if (*p == '"')
+        return json_string(p);
+    if (!strncmp(p, "true", 4) || !strncmp(p, "null", 4))
+        return p + 4;
+    if (!strncmp(p, "false", 5))
+        return p + 5;
+    if (*p == '-')
+        p++;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (*p >= '0' && *p <= '9')
+            p++;
+    else
+        return NULL;
+    if (*p == '.') {
+        if (*++p < '0' || *p > '9')
+            return NULL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        if (*++p == '+' || *p == '-')
+            p++;
+        if (*p < '0' || *p > '9')
+            return NULL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    return p;
+}
+
+/* Whether text is one valid JSON document in valid UTF-8. */
+static bool json_valid(const char *text)
+{
+    const char *end = utf8_valid((const unsigned char *)text, strlen(text)) ? json_value(text, 0)
+                                                                             : NULL;
+    return end && !*json_ws(end);
+}
+
 static void expect_clean(int rc, long requests)
 {
     if (rc != 0 || !strstr(out, "errors       0:") || (requests >= 0 && field("requests") != requests))
@@ -211,6 +347,7 @@ static void test_long_against_lfepolld(void **state)
     assert_non_null(strstr(buf, key));
     assert_non_null(strstr(buf, "\"series\": ["));
     assert_true(buf[strlen(buf) - 2] == '}'); /* closed */
+    assert_true(json_valid(buf));
     expect_clean(bench(server_port, "-c", "20", "-d", "1", "--warmup", "0.3", "-q", NULL), -1);
     assert_true(field("requests") > 100);
 }
@@ -314,6 +451,70 @@ static void test_dropped_byte_is_lost(void **state)
                            "200", "-q", NULL),
                      1);
     assert_true(field("mismatch") > 0);
+}
+
+/* Regression (issue 9, defect 13): --mix class names were cut at 63 bytes, which could split a
+ * UTF-8 character, and names that are not UTF-8 went into --json unescaped: the file did not
+ * parse. Now each name is whole and each invalid byte becomes U+FFFD. */
+static void test_json_always_valid_utf8(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    char dir[] = "/tmp/lfe-jXXXXXX", longname[256], badname[256], mix[600];
+    char path[] = "/tmp/lfe-json-XXXXXX";
+    /* overlong '/', a surrogate, past U+10FFFF, a cut 3-byte form, a lone 0xff; then a
+     * control byte, a quote, a backslash and a valid 4-byte character */
+    static const char bad[] = "bad-\xc0\xaf-\xed\xa0\x80-\xf4\x90\x80\x80-\xe2\x82x-\xff-\x01-\"-\\-"
+                              "\xf0\x9f\x98\x80";
+    static const char bad_json[] =
+        "bad-\\ufffd\\ufffd-\\ufffd\\ufffd\\ufffd-\\ufffd\\ufffd\\ufffd\\ufffd-\\ufffd\\ufffdx-"
+        "\\ufffd-\\u0001-\\\"-\\\\-\xf0\x9f\x98\x80\"";
+    const char *j;
+    int fd;
+
+    (void)state;
+    /* the checker itself: it must tell the two apart */
+    assert_true(json_valid("{\"a\": [1, -2.5e3, true, null, \"\\u00e9\\ud83d\\ude00 \xc3\xa9\"]}"));
+    assert_false(json_valid("{\"a\": \"\xff\"}"));
+    assert_false(json_valid("{\"a\": \"\xc0\xaf\"}"));
+    assert_false(json_valid("{\"a\": \"\xe2\x82\"}"));
+    assert_false(json_valid("{\"a\": \"\x01\"}"));
+    assert_false(json_valid("{\"a\": \"\\ud800\"}"));
+    assert_false(json_valid("{\"a\": 1,}"));
+    assert_false(json_valid("{\"a\": 1} x"));
+    assert_non_null(mkdtemp(dir));
+    /* 30 euro signs: 3 bytes each, so a cut at byte 63 of the path falls inside one */
+    snprintf(longname, sizeof(longname), "%s/", dir);
+    for (int k = 0; k < 30; k++)
+        strcat(longname, "\xe2\x82\xac");
+    snprintf(badname, sizeof(badname), "%s/%s", dir, bad);
+    assert_true((63 - strlen(dir) - 1) % 3 != 0);
+    for (int k = 0; k < 2; k++) {
+        fd = open(k ? badname : longname, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "0123456789abcdef", 16), 16);
+        close(fd);
+    }
+    snprintf(mix, sizeof(mix), "%s:1,%s:1", longname, badname);
+    start_server(srv);
+    close(mkstemp(path));
+    expect_clean(bench(server_port, "--mix", mix, "-c", "2", "-n", "200", "-q", "--json", path,
+                       NULL),
+                 200);
+    j = slurp(path);
+    if (!json_valid(j))
+        fail_msg("--json is not valid UTF-8 JSON:\n%s", j);
+    {
+        char want[300];
+        snprintf(want, sizeof(want), "\"name\": \"%s\"", longname);
+        if (!strstr(j, want))
+            fail_msg("want the whole name %s in --json:\n%s", longname, j);
+        snprintf(want, sizeof(want), "\"name\": \"%s/%s", dir, bad_json);
+        if (!strstr(j, want))
+            fail_msg("want %s in --json:\n%s", want, j);
+    }
+    unlink(longname);
+    unlink(badname);
+    rmdir(dir);
 }
 
 /* Regression (issue 9, defect 10): the open loop dropped due sends without a trace. In short
@@ -525,6 +726,7 @@ int main(void)
         cmocka_unit_test_teardown(test_truncated_response_is_lost, teardown),
         cmocka_unit_test_teardown(test_short_mode_reads_past_the_response, teardown),
         cmocka_unit_test_teardown(test_open_loop_never_drops_a_due_send, teardown),
+        cmocka_unit_test_teardown(test_json_always_valid_utf8, teardown),
         cmocka_unit_test_teardown(test_framings, teardown),
         cmocka_unit_test_teardown(test_counters_listen_overflow, teardown),
         cmocka_unit_test_teardown(test_bad_usage, teardown),
