@@ -191,10 +191,10 @@ static long rig_stop(struct rig *r)
 {
     long t0 = now_ms();
 
+    server_stop(r->s, 0, NULL); /* joins the accept thread: the faults are ours again */
+    t0 = now_ms() - t0;
     memset(&fk, 0, sizeof(fk));
     fk.acc_epfd = -1;
-    server_stop(r->s, 0, NULL);
-    t0 = now_ms() - t0;
     server_free(r->s);
     r->s = NULL;
     dup2(r->saved_stderr, STDERR_FILENO);
