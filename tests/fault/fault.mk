@@ -4,7 +4,10 @@
 # Included by the Makefile (which supplies TOBJ, the cmocka rules, the harness objects).
 
 # The accept thread's unit tests follow the unit-test pattern rule (tests/unit/test_acceptor.c).
+# `unit` and `integration` listed their binaries before this file was read: added here too.
 UNIT_BINS += $(TOBJ)/test_acceptor
+unit: $(TOBJ)/test_acceptor
+integration: $(TOBJ)/test_fault
 
 # The shim is built plain (no sanitizer: it only forwards calls) and preloaded into lfepolld by
 # the test, which finds it through LFE_FAULT_SHIM.
