@@ -256,6 +256,7 @@ static void arm_send(struct bthread *t, uint64_t now, uint64_t token_at);
 static void dispatch_due(struct bthread *t, uint64_t now)
 {
     uint64_t due = backlog(t, now), token_at = 0;
+    bool first = true;
 
     while (due > 0) {
         struct bconn *c = NULL;
@@ -272,6 +273,9 @@ static void dispatch_due(struct bthread *t, uint64_t now)
         }
         if (!c)
             break; /* all busy: a connection that frees takes it */
+        if (!first)
+            now = now_ns(); /* the sends before this one took time */
+        first = false;
         when = rate_take(t->sch);
         due--;
         t->intended++;
@@ -339,7 +343,6 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
         if (bind(c->fd, (struct sockaddr *)&src, sizeof(src)) < 0)
             goto out_close;
     }
-    c->conn_t0 = now;
     c->txn_t0 = t0;
     c->head = c->qn = c->qw = 0;
     c->woff = 0;
@@ -347,9 +350,10 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
      * and when the connect completed. */
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
         goto out_close;
+    c->conn_t0 = now_ns(); /* not the caller's: socket, bind and epoll_ctl came between */
     if (connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0) {
         t->nclosed--;
-        connected(c, now);
+        connected(c, now_ns());
         return;
     }
     if (errno != EINPROGRESS)
@@ -454,7 +458,9 @@ static void short_done(struct bconn *c, uint64_t now)
 
 /* Reads what c has. ended: the event said the peer closed or reset, so a short read does not
  * mean drained: the end of file or the error behind the data is read too (no edge will come for
- * it, and the connection would wait for --timeout). */
+ * it, and the connection would wait for --timeout). now: the batch's time, taken again after
+ * each read: a response ends, and the request that follows it starts, when that read returned,
+ * not when the batch of up to 256 events began (the events before this one took time). */
 static void do_read(struct bconn *c, uint64_t now, bool ended)
 {
     struct bthread *t = c->t;
@@ -480,6 +486,7 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
             fail(c, ERR_CLOSED);
             return;
         }
+        now = now_ns();
         t->cur.bytes_in += (uint64_t)n;
         if (whole_at) {
             fail(c, ERR_MISMATCH);
@@ -551,7 +558,7 @@ static void on_event(struct bconn *c, uint32_t events, uint64_t now)
             fail(c, errno_kind(err));
             return;
         } /* a hangup without an error: connected, and do_read sees the end */
-        connected(c, now);
+        connected(c, now = now_ns()); /* its own time: the connect latency ends here */
         if (c->fd < 0)
             return;
     }
@@ -567,7 +574,7 @@ static void on_sockets(struct ev_loop *loop, ev_io *w, int revents)
     struct bthread *t = w->data;
     struct epoll_event evs[256];
     int n = epoll_wait(t->epfd, evs, 256, 0);
-    uint64_t now = now_ns();
+    uint64_t now = now_ns(); /* the batch's; what a sample needs is taken where it happens */
 
     (void)loop;
     (void)revents;

@@ -9,14 +9,19 @@
  *   badserver PORT extra S N   read S bytes, answer them and N bytes more in one write
  *   badserver PORT stall F [T] echo, but from F ms after the first connection until T ms after
  *                              it (for ever without T) neither accept, read nor answer
- *   badserver PORT lifo K      echo, holding each request until K connections have one (or
- *                              nothing came for 5 ms), then answer the newest first
+ *   badserver PORT lifo K [CPU] echo, holding each request (up to 256 bytes) until K
+ *                              connections have one (or nothing came for 5 ms), then answer the
+ *                              newest first; with CPU, on that CPU under SCHED_FIFO, so a client
+ *                              pinned there runs only once all K answers are written (exits 3
+ *                              if it cannot: not root)
  *   badserver PORT line        answer each '\n'-terminated line with "OK\n"
  *   badserver PORT len32       answer each '\n'-terminated line with a len32 frame "hello"
  * Prints "ready" on stdout once listening. */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,10 +82,21 @@ int main(int argc, char **argv)
 
     if (argc < 2) {
         fprintf(stderr, "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|"
-                        "extra S N|stall F [T]|lifo K|line|len32]\n");
+                        "extra S N|stall F [T]|lifo K [CPU]|line|len32]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(mode, "lifo") && arg2 >= 0) {
+        struct sched_param sp = {.sched_priority = 1};
+        cpu_set_t one;
+
+        CPU_ZERO(&one);
+        CPU_SET((int)arg2, &one);
+        if (sched_setaffinity(0, sizeof(one), &one) || sched_setscheduler(0, SCHED_FIFO, &sp)) {
+            perror("badserver: lifo CPU: sched_setaffinity/SCHED_FIFO");
+            return 3;
+        }
+    }
     a.sin_port = htons((uint16_t)atoi(argv[1]));
     lfd = socket(AF_INET, SOCK_STREAM, 0);
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -453,6 +454,50 @@ static void test_dropped_byte_is_lost(void **state)
     assert_true(field("mismatch") > 0);
 }
 
+/* Regression (issue 9, defect 14): one now_ns() per batch of up to 256 events stamped every
+ * request issued in the batch with the batch's start, though the last is written after all the
+ * others were handled, and every response with it, though handled later. The server holds one
+ * request from each of 200 connections and then answers the newest first; on lfbench's CPU and
+ * under SCHED_FIFO it writes all 200 answers before lfbench runs, so each round is one batch of
+ * 200 events. The request written last in a batch is answered first: its true latency is the
+ * server's 200 writes, far below the round time (the p50). Stamped per batch, every sample of a
+ * round is the round time, the smallest included: min/p50 measured 0.50 to 0.95 (below 1 when
+ * other work on that CPU stretches some rounds), and 0.17 to 0.25 with the time taken per read
+ * (the server's writes over the whole round). */
+static void test_timestamps_per_event(void **state)
+{
+    char cpu[16], path[] = "/tmp/lfe-json-XXXXXX";
+    const char *srv[] = {badserver, "PORT", "lifo", "200", cpu, NULL};
+    const char *j, *lat;
+    cpu_set_t set;
+    double min, p50;
+    int last = 0;
+
+    (void)state;
+    if (geteuid() != 0) {
+        print_message("skipped: the server needs SCHED_FIFO (root)\n");
+        skip();
+    }
+    sched_getaffinity(0, sizeof(set), &set);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            last = c;
+    snprintf(cpu, sizeof(cpu), "%d", last);
+    start_server(srv);
+    close(mkstemp(path));
+    expect_clean(bench(server_port, "-c", "200", "--cpus", cpu, "-n", "40000", "-q", "--json",
+                       path, NULL),
+                 40000);
+    j = slurp(path);
+    lat = strstr(j, "\"latency\": {");
+    assert_non_null(lat);
+    min = atof(strstr(lat, "\"min_us\": ") + 10);
+    p50 = atof(strstr(lat, "\"p50_us\": ") + 10);
+    if (!(min < 0.35 * p50))
+        fail_msg("want the fastest sample well below the round time: min %.1f µs, p50 %.1f µs\n%s",
+                 min, p50, out);
+}
+
 /* Regression (issue 9, defect 13): --mix class names were cut at 63 bytes, which could split a
  * UTF-8 character, and names that are not UTF-8 went into --json unescaped: the file did not
  * parse. Now each name is whole and each invalid byte becomes U+FFFD. */
@@ -727,6 +772,7 @@ int main(void)
         cmocka_unit_test_teardown(test_short_mode_reads_past_the_response, teardown),
         cmocka_unit_test_teardown(test_open_loop_never_drops_a_due_send, teardown),
         cmocka_unit_test_teardown(test_json_always_valid_utf8, teardown),
+        cmocka_unit_test_teardown(test_timestamps_per_event, teardown),
         cmocka_unit_test_teardown(test_framings, teardown),
         cmocka_unit_test_teardown(test_counters_listen_overflow, teardown),
         cmocka_unit_test_teardown(test_bad_usage, teardown),
