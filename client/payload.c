@@ -11,6 +11,14 @@
 
 static uint8_t pat[PATN];
 
+/* Where byte off of request (stream, seq) reads the pattern. Each term is reduced first: the sum
+ * of the raw values could pass 2^64 inside a request, and a range starting past that wrap would
+ * read other bytes than the whole request has there. PATN is a constant: these are multiplies. */
+static size_t pattern_pos(uint64_t stream, uint64_t seq, size_t off)
+{
+    return (size_t)((off % PATN + seq % PATN + stream % PATN * 7) % PATN);
+}
+
 static void pattern_init(void)
 {
     uint64_t s = 0x2545f4914f6cdd1dull;
@@ -117,6 +125,8 @@ void payload_bytes(const struct payloads *p, int cls, uint64_t stream, uint64_t 
     const struct pclass *c = &p->cls[cls];
     size_t end = off + len, pos;
 
+    if (len == 0)
+        return; /* the line's '\n' below would go before out */
     if (c->data) {
         memcpy(out, c->data + off, len);
         return;
@@ -130,7 +140,7 @@ void payload_bytes(const struct payloads *p, int cls, uint64_t stream, uint64_t 
         *out++ = (uint8_t)hex[(seq >> (60 - 4 * off)) & 0xf];
         off++;
     }
-    pos = (size_t)((off + seq + stream * 7u) % PATN);
+    pos = pattern_pos(stream, seq, off);
     while (off < end) {
         size_t n = PATN - pos < end - off ? PATN - pos : end - off;
         memcpy(out, pat + pos, n);
@@ -149,6 +159,8 @@ bool payload_equal(const struct payloads *p, int cls, uint64_t stream, uint64_t 
     const struct pclass *c = &p->cls[cls];
     size_t end = off + len, pos;
 
+    if (len == 0)
+        return true; /* and the line's '\n' below would be read before buf */
     if (c->data)
         return memcmp(c->data + off, buf, len) == 0;
     if (p->line && end == c->len) { /* the generated '\n' at the end: check it, then the rest */
@@ -163,7 +175,7 @@ bool payload_equal(const struct payloads *p, int cls, uint64_t stream, uint64_t 
             return false;
         off++;
     }
-    pos = (size_t)((off + seq + stream * 7u) % PATN);
+    pos = pattern_pos(stream, seq, off);
     while (off < end) {
         size_t n = PATN - pos < end - off ? PATN - pos : end - off;
         if (memcmp(buf, pat + pos, n) != 0)

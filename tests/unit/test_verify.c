@@ -206,9 +206,48 @@ static void test_payload_equal(void **state)
     payload_free(&lp);
 }
 
+/* Regression (tests/fuzz/crashes/payload_len0.c): 0 bytes asked for at the end of a line
+ * request wrote '\n' before the buffer (payload_bytes) and read the byte before it
+ * (payload_equal). Nothing is touched now, and 0 bytes are always equal. */
+static void test_payload_zero_bytes_at_the_end(void **state)
+{
+    struct payloads lp;
+    struct bopt lo = {.size = 32, .expect = EXPECT_LINE};
+    char err[128];
+    uint8_t area[2] = {'X', 'Y'};
+
+    (void)state;
+    assert_int_equal(payload_load(&lp, &lo, err, sizeof(err)), 0);
+    assert_true(payload_equal(&lp, 0, 1, 1, 32, area + 1, 0));
+    payload_bytes(&lp, 0, 1, 1, 32, area + 1, 0);
+    assert_int_equal(area[0], 'X');
+    assert_int_equal(area[1], 'Y');
+    payload_free(&lp);
+}
+
+/* Regression (tests/fuzz/crashes/payload_offset_wrap.c): the pattern position off + seq +
+ * stream * 7 was taken modulo 65521 after the 64-bit sum wrapped, so a range starting past the
+ * wrap was not the same bytes as that range of the whole request. */
+static void test_payload_offset_wrap(void **state)
+{
+    static uint8_t whole[200], part[50];
+    uint64_t seqs[] = {UINT64_MAX - 60, UINT64_MAX, 5}, streams[] = {0, UINT64_MAX, UINT64_MAX / 7};
+
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 3; k++) {
+            payload_bytes(&P, 0, streams[k], seqs[i], 0, whole, sizeof(whole));
+            payload_bytes(&P, 0, streams[k], seqs[i], 100, part, sizeof(part));
+            assert_memory_equal(part, whole + 100, sizeof(part));
+            assert_true(payload_equal(&P, 0, streams[k], seqs[i], 100, whole + 100, 50));
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_payload_zero_bytes_at_the_end),
+        cmocka_unit_test(test_payload_offset_wrap),
         cmocka_unit_test(test_echo_any_split),     cmocka_unit_test(test_echo_detects_every_fault),
         cmocka_unit_test(test_echo_stops_at_boundary), cmocka_unit_test(test_line),
         cmocka_unit_test(test_len32),              cmocka_unit_test(test_bytes),
