@@ -21,12 +21,12 @@ WARN += -Werror
 endif
 
 ifeq ($(SANITIZER),)
-BUILD := build
-BINDIR := .
+BUILD ?= build
+BINDIR ?= .
 ALLOC_LIBS = $(shell pkg-config --libs jemalloc)
 else
-BUILD := build-$(SANITIZER)
-BINDIR := $(BUILD)
+BUILD ?= build-$(SANITIZER)
+BINDIR ?= $(BUILD)
 ALLOC_LIBS :=   # the sanitizers bring their own malloc
 ifeq ($(SANITIZER),address)
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -50,8 +50,8 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args opt topo net obuf conn stats dispatch frame shdict script lconn server \
-            acceptor worker tune
+SRV_MODS := log args opt topo net obuf conn stats dispatch frame shdict ctx script lpattern lconn \
+            server acceptor worker tune
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
@@ -62,7 +62,8 @@ LFBENCH := $(BINDIR)/lfbench
 
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
-UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict script tune kstat
+UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
+        lpattern lconn
 CLI_TMODS := bopt hist payload verify rate kstat
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
@@ -212,5 +213,8 @@ uninstall:
 
 clean:
 	rm -rf build build-address build-undefined build-thread lfepolld lfbench
+
+# Fuzzing, fault injection and the soak run keep their rules beside their sources.
+-include tests/fuzz/fuzz.mk tests/fault/fault.mk tests/soak/soak.mk
 
 -include $(wildcard $(BUILD)/src/*.d $(BUILD)/client/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d $(TOBJ)/client/*.d)

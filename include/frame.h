@@ -32,8 +32,11 @@ size_t frame_max_partial(const struct framing *f);
 
 /* Looks for the next frame in p[0, n). Returns the bytes it takes (> 0) with the payload in
  * *frame and *flen; 0 when more bytes are needed; -1 when the frame is over max_frame (the
- * stream cannot be resynchronised: close the connection). FRAME_RAW takes min(n, max_frame). */
-long frame_next(const struct framing *f, const char *p, size_t n, const char **frame,
-                size_t *flen);
+ * stream cannot be resynchronised: close the connection). FRAME_RAW takes min(n, max_frame).
+ * *scanned (FRAME_LINE; ignored otherwise) is how many leading bytes of p are already known to
+ * hold no delimiter: 0 for new bytes; frame_next updates it, and the caller keeps it with the
+ * partial frame and resets it to 0 when p moves to the next frame. */
+long frame_next(const struct framing *f, const char *p, size_t n, size_t *scanned,
+                const char **frame, size_t *flen);
 
 #endif /* LFE_FRAME_H */

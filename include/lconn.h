@@ -12,6 +12,7 @@ struct lconn {
     struct conn c;
     struct obuf in;        /* an incomplete frame (or frames held back by --max-pending) */
     struct framing fr;     /* fixed when the connection starts */
+    size_t scanned;        /* bytes at the start of in known to hold no delimiter */
     struct script_conn sc; /* id and conn.ctx */
 };
 

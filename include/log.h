@@ -8,7 +8,8 @@ enum log_level { LOG_ERR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 extern enum log_level log_threshold;
 
 /* Writes "<time> lfepolld[pid]: <level>: <message>\n" with one write(2), so lines from
- * different threads never interleave. Preserves errno. */
+ * different threads never interleave; control bytes and the backslash in the message are escaped
+ * (\n, \xHH, \\), so a message is always one line and cannot forge another. Preserves errno. */
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)

@@ -35,6 +35,7 @@ struct opt {
     int lua_timeout_ms;                 /* --lua-timeout-ms (0: none) */
     bool lua_unsafe;                    /* --lua-unsafe: every standard library */
     size_t lua_shared;                  /* --lua-shared-mb, bytes */
+    size_t lua_ctx;                     /* --lua-ctx-mb, bytes: conn.ctx of all connections */
     int sysctl;                         /* 1 --check-sysctl, 2 --apply-sysctl: report and exit */
     const char *sysctl_conf;            /* --sysctl-conf FILE, or NULL: the built-in copy */
 };

@@ -13,12 +13,17 @@
 
 #define SCRIPT_CTX_MAX (1u << 20) /* bytes of serialized conn.ctx per connection */
 
+struct script_env;
+
 struct script_opts {
     const char *path;    /* the script file */
     size_t mem_cap;      /* bytes per lua_State; 0 = no cap */
     int timeout_ms;      /* per callback; 0 = none */
     bool unsafe;         /* open every standard library */
     size_t shared_bytes; /* lfe.shared capacity */
+    size_t max_output;   /* bytes one callback may queue (conn:send + its reply); 0 = no bound */
+    size_t ctx_max;      /* serialized conn.ctx per connection; 0 = SCRIPT_CTX_MAX */
+    size_t ctx_total;    /* serialized conn.ctx of all connections together; 0 = no bound */
 };
 
 /* What the Lua side keeps per connection (inside the connection, owned by whoever owns it). */
@@ -29,6 +34,7 @@ struct script_conn {
     char *ctx;             /* conn.ctx serialized between callbacks; NULL when empty */
     uint32_t ctx_ver;      /* bumped at each save */
     const void *ctx_owner; /* the script whose state cached the table of that save, or NULL */
+    struct script_env *env; /* what ctx is charged to (--lua-ctx-mb), set at the first save */
 };
 
 /* Growable output, reused across calls. */
@@ -48,7 +54,6 @@ enum script_rc {
     SCRIPT_NOMEM,   /* over --lua-mem-mb: close the connection */
 };
 
-struct script_env;
 struct script;
 
 /* Reads and checks the script in a scratch state: a missing file, a syntax or load-time error,

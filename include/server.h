@@ -26,10 +26,13 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
 int server_start(struct server *s);
 
 /* Graceful stop: closes the listeners, lets in-flight work finish for up to timeout_ms (until no
- * byte moves and no output is pending), then stops and joins every thread, writes out what output is still pending within what is left of the
- * timeout, and closes every connection. The abort callback is polled while waiting: when it
- * returns non-zero (a second SIGTERM) the wait ends at once. Call once, from the main thread. */
-void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
+ * byte moves and no output is pending), then stops and joins every thread, writes out what
+ * output is still pending within what is left of the timeout (plus 300 ms), and closes every
+ * connection. The abort callback is polled while waiting: when it returns non-zero (a second
+ * SIGTERM) the wait ends at once. Returns 0, or the number of workers that did not return
+ * within the timeout plus 300 ms (each named in the log): then nothing they may touch was freed
+ * and the caller must exit without server_free(). Call once, from the main thread. */
+int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
 
 /* Prints counters: one line per worker, per group (with its accepted and live connections) and
  * in total, plus the accept thread's. Safe while the server runs. */

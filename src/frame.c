@@ -17,18 +17,26 @@ size_t frame_max_partial(const struct framing *f)
     }
 }
 
-long frame_next(const struct framing *f, const char *p, size_t n, const char **frame,
-                size_t *flen)
+long frame_next(const struct framing *f, const char *p, size_t n, size_t *scanned,
+                const char **frame, size_t *flen)
 {
     switch (f->kind) {
     case FRAME_LINE: {
         size_t limit = frame_max_partial(f), scan = n < limit ? n : limit;
-        const char *d = f->dlen == 1 ? memchr(p, f->delim[0], scan)
-                                     : memmem(p, scan, f->delim, f->dlen);
+        /* Resume where the last look stopped: a delimiter may straddle it by dlen - 1 bytes. A
+         * partial line is then scanned once in all, not once per read. */
+        size_t from = *scanned > scan ? scan : *scanned;
+        const char *d;
         size_t len;
 
-        if (!d)
+        from = from >= f->dlen ? from - (f->dlen - 1u) : 0;
+        d = f->dlen == 1 ? memchr(p + from, f->delim[0], scan - from)
+                         : memmem(p + from, scan - from, f->delim, f->dlen);
+        if (!d) {
+            *scanned = scan;
             return n >= limit ? -1 : 0;
+        }
+        *scanned = 0;
         len = (size_t)(d - p);
         if (f->strip_cr && len && p[len - 1] == '\r')
             len--;

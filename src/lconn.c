@@ -88,8 +88,9 @@ static bool emit_ok(struct lconn *lc, struct outbuf *out, const struct conn_io *
 /* Runs on_data for each whole frame of p[0, n). Replies gathered past --max-pending are written
  * first; while the socket leaves that much pending, the remaining frames wait. Returns the
  * bytes used; *why is set when the connection must end ("closed" included). */
-static size_t run_frames(struct lconn *lc, const char *p, size_t n, const struct conn_io *io,
-                         struct script *sc, struct outbuf *out, const char **why)
+static size_t run_frames(struct lconn *lc, const char *p, size_t n, size_t *scanned,
+                         const struct conn_io *io, struct script *sc, struct outbuf *out,
+                         const char **why)
 {
     size_t used = 0;
 
@@ -102,7 +103,7 @@ static size_t run_frames(struct lconn *lc, const char *p, size_t n, const struct
         if (obuf_len(&lc->c.out) + out->len >= io->max_pending &&
             (!emit_ok(lc, out, io, why) || obuf_len(&lc->c.out) >= io->max_pending))
             break;
-        r = frame_next(&lc->fr, p + used, n - used, &frame, &flen);
+        r = frame_next(&lc->fr, p + used, n - used, scanned, &frame, &flen);
         if (r == 0)
             break;
         if (r < 0) {
@@ -129,7 +130,8 @@ static void run_buffered(struct lconn *lc, const struct conn_io *io, struct scri
 
     if (!obuf_len(&lc->in))
         return;
-    used = run_frames(lc, lc->in.data + lc->in.off, obuf_len(&lc->in), io, sc, out, why);
+    used = run_frames(lc, lc->in.data + lc->in.off, obuf_len(&lc->in), &lc->scanned, io, sc,
+                      out, why);
     obuf_consume(&lc->in, used);
 }
 
@@ -153,6 +155,8 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
 
         getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
         conn_count_error(err, io);
+        if (!(c->flags & CONN_STARTED))
+            return 0; /* ended before the script saw it: no on_connect, so no on_close */
         why = io_reason(err);
         goto finish;
     }
@@ -211,12 +215,15 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
                 run_buffered(lc, io, sc, out, &why);
             }
         } else {
-            size_t used = run_frames(lc, io->buf, (size_t)n, io, sc, out, &why);
+            size_t scanned = 0,
+                   used = run_frames(lc, io->buf, (size_t)n, &scanned, io, sc, out, &why);
 
-            if (!why && used < (size_t)n &&
-                obuf_append(&lc->in, io->buf + used, (size_t)n - used) < 0) {
-                STAT_ADD(io->st, err_nomem, 1);
-                why = "memory";
+            if (!why && used < (size_t)n) {
+                if (obuf_append(&lc->in, io->buf + used, (size_t)n - used) < 0) {
+                    STAT_ADD(io->st, err_nomem, 1);
+                    why = "memory";
+                }
+                lc->scanned = scanned; /* of the bytes now at the start of lc->in */
             }
         }
         if (!emit_ok(lc, out, io, &why))
@@ -242,6 +249,7 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
                     len--;
                 r = script_on_data(sc, &lc->sc, lc->in.data + lc->in.off, len, out);
                 obuf_consume(&lc->in, obuf_len(&lc->in));
+                lc->scanned = 0;
                 if (r != SCRIPT_OK)
                     why = rc_reason(r);
             }

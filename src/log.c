@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,14 +12,48 @@ enum log_level log_threshold = LOG_INFO;
 
 static const char *const level_name[] = {"error", "warning", "info", "debug"};
 
+/* Appends the message to line[n, cap) with control bytes, DEL and the backslash escaped (\n,
+ * \t, \xHH, \\): client bytes that reach a message (a Lua error, lfe.log) cannot start a forged
+ * line or move the cursor. Returns the new length; stops where an escape would not fit. */
+static size_t escape(char *line, size_t n, size_t cap, const char *msg)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        unsigned char ch = *p;
+        char e[4];
+        size_t k = 0;
+
+        if (ch == '\\') {
+            e[k++] = '\\';
+            e[k++] = '\\';
+        } else if (ch == '\n' || ch == '\t' || ch == '\r') {
+            e[k++] = '\\';
+            e[k++] = ch == '\n' ? 'n' : ch == '\t' ? 't' : 'r';
+        } else if (ch < 0x20 || ch == 0x7f) {
+            e[k++] = '\\';
+            e[k++] = 'x';
+            e[k++] = hex[ch >> 4];
+            e[k++] = hex[ch & 15];
+        } else {
+            e[k++] = (char)ch;
+        }
+        if (n + k > cap)
+            break;
+        memcpy(line + n, e, k);
+        n += k;
+    }
+    return n;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     int saved = errno;
-    char line[1024];
+    char line[1024], msg[1024];
     struct timespec ts;
     struct tm tm;
     va_list ap;
-    int n, m;
+    int n;
 
     if (level > log_threshold)
         return;
@@ -27,13 +62,11 @@ void log_msg(enum log_level level, const char *fmt, ...)
     n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld lfepolld[%d]: %s: ", tm.tm_hour,
                  tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), level_name[level]);
     va_start(ap, fmt);
-    m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
+        msg[0] = '\0';
     va_end(ap);
-    if (m < 0)
-        m = 0;
-    n += m;
-    if ((size_t)n > sizeof(line) - 2)
-        n = sizeof(line) - 2; /* truncated: still one line */
+    /* truncated: still one line */
+    n = (int)escape(line, (size_t)n, sizeof(line) - 1, msg);
     line[n++] = '\n';
     /* One write per line: stderr is unbuffered, and concurrent lines must not interleave. */
     if (write(STDERR_FILENO, line, (size_t)n) < 0) {

@@ -9,6 +9,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +137,32 @@ static int drain_wait(void)
     return sig == SIGINT || sig == SIGTERM;
 }
 
+#define STOP_GUARD_MS 1000 /* past --drain-timeout, the process ends whatever it is doing */
+
+static void *stop_guard_main(void *arg)
+{
+    long ms = (long)(intptr_t)arg;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+    log_err("stop did not finish within --drain-timeout + %d ms (a callback stuck where the "
+            "timeout cannot reach it?); exiting",
+            STOP_GUARD_MS);
+    _exit(1);
+    return NULL;
+}
+
+/* The last bound on a stop: whatever main is stuck in (an on_close at shutdown, a write), the
+ * process exits ms from now. */
+static void stop_guard(long ms)
+{
+    pthread_t tid;
+
+    if (pthread_create(&tid, NULL, stop_guard_main, (void *)(intptr_t)ms) == 0)
+        pthread_detach(tid);
+}
+
 int main(int argc, char **argv)
 {
     struct opt o;
@@ -190,12 +218,30 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    /* Main (and the threads it starts unpinned: the Lua watchdog) stays inside the CPUs the
+     * plan uses, so --cpus 0 means every thread of the process on CPU 0. */
+    if (p.pin || o.have_cpus) {
+        cpu_set_t used;
+
+        CPU_ZERO(&used);
+        for (int gi = 0; gi < p.ngroups; gi++)
+            CPU_OR(&used, &used, &p.cpus[gi]);
+        if (CPU_COUNT(&used) && sched_setaffinity(0, sizeof(used), &used) < 0) {
+            fprintf(stderr, "lfepolld: cannot keep the main thread on the planned CPUs: %s\n",
+                    strerror(errno));
+            rc = 2;
+            goto out;
+        }
+    }
+
     if (o.lua) {
         struct script_opts so = {.path = o.lua,
                                  .mem_cap = o.lua_mem,
                                  .timeout_ms = o.lua_timeout_ms,
                                  .unsafe = o.lua_unsafe,
-                                 .shared_bytes = o.lua_shared};
+                                 .shared_bytes = o.lua_shared,
+                                 .max_output = o.max_pending,
+                                 .ctx_total = o.lua_ctx};
 
         lua = script_env_new(&so, err, sizeof(err));
         if (!lua) {
@@ -288,7 +334,13 @@ int main(int argc, char **argv)
             break;
         }
     }
-    server_stop(srv, o.drain_ms, drain_wait);
+    stop_guard(o.drain_ms + STOP_GUARD_MS);
+    if (server_stop(srv, o.drain_ms, drain_wait) > 0) {
+        /* A worker is stuck where nothing can stop it: its state cannot be freed under it. */
+        print_stats();
+        log_err("stopped with a worker still stuck in a callback (named above)");
+        _exit(1);
+    }
     print_stats();
     log_info("stopped");
     rc = 0;

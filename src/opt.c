@@ -39,6 +39,8 @@ static const char usage[] =
     "  --lua-mem-mb N         memory cap per worker's Lua state, MiB; 0 = none (default 64)\n"
     "  --lua-timeout-ms N     abort a callback running longer; 0 = never (default 1000)\n"
     "  --lua-shared-mb N      capacity of lfe.shared, MiB (default 16)\n"
+    "  --lua-ctx-mb N         conn.ctx kept in C for all connections together, MiB; a save\n"
+    "                         past it fails its callback (default 64; 1 MiB a connection)\n"
     "  --lua-unsafe           open every standard library (io, os, package, debug...)\n"
     "  --check-sysctl         compare the kernel's network parameters with sysctl.conf,\n"
     "                         print a row per key and the ceilings they set, exit 0 if\n"
@@ -155,7 +157,7 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     static const char *const with_value[] = {
         "--listen", "--backlog", "--groups", "--workers", "--cpus", "--max-conns",
         "--max-pending", "--drain-timeout", "--batch", "--dispatch", "--lua", "--lua-mem-mb",
-        "--lua-timeout-ms", "--lua-shared-mb", "--sysctl-conf", NULL};
+        "--lua-timeout-ms", "--lua-shared-mb", "--lua-ctx-mb", "--sysctl-conf", NULL};
 
     memset(o, 0, sizeof(*o));
     o->backlog = 65535;
@@ -168,6 +170,7 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     o->lua_mem = (size_t)64 << 20;
     o->lua_timeout_ms = 1000;
     o->lua_shared = (size_t)16 << 20;
+    o->lua_ctx = (size_t)64 << 20;
 
     for (int i = 1; i < argc; i++) {
         struct arg a;
@@ -201,14 +204,16 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->lua = val;
-        } else if (!strcmp(name, "--lua-mem-mb") || !strcmp(name, "--lua-shared-mb")) {
+        } else if (!strcmp(name, "--lua-mem-mb") || !strcmp(name, "--lua-shared-mb") ||
+                   !strcmp(name, "--lua-ctx-mb")) {
             bool mem = name[6] == 'm';
             if (parse_long(val, mem ? 0 : 1, 65536, &v) < 0) {
                 snprintf(err, errlen, "%s: '%s' is not a whole number of MiB from %d to 65536",
                          name, val, mem ? 0 : 1);
                 return OPT_ERROR;
             }
-            *(mem ? &o->lua_mem : &o->lua_shared) = (size_t)v << 20;
+            *(mem ? &o->lua_mem : name[6] == 's' ? &o->lua_shared : &o->lua_ctx) = (size_t)v
+                                                                                    << 20;
         } else if (!strcmp(name, "--lua-timeout-ms")) {
             if (parse_long(val, 0, 3600000, &v) < 0) {
                 snprintf(err, errlen,

@@ -37,7 +37,9 @@
  */
 #include "script.h"
 
+#include "ctx.h"
 #include "log.h"
+#include "lpattern.h"
 #include "shdict.h"
 
 #include <errno.h>
@@ -55,10 +57,7 @@
 #include <netinet/in.h>
 
 #define ERR_LOGS_PER_SEC 5 /* runtime errors logged with a traceback, per second, in total */
-#define CTX_DEPTH 32       /* nesting of conn.ctx tables */
 #define CTX_CACHE_ITEM 256         /* serialized bytes: larger conn.ctx tables are not cached */
-#define CTX_CACHE_COST 1024        /* what one entry may take in the state, at most (a table is
-                                    * a few times its serialized size) */
 #define CTX_CACHE_BYTES (4u << 20) /* per state, then the cache starts over */
 #define CONN_MT "lfepoll.conn"
 
@@ -87,6 +86,7 @@ struct script_env {
     long log_sec;   /* atomic: second of the current error-log window */
     int log_n;      /* atomic: errors logged in it */
     long log_quiet; /* atomic: errors not logged */
+    size_t ctx_used; /* atomic: bytes of saved conn.ctx, all connections (--lua-ctx-mb) */
 };
 
 /* One lua_State and what was loaded into it. */
@@ -95,7 +95,7 @@ struct lstate {
     size_t used, cap; /* allocator accounting */
     int ref_data, ref_connect, ref_close, ref_mt;
     int ref_cache;      /* conn.ctx cache: [id] = the table, [-id] = its ctx_ver */
-    size_t cache_bytes; /* CTX_CACHE_COST per entry */
+    size_t cache_bytes; /* ctx_cost() of each entry */
     struct framing fr;
     long gen;
     struct script_env *env;
@@ -128,6 +128,8 @@ struct cud {
     struct script_conn *c; /* NULL once the callback returned */
     struct script *sc;
     struct outbuf *out;
+    size_t mark;     /* out->len when the callback started */
+    int idx;         /* where the userdata sits on the stack of the protected call */
     bool close;
     bool ctx_loaded; /* uservalue 1 holds the table */
 };
@@ -266,144 +268,15 @@ void script_note(struct script *sc, const struct script_conn *c, const char *whe
     report(sc, c, where, what);
 }
 
-/* --- conn.ctx: serialized between callbacks ----------------------------------------------- */
-
-static int ser_value(lua_State *L, struct outbuf *b, int idx, int depth);
-
-static int put(lua_State *L, struct outbuf *b, const void *p, size_t n)
-{
-    if (b->len + n > SCRIPT_CTX_MAX)
-        return luaL_error(L, "conn.ctx is over %d bytes serialized; keep less per connection",
-                          SCRIPT_CTX_MAX);
-    if (outbuf_put(b, p, n) < 0)
-        return luaL_error(L, "not enough memory");
-    return 0;
-}
-
-static int ser_key(lua_State *L, struct outbuf *b, int idx)
-{
-    int t = lua_type(L, idx);
-
-    if (t == LUA_TTABLE)
-        return luaL_error(L, "conn.ctx: a table cannot be a key; use strings or numbers");
-    return ser_value(L, b, idx, 0);
-}
-
-static int ser_value(lua_State *L, struct outbuf *b, int idx, int depth)
-{
-    char tag;
-
-    idx = lua_absindex(L, idx);
-    switch (lua_type(L, idx)) {
-    case LUA_TBOOLEAN:
-        tag = lua_toboolean(L, idx) ? 'T' : 'F';
-        return put(L, b, &tag, 1);
-    case LUA_TNUMBER:
-        if (lua_isinteger(L, idx)) {
-            lua_Integer i = lua_tointeger(L, idx);
-            put(L, b, "i", 1);
-            return put(L, b, &i, sizeof(i));
-        } else {
-            lua_Number d = lua_tonumber(L, idx);
-            put(L, b, "d", 1);
-            return put(L, b, &d, sizeof(d));
-        }
-    case LUA_TSTRING: {
-        size_t len;
-        const char *s = lua_tolstring(L, idx, &len);
-        uint32_t l32 = (uint32_t)len;
-
-        put(L, b, "s", 1);
-        put(L, b, &l32, sizeof(l32));
-        return put(L, b, s, len);
-    }
-    case LUA_TTABLE:
-        if (depth >= CTX_DEPTH)
-            return luaL_error(L, "conn.ctx: tables nested deeper than %d (a cycle?)", CTX_DEPTH);
-        luaL_checkstack(L, 3, "conn.ctx");
-        put(L, b, "t", 1);
-        lua_pushnil(L);
-        while (lua_next(L, idx)) {
-            ser_key(L, b, -2);
-            ser_value(L, b, -1, depth + 1);
-            lua_pop(L, 1);
-        }
-        return put(L, b, "e", 1);
-    default:
-        return luaL_error(L,
-                          "conn.ctx cannot keep a %s between callbacks; store strings, numbers, "
-                          "booleans and tables",
-                          luaL_typename(L, idx));
-    }
-}
-
-/* Reads one value at *p (< end) and pushes it. Returns 0, or -1 on a corrupt blob. */
-static int de_value(lua_State *L, const char **p, const char *end, int depth)
-{
-    char tag;
-
-    if (*p >= end || depth > CTX_DEPTH + 1)
-        return -1;
-    tag = *(*p)++;
-    switch (tag) {
-    case 'T':
-    case 'F':
-        lua_pushboolean(L, tag == 'T');
-        return 0;
-    case 'i': {
-        lua_Integer i;
-        if (end - *p < (long)sizeof(i))
-            return -1;
-        memcpy(&i, *p, sizeof(i));
-        *p += sizeof(i);
-        lua_pushinteger(L, i);
-        return 0;
-    }
-    case 'd': {
-        lua_Number d;
-        if (end - *p < (long)sizeof(d))
-            return -1;
-        memcpy(&d, *p, sizeof(d));
-        *p += sizeof(d);
-        lua_pushnumber(L, d);
-        return 0;
-    }
-    case 's': {
-        uint32_t len;
-        if (end - *p < (long)sizeof(len))
-            return -1;
-        memcpy(&len, *p, sizeof(len));
-        *p += sizeof(len);
-        if ((size_t)(end - *p) < len)
-            return -1;
-        lua_pushlstring(L, *p, len);
-        *p += len;
-        return 0;
-    }
-    case 't':
-        luaL_checkstack(L, 3, "conn.ctx");
-        lua_newtable(L);
-        for (;;) {
-            if (*p >= end)
-                return -1;
-            if (**p == 'e') {
-                (*p)++;
-                return 0;
-            }
-            if (de_value(L, p, end, depth + 1) < 0 || de_value(L, p, end, depth + 1) < 0)
-                return -1;
-            lua_rawset(L, -3);
-        }
-    default:
-        return -1;
-    }
-}
+/* --- conn.ctx: serialized between callbacks (ctx.c), cached per state ---------------- */
 
 /* After a save of c's ctx (the table at idx): keep that table in this state, marked with the
- * new version, so that the next event on this worker need not rebuild it. */
+ * new version, so that the next event on this worker need not rebuild it. The version entry
+ * holds (version << 16) | cost, so an entry that changes size is charged again. */
 static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, int idx)
 {
     struct lstate *ls = sc->ls;
+    size_t cost = ctx_cost(c->ctxlen), old = 0;
 
     idx = lua_absindex(L, idx);
     c->ctx_ver++;
@@ -411,88 +284,134 @@ static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, in
     if (c->ctxlen > CTX_CACHE_ITEM)
         return;
     /* closed connections pile up too; and the cache takes at most 1/8 of a memory cap */
-    if (ls->cache_bytes + CTX_CACHE_COST >
+    if (ls->cache_bytes + cost >
         (ls->cap && ls->cap / 8 < CTX_CACHE_BYTES ? ls->cap / 8 : CTX_CACHE_BYTES)) {
         lua_newtable(L);
         lua_rawseti(L, LUA_REGISTRYINDEX, ls->ref_cache);
         ls->cache_bytes = 0;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, ls->ref_cache);
-    if (lua_rawgeti(L, -1, -(lua_Integer)c->id) == LUA_TNIL) /* a new entry: count it */
-        ls->cache_bytes += CTX_CACHE_COST;
+    if (lua_rawgeti(L, -1, -(lua_Integer)c->id) == LUA_TNUMBER)
+        old = (size_t)(lua_tointeger(L, -1) & 0xffff);
     lua_pop(L, 1);
     lua_pushvalue(L, idx);
     lua_rawseti(L, -2, (lua_Integer)c->id);
-    lua_pushinteger(L, c->ctx_ver);
+    lua_pushinteger(L, (lua_Integer)c->ctx_ver << 16 | (lua_Integer)cost);
     lua_rawseti(L, -2, -(lua_Integer)c->id);
     lua_pop(L, 1);
+    ls->cache_bytes = ls->cache_bytes + cost - (old <= ls->cache_bytes ? old : ls->cache_bytes);
     c->ctx_owner = sc;
 }
 
-/* Pushes c's cached table if this state holds the one of its last save; returns false (pushing
- * nothing) otherwise. */
+/* Pushes c's cached table if this state holds the one of its last save and that table still
+ * holds what was saved; returns false (pushing nothing) otherwise. The check matters: a script
+ * may keep a reference to the table (or a subtable) somewhere and change it between the
+ * connection's callbacks; every other worker rebuilds conn.ctx from the saved bytes, so this
+ * one must hand out the same content. Comparing a small table with the bytes is cheaper than
+ * rebuilding it (no allocation). */
 static bool cache_get(lua_State *L, struct script *sc, struct script_conn *c)
 {
     int top = lua_gettop(L);
 
-    if (c->ctx_owner != sc)
+    if (c->ctx_owner != sc || !c->ctx)
         return false;
     lua_rawgeti(L, LUA_REGISTRYINDEX, sc->ls->ref_cache);
     if (lua_rawgeti(L, top + 1, -(lua_Integer)c->id) == LUA_TNUMBER &&
-        lua_tointeger(L, top + 2) == (lua_Integer)c->ctx_ver &&
+        (uint32_t)(lua_tointeger(L, top + 2) >> 16) == c->ctx_ver &&
         lua_rawgeti(L, top + 1, (lua_Integer)c->id) == LUA_TTABLE) {
-        lua_replace(L, top + 1);
-        lua_settop(L, top + 1);
-        return true;
+        if (ctx_same(L, top + 3, c->ctx, c->ctxlen)) {
+            lua_replace(L, top + 1);
+            lua_settop(L, top + 1);
+            return true;
+        }
     }
     lua_settop(L, top);
+    c->ctx_owner = NULL;
     return false;
 }
 
-/* lua_pcall'd after a callback that touched conn.ctx: arg 1 is the conn userdata. */
-static int l_ctx_save(lua_State *L)
+/* conn.ctx's own bound: per connection, and all connections together (--lua-ctx-mb). */
+static size_t ctx_limit(const struct script_env *e)
 {
-    struct cud *u = lua_touserdata(L, 1);
+    size_t max = e->o.ctx_max ? e->o.ctx_max : SCRIPT_CTX_MAX;
+
+    return e->o.ctx_total && e->o.ctx_total < max ? e->o.ctx_total : max;
+}
+
+/* Charges (or refunds) the C heap that a connection's saved conn.ctx takes against
+ * --lua-ctx-mb. Returns false when the total would pass it. */
+static bool ctx_charge(struct script_env *e, size_t from, size_t to)
+{
+    if (to <= from) {
+        __atomic_sub_fetch(&e->ctx_used, from - to, __ATOMIC_RELAXED);
+        return true;
+    }
+    if (__atomic_add_fetch(&e->ctx_used, to - from, __ATOMIC_RELAXED) > e->o.ctx_total &&
+        e->o.ctx_total) {
+        __atomic_sub_fetch(&e->ctx_used, to - from, __ATOMIC_RELAXED);
+        return false;
+    }
+    return true;
+}
+
+/* After a callback that touched conn.ctx (u's uservalue 1, a table): serialize it into c. */
+static void ctx_save(lua_State *L, struct cud *u)
+{
+    struct script_env *e = u->sc->env;
     struct outbuf *b = &u->sc->ser;
     struct script_conn *c = u->c;
+    int top = lua_gettop(L);
     char *blob;
 
     b->len = 0;
-    lua_getiuservalue(L, 1, 1);
+    lua_getiuservalue(L, u->idx, 1);
     if (lua_type(L, -1) != LUA_TTABLE)
-        return luaL_error(L, "conn.ctx must be a table, not a %s", luaL_typename(L, -1));
+        luaL_error(L, "conn.ctx must be a table, not a %s", luaL_typename(L, -1));
     lua_pushnil(L);
     if (!lua_next(L, -2)) { /* empty: nothing to keep */
+        ctx_charge(e, c->ctxlen, 0);
         free(c->ctx);
         c->ctx = NULL;
         c->ctxlen = 0;
         c->ctx_ver++;
         c->ctx_owner = NULL;
-        return 0;
+        lua_settop(L, top);
+        return;
     }
-    lua_pop(L, 2);
-    ser_value(L, b, -1, 0);
+    lua_settop(L, top + 1);
+    ctx_encode(L, -1, b, ctx_limit(e));
+    if (!ctx_charge(e, c->ctxlen, b->len))
+        luaL_error(L,
+                   "conn.ctx: all connections' conn.ctx together would pass --lua-ctx-mb "
+                   "(%I MiB); keep less per connection or raise it",
+                   (lua_Integer)(e->o.ctx_total >> 20));
     blob = b->len <= c->ctxlen ? c->ctx : realloc(c->ctx, b->len);
-    if (!blob)
-        return luaL_error(L, "not enough memory");
+    if (!blob) {
+        ctx_charge(e, b->len, c->ctxlen);
+        luaL_error(L, "not enough memory");
+    }
     memcpy(blob, b->data, b->len);
     c->ctx = blob;
     c->ctxlen = (uint32_t)b->len;
-    cache_put(L, u->sc, c, 2);
+    c->env = e;
+    cache_put(L, u->sc, c, -1);
     if (b->cap > 64 * 1024) { /* one big ctx does not pin a big buffer */
         free(b->data);
         b->data = NULL;
         b->cap = 0;
     }
     b->len = 0;
-    return 0;
+    lua_settop(L, top);
 }
 
 void script_conn_release(struct script_conn *c)
 {
+    if (c->env)
+        ctx_charge(c->env, c->ctxlen, 0);
     free(c->ctx);
     c->ctx = NULL;
     c->ctxlen = 0;
+    c->env = NULL;
 }
 
 /* --- the conn object ----------------------------------------------------------------------- */
@@ -507,14 +426,28 @@ static struct cud *check_conn(lua_State *L)
     return u;
 }
 
+/* Output of one callback (conn:send and the returned string) past --max-pending fails it: the
+ * connection is closed, and no worker's buffer grows without bound. */
+static void put_output(lua_State *L, struct cud *u, const char *s, size_t len, const char *what)
+{
+    size_t max = u->sc->env->o.max_output, have = u->out->len - u->mark;
+
+    if (max && len > max - (have < max ? have : max))
+        luaL_error(L,
+                   "%s: this callback's output would pass --max-pending (%I bytes; %I queued, "
+                   "%I more); the connection is closed",
+                   what, (lua_Integer)max, (lua_Integer)have, (lua_Integer)len);
+    if (outbuf_put(u->out, s, len) < 0)
+        luaL_error(L, "not enough memory");
+}
+
 static int l_send(lua_State *L)
 {
     struct cud *u = check_conn(L);
     size_t len;
     const char *s = luaL_checklstring(L, 2, &len);
 
-    if (outbuf_put(u->out, s, len) < 0)
-        return luaL_error(L, "not enough memory");
+    put_output(L, u, s, len, "conn:send");
     return 0;
 }
 
@@ -534,10 +467,9 @@ static int l_conn_index(lua_State *L)
             return 1;
         lua_pop(L, 1);
         if (cache_get(L, u->sc, u->c)) {
-            /* the table of the last save, kept in this state */
+            /* the table of the last save, kept in this state, unchanged since */
         } else if (u->c->ctx) {
-            const char *p = u->c->ctx, *end = p + u->c->ctxlen;
-            if (de_value(L, &p, end, 0) < 0 || p != end)
+            if (ctx_decode(L, u->c->ctx, u->c->ctxlen) < 0)
                 return luaL_error(L, "conn.ctx: corrupt saved state");
         } else {
             lua_newtable(L);
@@ -693,6 +625,29 @@ static int l_shared_set(lua_State *L)
     return 3;
 }
 
+/* A number argument of incr. A numeric string ("5") is converted as Lua's arithmetic would
+ * ("5" an integer, "5.0" a float): stored as the string it would be read back as a number
+ * without the conversion, and incr(k, 1, "5") made 1. */
+static void num_arg(lua_State *L, int idx, struct shval *v)
+{
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+
+        if (lua_stringtonumber(L, s) != len + 1)
+            luaL_argerror(L, idx, "number expected, got a string that is not one");
+        lua_replace(L, idx);
+    }
+    luaL_checknumber(L, idx);
+    if (lua_isinteger(L, idx)) {
+        v->type = SHV_INT;
+        v->i = lua_tointeger(L, idx);
+    } else {
+        v->type = SHV_NUM;
+        v->d = lua_tonumber(L, idx);
+    }
+}
+
 static int l_shared_incr(lua_State *L)
 {
     struct lstate *ls = upstate(L);
@@ -702,14 +657,10 @@ static int l_shared_incr(lua_State *L)
     struct shval delta = {.type = SHV_INT, .i = 1}, init, out;
     bool has_init = !lua_isnoneornil(L, b + 2);
 
-    if (!lua_isnoneornil(L, b + 1)) {
-        luaL_checknumber(L, b + 1);
-        to_shval(L, b + 1, &delta, "the increment");
-    }
-    if (has_init) {
-        luaL_checknumber(L, b + 2);
-        to_shval(L, b + 2, &init, "init");
-    }
+    if (!lua_isnoneornil(L, b + 1))
+        num_arg(L, b + 1, &delta);
+    if (has_init)
+        num_arg(L, b + 2, &init);
     rc = shdict_incr(ls->env->dict, k, klen, &delta, has_init ? &init : NULL, &out);
     if (rc < 0)
         return shared_err(L, rc, klen, 8);
@@ -746,7 +697,76 @@ static int l_log(lua_State *L)
 
 /* --- loading ------------------------------------------------------------------------------- */
 
-static void open_libs(lua_State *L, bool unsafe)
+/* print: to the log, one escaped line (stdout may be a pipe nobody reads: a worker blocked on
+ * it would stop serving). */
+static int l_print(lua_State *L)
+{
+    struct lstate *ls = upstate(L);
+    luaL_Buffer buf;
+    int n = lua_gettop(L);
+
+    luaL_buffinit(L, &buf);
+    for (int i = 1; i <= n; i++) {
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&buf);
+        if (i < n)
+            luaL_addchar(&buf, '\t');
+    }
+    luaL_pushresult(&buf);
+    log_info("lua: worker %s: print: %s", ls->sc ? ls->sc->name : "check", lua_tostring(L, -1));
+    return 0;
+}
+
+/* load, text chunks only: a binary chunk is bytecode that the VM trusts (a crafted one reads
+ * and writes memory at will), and a script that loads client input would run it. */
+static int l_load_text(lua_State *L)
+{
+    int n = lua_gettop(L);
+
+    if (n >= 3 && !lua_isnil(L, 3)) {
+        const char *mode = luaL_checkstring(L, 3);
+        if (strcmp(mode, "t") != 0)
+            return luaL_error(L, "load: mode '%s' refused: only text chunks (\"t\") load in the "
+                                 "default sandbox; --lua-unsafe allows binary ones",
+                              mode);
+    }
+    if (n < 3)
+        lua_settop(L, 3); /* no env argument: load keeps the global one */
+    lua_pushliteral(L, "t");
+    lua_replace(L, 3);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* setmetatable without __gc: Lua runs finalizers with hooks off, so the timeout cannot stop a
+ * finalizer that loops, and it runs at any allocation of any later callback. */
+static int l_setmetatable_nogc(lua_State *L)
+{
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        lua_pushliteral(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
+            return luaL_error(L, "setmetatable: __gc metamethods are refused in the default "
+                                 "sandbox (a finalizer runs where --lua-timeout-ms cannot stop "
+                                 "it); --lua-unsafe allows them");
+        lua_pop(L, 1);
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+/* Replaces global name with f, which gets the original as upvalue 1. */
+static void wrap_global(lua_State *L, const char *name, lua_CFunction f)
+{
+    lua_getglobal(L, name);
+    lua_pushcclosure(L, f, 1);
+    lua_setglobal(L, name);
+}
+
+static void open_libs(lua_State *L, struct lstate *ls, bool unsafe)
 {
     static const luaL_Reg safe[] = {{LUA_GNAME, luaopen_base},     {LUA_STRLIBNAME, luaopen_string},
                                     {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
@@ -754,26 +774,39 @@ static void open_libs(lua_State *L, bool unsafe)
 
     if (unsafe) {
         luaL_openlibs(L);
-        return;
-    }
-    for (const luaL_Reg *r = safe; r->func; r++) {
-        luaL_requiref(L, r->name, r->func, 1);
+    } else {
+        for (const luaL_Reg *r = safe; r->func; r++) {
+            luaL_requiref(L, r->name, r->func, 1);
+            lua_pop(L, 1);
+        }
+        /* Reading files at run time blocks a worker: not by default. */
+        lua_pushnil(L);
+        lua_setglobal(L, "dofile");
+        lua_pushnil(L);
+        lua_setglobal(L, "loadfile");
+        wrap_global(L, "load", l_load_text);
+        wrap_global(L, "setmetatable", l_setmetatable_nogc);
+        /* os.time and os.clock only. */
+        luaopen_os(L);
+        lua_createtable(L, 0, 2);
+        lua_getfield(L, -2, "time");
+        lua_setfield(L, -2, "time");
+        lua_getfield(L, -2, "clock");
+        lua_setfield(L, -2, "clock");
+        lua_setglobal(L, "os");
         lua_pop(L, 1);
     }
-    /* Reading files at run time blocks a worker: not by default. */
-    lua_pushnil(L);
-    lua_setglobal(L, "dofile");
-    lua_pushnil(L);
-    lua_setglobal(L, "loadfile");
-    /* os.time and os.clock only. */
-    luaopen_os(L);
-    lua_createtable(L, 0, 2);
-    lua_getfield(L, -2, "time");
-    lua_setfield(L, -2, "time");
-    lua_getfield(L, -2, "clock");
-    lua_setfield(L, -2, "clock");
-    lua_setglobal(L, "os");
+    lua_getglobal(L, LUA_STRLIBNAME);
+    if (!unsafe) {
+        lua_pushnil(L); /* bytecode out is the other half of bytecode in */
+        lua_setfield(L, -2, "dump");
+    }
+    /* Pattern matching that the timeout can stop (lua's own never returns to the VM). */
+    lpattern_install(L, lua_gettop(L), ls->sc ? &ls->sc->timed_out : NULL);
     lua_pop(L, 1);
+    lua_pushlightuserdata(L, ls);
+    lua_pushcclosure(L, l_print, 1);
+    lua_setglobal(L, "print");
 }
 
 static void open_lfe(lua_State *L, struct lstate *ls)
@@ -797,54 +830,77 @@ static void open_lfe(lua_State *L, struct lstate *ls)
     lua_setglobal(L, "lfe");
 }
 
-/* The line of the main chunk's return statement, for "FILE:LINE:" in load errors. */
-static __thread int ret_line;
+/* What load_protected() needs and fills. */
+struct load {
+    struct lstate *ls;
+    const struct src *s;
+    const char *path;
+    char *err; /* a check that failed writes here and sets failed */
+    size_t errlen;
+    bool failed;
+    int ret_line;    /* the line of the main chunk's return statement, for "FILE:LINE:" */
+    long deadline;   /* coarse ms past which the main chunk is stopped; 0 = none */
+};
 
-static void ret_hook(lua_State *L, lua_Debug *ar)
+static __thread struct load *cur_load; /* for the hook below */
+
+static void load_hook(lua_State *L, lua_Debug *ar)
 {
+    struct load *ld = cur_load;
+
+    if (ar->event == LUA_HOOKCOUNT) {
+        if (ld->deadline && coarse_ms() > ld->deadline)
+            luaL_error(L, "the main chunk ran longer than --lua-timeout-ms");
+        return;
+    }
     if (lua_getinfo(L, "Sl", ar) && !strcmp(ar->what, "main"))
-        ret_line = ar->currentline;
+        ld->ret_line = ar->currentline;
 }
 
-static int opt_func(lua_State *L, const char *path, const char *name, int *ref, char *err,
-                    size_t errlen)
+/* t[name] without metamethods (a "strict" __index that raises must not decide). */
+static int rawfield(lua_State *L, int t, const char *name)
 {
-    int t = lua_getfield(L, -1, name);
+    lua_pushstring(L, name);
+    return lua_rawget(L, t);
+}
 
+static bool opt_func(lua_State *L, struct load *ld, const char *name, int *ref)
+{
+    int t = rawfield(L, 2, name);
+
+    *ref = LUA_NOREF;
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
-        *ref = LUA_NOREF;
-        return 0;
+        return true;
     }
     if (t != LUA_TFUNCTION) {
-        snprintf(err, errlen, "%s:%d: %s must be a function, not a %s", path, ret_line, name,
-                 lua_typename(L, t));
-        return -1;
+        snprintf(ld->err, ld->errlen, "%s:%d: %s must be a function, not a %s", ld->path,
+                 ld->ret_line, name, lua_typename(L, t));
+        return false;
     }
     *ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    return 0;
+    return true;
 }
 
-static int read_framing(lua_State *L, const char *path, struct framing *f, char *err,
-                        size_t errlen)
+static bool read_framing(lua_State *L, struct load *ld, struct framing *f)
 {
     const char *kind;
     int t;
 
     memset(f, 0, sizeof(*f));
     f->max_frame = 1u << 20;
-    t = lua_getfield(L, -1, "max_frame");
+    t = rawfield(L, 2, "max_frame");
     if (t != LUA_TNIL) {
         lua_Integer v = lua_tointeger(L, -1);
         if (!lua_isinteger(L, -1) || v < 1 || v > (64 << 20)) {
-            snprintf(err, errlen, "%s:%d: max_frame must be an integer from 1 to %d bytes", path,
-                     ret_line, 64 << 20);
-            return -1;
+            snprintf(ld->err, ld->errlen, "%s:%d: max_frame must be an integer from 1 to %d bytes",
+                     ld->path, ld->ret_line, 64 << 20);
+            return false;
         }
         f->max_frame = (uint32_t)v;
     }
     lua_pop(L, 1);
-    t = lua_getfield(L, -1, "framing");
+    t = rawfield(L, 2, "framing");
     kind = t == LUA_TNIL ? "raw" : t == LUA_TSTRING ? lua_tostring(L, -1) : "?";
     if (!strcmp(kind, "raw")) {
         f->kind = FRAME_RAW;
@@ -855,21 +911,23 @@ static int read_framing(lua_State *L, const char *path, struct framing *f, char 
     } else if (!strcmp(kind, "fixed")) {
         f->kind = FRAME_FIXED;
     } else {
-        snprintf(err, errlen, "%s:%d: framing must be \"raw\", \"line\", \"len32\" or \"fixed\"",
-                 path, ret_line);
-        return -1;
+        snprintf(ld->err, ld->errlen,
+                 "%s:%d: framing must be \"raw\", \"line\", \"len32\" or \"fixed\"", ld->path,
+                 ld->ret_line);
+        return false;
     }
     lua_pop(L, 1);
     if (f->kind == FRAME_LINE) {
         size_t dlen = 1;
         const char *d = "\n";
 
-        if (lua_getfield(L, -1, "delimiter") != LUA_TNIL) {
-            d = lua_tolstring(L, -1, &dlen);
+        if (rawfield(L, 2, "delimiter") != LUA_TNIL) {
+            d = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &dlen) : NULL;
             if (!d || dlen < 1 || dlen > FRAME_DELIM_MAX) {
-                snprintf(err, errlen, "%s:%d: delimiter must be a string of 1 to %d bytes", path,
-                         ret_line, FRAME_DELIM_MAX);
-                return -1;
+                snprintf(ld->err, ld->errlen,
+                         "%s:%d: delimiter must be a string of 1 to %d bytes", ld->path,
+                         ld->ret_line, FRAME_DELIM_MAX);
+                return false;
             }
         } else {
             f->strip_cr = true;
@@ -881,17 +939,93 @@ static int read_framing(lua_State *L, const char *path, struct framing *f, char 
     if (f->kind == FRAME_FIXED) {
         lua_Integer v = 0;
 
-        if (lua_getfield(L, -1, "frame_size") == LUA_TNUMBER && lua_isinteger(L, -1))
+        if (rawfield(L, 2, "frame_size") == LUA_TNUMBER && lua_isinteger(L, -1))
             v = lua_tointeger(L, -1);
         if (v < 1 || v > f->max_frame) {
-            snprintf(err, errlen,
+            snprintf(ld->err, ld->errlen,
                      "%s:%d: framing \"fixed\" needs frame_size, an integer from 1 to max_frame",
-                     path, ret_line);
-            return -1;
+                     ld->path, ld->ret_line);
+            return false;
         }
         f->size = (uint32_t)v;
         lua_pop(L, 1);
     }
+    return true;
+}
+
+/* Everything that builds a state, under lua_pcall: the libraries, lfe, the chunk run once, the
+ * returned table read. Any of it can run out of memory, and the returned table is the
+ * script's: its fields are read raw. A failed check fills ld->err and returns normally. */
+static int load_protected(lua_State *L)
+{
+    static const luaL_Reg conn_mt[] = {{"__index", l_conn_index},
+                                       {"__newindex", l_conn_newindex},
+                                       {"__tostring", l_conn_tostring},
+                                       {NULL, NULL}};
+    struct load *ld = lua_touserdata(L, 1);
+    struct lstate *ls = ld->ls;
+    char chunk[512];
+    size_t frame_max;
+
+    lua_settop(L, 0);
+    open_libs(L, ls, ls->env->o.unsafe);
+    open_lfe(L, ls);
+    luaL_newmetatable(L, CONN_MT);
+    luaL_setfuncs(L, conn_mt, 0);
+    ls->ref_mt = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_newtable(L);
+    ls->ref_cache = luaL_ref(L, LUA_REGISTRYINDEX);
+
+    snprintf(chunk, sizeof(chunk), "@%s", ld->path);
+    if (luaL_loadbufferx(L, ld->s->code, ld->s->len, chunk, "t") != LUA_OK)
+        return lua_error(L);
+    cur_load = ld;
+    lua_sethook(L, load_hook, LUA_MASKRET | LUA_MASKCOUNT, 1000);
+    lua_call(L, 0, 1); /* index 1 */
+    lua_sethook(L, NULL, 0, 0);
+    lua_pushnil(L); /* index 2: the table, or nothing to read */
+    if (lua_istable(L, 1))
+        lua_copy(L, 1, 2);
+    ld->failed = true;
+    if (!lua_istable(L, 1)) {
+        snprintf(ld->err, ld->errlen,
+                 "%s:%d: the script returns %s; it must return a table with on_data = "
+                 "function(conn, frame) ... end",
+                 ld->path, ld->ret_line, luaL_typename(L, 1));
+        return 0;
+    }
+    if (rawfield(L, 2, "on_data") != LUA_TFUNCTION) {
+        snprintf(ld->err, ld->errlen,
+                 "%s:%d: the returned table has no on_data function; add on_data = "
+                 "function(conn, frame) ... end",
+                 ld->path, ld->ret_line);
+        return 0;
+    }
+    ls->ref_data = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (!opt_func(L, ld, "on_connect", &ls->ref_connect) ||
+        !opt_func(L, ld, "on_close", &ls->ref_close) || !read_framing(L, ld, &ls->fr))
+        return 0;
+    /* A frame is copied into the state as a string: one that cannot fit beside what the script
+     * holds after loading could never be served. */
+    frame_max = ls->fr.kind == FRAME_RAW && ls->fr.max_frame > 65536 ? 65536 : ls->fr.max_frame;
+    lua_gc(L, LUA_GCCOLLECT);
+    if (ls->cap && frame_max + ls->used > ls->cap && rawfield(L, 2, "max_frame") == LUA_TNIL &&
+        ls->fr.kind != FRAME_FIXED) {
+        /* The default (1 MiB) yields to a small cap: half of what is left. */
+        ls->fr.max_frame = (uint32_t)(ls->used < ls->cap ? (ls->cap - ls->used) / 2 : 1);
+        frame_max = ls->fr.max_frame;
+    }
+    if (ls->cap && frame_max + ls->used > ls->cap) {
+        snprintf(ld->err, ld->errlen,
+                 "%s:%d: max_frame %zu bytes cannot fit in --lua-mem-mb %zu (%zu bytes, of "
+                 "which the loaded script holds %zu): lower max_frame or raise --lua-mem-mb",
+                 ld->path, ld->ret_line, frame_max, ls->cap >> 20, ls->cap, ls->used);
+        return 0;
+    }
+    lua_settop(L, 0);
+    /* Handlers make short-lived garbage around a small live heap: generational GC. */
+    lua_gc(L, LUA_GCGEN, 0, 0);
+    ld->failed = false;
     return 0;
 }
 
@@ -910,14 +1044,9 @@ static void lstate_free(struct lstate *ls)
 static struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s,
                                  char *err, size_t errlen)
 {
-    static const luaL_Reg conn_mt[] = {{"__index", l_conn_index},
-                                       {"__newindex", l_conn_newindex},
-                                       {"__tostring", l_conn_tostring},
-                                       {NULL, NULL}};
     struct lstate *ls = calloc(1, sizeof(*ls));
+    struct load ld = {.s = s, .path = e->path, .err = err, .errlen = errlen};
     lua_State *L;
-    const char *path = e->path;
-    char chunk[512];
     int rc;
 
     if (!ls) {
@@ -928,6 +1057,7 @@ static struct lstate *lstate_new(struct script_env *e, struct script *sc, const 
     ls->gen = s->gen;
     ls->env = e;
     ls->sc = sc;
+    ls->ref_data = ls->ref_connect = ls->ref_close = LUA_NOREF;
     ls->L = L = lua_newstate(l_alloc, ls);
     if (!L) {
         snprintf(err, errlen, "cannot create a Lua state (--lua-mem-mb too small?)");
@@ -936,25 +1066,16 @@ static struct lstate *lstate_new(struct script_env *e, struct script *sc, const 
     }
     lua_atpanic(L, l_panic);
     lua_setwarnf(L, l_warn, ls);
+    ld.ls = ls;
+    if (e->o.timeout_ms > 0)
+        ld.deadline = coarse_ms() + e->o.timeout_ms;
+    /* Neither push allocates: the new state's stack has room. */
     lua_pushcfunction(L, l_msgh); /* index 1, for every call */
-    open_libs(L, e->o.unsafe);
-    open_lfe(L, ls);
-    luaL_newmetatable(L, CONN_MT);
-    luaL_setfuncs(L, conn_mt, 0);
-    ls->ref_mt = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_newtable(L);
-    ls->ref_cache = luaL_ref(L, LUA_REGISTRYINDEX);
-
-    snprintf(chunk, sizeof(chunk), "@%s", path);
-    rc = luaL_loadbufferx(L, s->code, s->len, chunk, "t");
-    if (rc != LUA_OK) {
-        snprintf(err, errlen, "%s", lua_tostring(L, -1));
-        goto fail;
-    }
-    ret_line = 0;
-    lua_sethook(L, ret_hook, LUA_MASKRET, 0);
-    rc = lua_pcall(L, 0, 1, 0);
+    lua_pushcfunction(L, load_protected);
+    lua_pushlightuserdata(L, &ld);
+    rc = lua_pcall(L, 1, 0, 0);
     lua_sethook(L, NULL, 0, 0);
+    cur_load = NULL;
     if (rc != LUA_OK) {
         const char *m = lua_tostring(L, -1);
         snprintf(err, errlen, "%s", rc == LUA_ERRMEM ? "not enough memory while loading the "
@@ -962,28 +1083,9 @@ static struct lstate *lstate_new(struct script_env *e, struct script *sc, const 
                                                      : m ? m : "error while loading");
         goto fail;
     }
-    if (!lua_istable(L, -1)) {
-        snprintf(err, errlen,
-                 "%s:%d: the script returns %s; it must return a table with on_data = "
-                 "function(conn, frame) ... end",
-                 path, ret_line, luaL_typename(L, -1));
-        goto fail;
-    }
-    if (lua_getfield(L, -1, "on_data") != LUA_TFUNCTION) {
-        snprintf(err, errlen,
-                 "%s:%d: the returned table has no on_data function; add on_data = "
-                 "function(conn, frame) ... end",
-                 path, ret_line);
-        goto fail;
-    }
-    ls->ref_data = luaL_ref(L, LUA_REGISTRYINDEX);
-    if (opt_func(L, path, "on_connect", &ls->ref_connect, err, errlen) < 0 ||
-        opt_func(L, path, "on_close", &ls->ref_close, err, errlen) < 0 ||
-        read_framing(L, path, &ls->fr, err, errlen) < 0)
+    if (ld.failed)
         goto fail;
     lua_settop(L, 1);
-    /* Handlers make short-lived garbage around a small live heap: generational GC. */
-    lua_gc(L, LUA_GCGEN, 0, 0);
     return ls;
 
 fail:
@@ -1342,6 +1444,53 @@ static void after_nomem(struct script *sc)
              sc->name, used >> 10, ls->cap >> 10, ls->gen);
 }
 
+/* One callback, as invoke() hands it to call_protected(). */
+struct call {
+    struct script *sc;
+    int ref;                /* the function */
+    const char *cb;         /* its name, for messages */
+    struct script_conn *c;
+    const char *arg;        /* the frame or the close reason, or NULL */
+    size_t arglen;
+    bool want_reply;        /* on_data/on_connect: the result is the reply; conn.ctx is saved */
+    struct outbuf *out;
+    struct cud *u;          /* the conn object, once made (invoke kills it afterwards) */
+};
+
+/* The whole callback under lua_pcall: making the conn object and the frame string, the call,
+ * the reply and the conn.ctx save all allocate, and an allocation that fails outside a
+ * protected call would end in lua_atpanic, which aborts the process. */
+static int call_protected(lua_State *L)
+{
+    struct call *k = lua_touserdata(L, 1);
+    struct cud *u = lua_newuserdatauv(L, sizeof(*u), 1); /* index 2 */
+
+    *u = (struct cud){.c = k->c, .sc = k->sc, .out = k->out, .mark = k->out->len, .idx = 2};
+    k->u = u;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, k->sc->ls->ref_mt);
+    lua_setmetatable(L, 2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, k->ref);
+    lua_pushvalue(L, 2);
+    if (k->arg)
+        lua_pushlstring(L, k->arg, k->arglen);
+    lua_call(L, k->arg ? 2 : 1, 1);
+    if (!k->want_reply)
+        return 0;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        size_t len;
+        const char *s = lua_tolstring(L, -1, &len);
+        put_output(L, u, s, len, k->cb);
+    } else if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        u->close = true;
+    } else if (!lua_isnil(L, -1)) {
+        return luaL_error(L, "%s returned a %s; return a string, nil or false (close)", k->cb,
+                          luaL_typename(L, -1));
+    }
+    if (u->ctx_loaded)
+        ctx_save(L, u);
+    return 0;
+}
+
 /* Runs one callback with (conn) or (conn, arg). want_reply: on_data/on_connect, whose result is
  * the reply and after which a touched conn.ctx is saved. */
 static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct script_conn *c,
@@ -1350,26 +1499,17 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
     lua_State *L = sc->ls->L;
     size_t mark = out->len;
     enum script_rc res = SCRIPT_OK;
-    struct cud *u;
+    struct call k = {.sc = sc, .ref = ref, .cb = cb, .c = c, .arg = arg, .arglen = arglen,
+                     .want_reply = want_reply, .out = out};
     int rc;
 
-    u = lua_newuserdatauv(L, sizeof(*u), 1); /* index 2 */
-    u->c = c;
-    u->sc = sc;
-    u->out = out;
-    u->close = false;
-    u->ctx_loaded = false;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, sc->ls->ref_mt);
-    lua_setmetatable(L, 2);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    lua_pushvalue(L, 2);
-    if (arg)
-        lua_pushlstring(L, arg, arglen);
-
+    /* Neither push allocates (a light C function, a light userdata; the stack has room). */
+    lua_pushcfunction(L, call_protected);
+    lua_pushlightuserdata(L, &k);
     __atomic_store_n(&sc->start_ms, coarse_ms(), __ATOMIC_RELAXED);
     __atomic_store_n(&sc->seq, sc->seq + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&sc->in_call, 1, __ATOMIC_RELEASE);
-    rc = lua_pcall(L, arg ? 2 : 1, 1, 1);
+    rc = lua_pcall(L, 1, 0, 1);
     __atomic_store_n(&sc->in_call, 0, __ATOMIC_RELEASE);
     if (sc->hooked) {
         lua_sethook(L, NULL, 0, 0);
@@ -1377,35 +1517,14 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
     }
     STAT_ADD(sc->st, lua_calls, 1);
 
-    if (rc == LUA_OK && want_reply) {
-        int t = lua_type(L, -1);
-
-        if (t == LUA_TSTRING) {
-            size_t len;
-            const char *s = lua_tolstring(L, -1, &len);
-            if (outbuf_put(out, s, len) < 0) {
-                rc = LUA_ERRMEM;
-                lua_pushliteral(L, "not enough memory for the reply");
-            }
-        } else if (t == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
-            u->close = true;
-        } else if (t != LUA_TNIL) {
-            rc = LUA_ERRRUN;
-            lua_pushfstring(L, "%s returned a %s; return a string, nil or false (close)", cb,
-                            luaL_typename(L, -1));
-        }
+    if (k.u) {
+        if (k.u->ctx_loaded && rc != LUA_OK)
+            c->ctx_owner = NULL; /* the table may hold what a failed call changed: rebuild it */
+        if (rc == LUA_OK && k.u->close)
+            res = SCRIPT_CLOSE;
+        k.u->c = NULL; /* the conn object is dead from here on */
     }
-    if (rc == LUA_OK && u->ctx_loaded && want_reply) {
-        lua_pushcfunction(L, l_ctx_save);
-        lua_pushvalue(L, 2);
-        rc = lua_pcall(L, 1, 0, 1);
-    }
-    if (u->ctx_loaded && (rc != LUA_OK || !want_reply))
-        c->ctx_owner = NULL; /* the table may hold what a failed call changed: rebuild it */
-    u->c = NULL; /* the conn object is dead from here on */
-    if (rc == LUA_OK) {
-        res = u->close ? SCRIPT_CLOSE : SCRIPT_OK;
-    } else {
+    if (rc != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
 
         out->len = mark; /* a failed call sends nothing */

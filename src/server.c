@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define STOP_GRACE_MS 300 /* past the drain timeout: joining workers, the last writes */
+
 void pool_kick(int efd)
 {
     eventfd_write(efd, 1);
@@ -236,13 +238,20 @@ static uint64_t activity(struct server *s, bool *busy)
 }
 
 /* After every worker is joined: output still pending goes out while time is left, blocking.
- * In Lua mode the script hears "shutdown" first (sc: a worker's state, now run by main). */
-static void flush_and_close(struct conn *c, long deadline, struct script *sc)
+ * In Lua mode the script hears "shutdown" first, if it saw the connection at all (sc: a
+ * worker's state, now run by main); past the deadline it is not asked (each call could take
+ * --lua-timeout-ms). Returns false when on_close was skipped for lack of time. */
+static bool flush_and_close(struct conn *c, long deadline, struct script *sc)
 {
+    bool asked = true;
+
     if (sc) {
         struct lconn *lc = (struct lconn *)c;
 
-        script_on_close(sc, &lc->sc, "shutdown");
+        if ((c->flags & CONN_STARTED) && now_ms() < deadline)
+            script_on_close(sc, &lc->sc, "shutdown");
+        else if (c->flags & CONN_STARTED)
+            asked = false;
         lconn_release(lc);
     }
     while (obuf_len(&c->out)) {
@@ -261,15 +270,17 @@ static void flush_and_close(struct conn *c, long deadline, struct script *sc)
     close(c->fd);
     obuf_free(&c->out);
     free(c);
+    return asked;
 }
 
-void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
+int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 {
     long deadline = now_ms() + timeout_ms;
     uint64_t prev = 0;
-    int quiet = 0;
-    long left;
-    struct script *sc;
+    int quiet = 0, wedged = 0;
+    long left, unasked = 0;
+    struct script *sc = NULL;
+    struct timespec until;
 
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
     if (s->acc_started) {
@@ -309,16 +320,39 @@ void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     }
     for (int gi = 0; gi < s->ngroups; gi++)
         pool_kick(s->groups[gi].stopfd);
+    /* A worker that does not come back (a callback stuck where the timeout cannot reach it:
+     * a finalizer under --lua-unsafe) must not hold the process: wait for it until the
+     * deadline plus STOP_GRACE_MS, then name it. */
+    clock_gettime(CLOCK_REALTIME, &until);
+    {
+        long wait = (deadline > now_ms() ? deadline - now_ms() : 0) + STOP_GRACE_MS;
+        until.tv_sec += wait / 1000;
+        until.tv_nsec += (wait % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
     for (int gi = 0; gi < s->ngroups; gi++)
         for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
             struct worker *w = &s->groups[gi].workers[wi];
 
-            if (w->started)
-                pthread_join(w->tid, NULL);
+            if (!w->started)
+                continue;
+            if (pthread_timedjoin_np(w->tid, NULL, &until) != 0) {
+                log_err("worker %d.%d did not return within --drain-timeout + %d ms (stuck in "
+                        "a callback); stopping without it",
+                        gi, wi, STOP_GRACE_MS);
+                wedged++;
+                continue; /* stays started: nothing it may touch is freed */
+            }
             w->started = false;
+            if (!sc && w->script)
+                sc = w->script;
         }
+    if (wedged) /* its connections may be in its hands: leave them to the exit */
+        return wedged;
     left = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
-    sc = s->lua && s->ngroups ? s->groups[0].workers[0].script : NULL;
     if (sc)
         script_bind(sc); /* main runs on_close from here; the watchdog signals main */
     for (size_t fd = 0; fd < s->table_size && left > 0; fd++) {
@@ -326,11 +360,17 @@ void server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 
         if (c) {
             s->table[fd] = NULL;
-            flush_and_close(c, deadline, sc);
+            if (!flush_and_close(c, deadline + STOP_GRACE_MS, sc))
+                unasked++;
             left--;
         }
     }
+    if (unasked)
+        log_warn("stop: %ld connections closed without on_close (\"shutdown\"): the drain "
+                 "timeout had passed",
+                 unasked);
     __atomic_store_n(&s->live, 0, __ATOMIC_RELAXED);
+    return 0;
 }
 
 void server_print_stats(struct server *s, FILE *f)

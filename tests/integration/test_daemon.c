@@ -404,6 +404,26 @@ static void test_stays_inside_affinity(void **state)
     cleanup(&d);
 }
 
+/* Defect 15: --cpus 0 pinned the workers and the accept thread but left main (and the threads
+ * it starts) allowed on every CPU. */
+static void test_cpus_keeps_main_thread(void **state)
+{
+    static const char *const args[] = {"--cpus", "0", "--workers", "2", NULL};
+    struct daemon d;
+    char got[128];
+    const char *names[] = {"lfepolld", "lfe-accept", "lfe-g0-w0", "lfe-g0-w1"};
+
+    (void)state;
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        assert_true(thread_cpus(d.pid, names[i], got, sizeof(got)));
+        if (strcmp(got, "0") != 0)
+            fail_msg("thread %s may run on CPUs %s under --cpus 0", names[i], got);
+    }
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 struct term_arg {
     struct daemon *d;
     long at_ms;
@@ -634,6 +654,7 @@ int main(void)
         cmocka_unit_test_teardown(test_thread_count_constant, teardown),
         cmocka_unit_test_teardown(test_worker_affinity_matches_plan, teardown),
         cmocka_unit_test_teardown(test_stays_inside_affinity, teardown),
+        cmocka_unit_test_teardown(test_cpus_keeps_main_thread, teardown),
         cmocka_unit_test_teardown(test_sigterm_under_load, teardown),
         cmocka_unit_test_teardown(test_sigterm_idle_and_sigusr1, teardown),
         cmocka_unit_test_teardown(test_port_in_use, teardown),

@@ -368,7 +368,7 @@ static void test_misbehaving_scripts(void **state)
     assert_int_equal(total_stat(&d, "lua_timeouts"), 1);
     assert_int_equal(total_stat(&d, "lua_nomem"), 1);
     t = log_text(&d);
-    assert_non_null(strstr(t, "bad.lua:10: bad request on purpose\nstack traceback:"));
+    assert_non_null(strstr(t, "bad.lua:10: bad request on purpose\\nstack traceback:")); /* escaped */
     assert_non_null(strstr(t, "aborted after --lua-timeout-ms"));
     assert_non_null(strstr(t, "out of memory"));
     close(good);
@@ -551,6 +551,120 @@ static void test_bad_scripts_at_start(void **state)
     unlink(path);
 }
 
+/* VmRSS of pid, KiB (0 if unreadable). */
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* Defect 4: conn:send appended to the worker's buffer without bound and the reply went whole
+ * into the connection's output: one request looping conn:send of 1 MiB took RSS to 477 MB at
+ * --lua-mem-mb 8 --max-pending 64K. */
+static void test_lua_send_flood_bounded(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", "--workers", "1",
+                                       "--lua-mem-mb", "8", "--max-pending", "64K", NULL};
+    struct daemon d;
+    int fd, good;
+    long base;
+
+    (void)state;
+    start(&d, args);
+    good = tcp_connect(d.port);
+    ask(good, "x\n", "ok\n");
+    base = rss_kb(d.pid);
+    fd = tcp_connect(d.port);
+    send_str(fd, "flood\n"); /* and never read */
+    expect_closed(fd, 10000);
+    close(fd);
+    ask(good, "x\n", "ok\n");
+    if (!sanitizer && rss_kb(d.pid) - base > 64 * 1024)
+        fail_msg("RSS grew from %ld to %ld KiB", base, rss_kb(d.pid));
+    assert_int_equal(total_stat(&d, "lua_errors"), 1);
+    assert_non_null(strstr(log_text(&d), "would pass --max-pending (65536 bytes"));
+    close(good);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* Defect 3: a worker stuck where no hook reaches (a finalizer, under --lua-unsafe) made the
+ * daemon unstoppable: SIGTERM, and a second one, did nothing. Now it ends within
+ * --drain-timeout + 1 s, names the worker and exits non-zero. */
+static void test_sigterm_with_wedged_worker(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", "--lua-unsafe",
+                                       "--workers", "2", "--drain-timeout", "500ms", NULL};
+    struct daemon d;
+    int fd;
+    long t0;
+    int status;
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    send_str(fd, "wedge\n");
+    sleep_ms(300);
+    t0 = now_ms();
+    status = stop_daemon(&d, SIGTERM, 10000);
+    assert_true(status > 0 && status < 128); /* exited by itself, non-zero */
+    if (now_ms() - t0 > 1500 + 1000L * (slow - 1))
+        fail_msg("took %ld ms to stop at --drain-timeout 500ms", now_ms() - t0);
+    assert_non_null(strstr(log_text(&d), "did not return within --drain-timeout"));
+    close(fd);
+    cleanup(&d);
+}
+
+/* Defect 9: the drain ran on_close("shutdown") for connections the script never saw (no
+ * on_connect, no event yet). on_close pairs with the connection's start. */
+static void test_on_close_without_on_connect_drain(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", NULL};
+    struct daemon d;
+    int idle, used;
+    const char *t;
+
+    (void)state;
+    start(&d, args);
+    idle = tcp_connect(d.port); /* connected, never sends: the script never sees it */
+    used = tcp_connect(d.port);
+    ask(used, "x\n", "ok\n");
+    sleep_ms(100);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    t = log_text(&d);
+    {
+        int n = 0;
+        for (const char *p = t; (p = strstr(p, " shutdown")); p++)
+            n++;
+        if (n != 1)
+            fail_msg("want one on_close(\"shutdown\"), got %d:\n%s", n, t);
+    }
+    close(idle);
+    close(used);
+    cleanup(&d);
+}
+
+/* Defect 1: one 64 MiB len32 frame at the default 64 MiB cap aborted the daemon; such a
+ * max_frame is now refused at start with both numbers. */
+static void test_max_frame_over_cap_refused_at_start(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/len32_64m.lua", NULL};
+
+    (void)state;
+    bad_start(args, 1, "max_frame 67108864 bytes cannot fit in --lua-mem-mb 64");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +677,10 @@ int main(void)
         cmocka_unit_test_teardown(test_frame_too_big, teardown),
         cmocka_unit_test_teardown(test_sighup_reload, teardown),
         cmocka_unit_test_teardown(test_bad_scripts_at_start, teardown),
+        cmocka_unit_test_teardown(test_lua_send_flood_bounded, teardown),
+        cmocka_unit_test_teardown(test_sigterm_with_wedged_worker, teardown),
+        cmocka_unit_test_teardown(test_on_close_without_on_connect_drain, teardown),
+        cmocka_unit_test_teardown(test_max_frame_over_cap_refused_at_start, teardown),
     };
 
     if (harness_init() < 0)

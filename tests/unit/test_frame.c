@@ -12,8 +12,8 @@
 static long next(const struct framing *f, const char *p, size_t n, char *out)
 {
     const char *fr = NULL;
-    size_t fl = 0;
-    long r = frame_next(f, p, n, &fr, &fl);
+    size_t fl = 0, scanned = 0;
+    long r = frame_next(f, p, n, &scanned, &fr, &fl);
 
     if (r > 0) {
         memcpy(out, fr, fl);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,6 +456,384 @@ static void test_sandbox_and_shared(void **state)
     free(out.data);
 }
 
+/* Captures what the process writes to stderr (the log) between two calls. */
+static int saved_stderr = -1;
+static char cap_path[64];
+
+static void capture_start(void)
+{
+    int fd;
+
+    snprintf(cap_path, sizeof(cap_path), "/tmp/lfe-log-XXXXXX");
+    fd = mkstemp(cap_path);
+    assert_true(fd >= 0);
+    saved_stderr = dup(2);
+    dup2(fd, 2);
+    close(fd);
+    log_threshold = LOG_INFO;
+}
+
+static char *capture_end(void)
+{
+    static char text[16384];
+    FILE *f;
+    size_t n;
+
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    log_threshold = LOG_ERR;
+    f = fopen(cap_path, "r");
+    assert_non_null(f);
+    n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(cap_path);
+    return text;
+}
+
+/* Defect 1: the frame (and the conn object) were pushed outside the protected call; at the cap
+ * that allocation raised unprotected and lua_atpanic aborted the process. */
+static void test_alloc_outside_pcall_at_cap(void **state)
+{
+    static const char text[] = "keep = {}\n"
+                               "return {framing = 'line', max_frame = 600000,\n"
+                               "on_data = function(conn, f)\n"
+                               "  keep[#keep + 1] = f\n"
+                               "  return 'kept ' .. #keep\n"
+                               "end}\n";
+    struct script_opts o = opts();
+    char err[512], *frame = malloc(600000);
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+    int nomem = 0;
+
+    (void)state;
+    o.mem_cap = 1 << 20;
+    memset(frame, 'f', 600000);
+    e = env_of(text, &o, err);
+    assert_non_null(e);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_non_null(sc);
+    /* each frame that cannot be copied into the state fails its call; none aborts */
+    for (int i = 0; i < 6; i++) {
+        enum script_rc rc = script_on_data(sc, &c, frame, 600000, &out);
+        out.len = 0;
+        if (rc == SCRIPT_NOMEM)
+            nomem++;
+        else
+            assert_int_equal(rc, SCRIPT_OK);
+    }
+    assert_true(nomem >= 4);
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK); /* the state serves on */
+    out.len = 0;
+    script_free(sc);
+    script_env_free(e);
+    free(frame);
+    free(out.data);
+}
+
+/* Defect 1: a max_frame that cannot fit beside the loaded script is refused with both numbers;
+ * the default one yields to a small cap. */
+static void test_max_frame_that_cannot_fit_is_refused(void **state)
+{
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+
+    (void)state;
+    o.mem_cap = 64 << 20;
+    write_script("return {framing = 'len32', max_frame = 64 * 1024 * 1024,\n"
+                 "on_data = function(c, f) return f end}\n");
+    e = script_env_new(&o, err, sizeof(err));
+    assert_null(e);
+    if (!strstr(err, "max_frame 67108864") || !strstr(err, "--lua-mem-mb 64"))
+        fail_msg("want both numbers in: %s", err);
+    o.mem_cap = 1 << 20;
+    write_script("return {framing = 'line', on_data = function(c, f) return f end}\n");
+    e = script_env_new(&o, err, sizeof(err));
+    assert_non_null(e);
+    script_env_free(e);
+}
+
+/* Defect 2: reading the returned table ran its metamethods unprotected: a "strict" __index
+ * that raises on a missing key (on_connect is optional) aborted the daemon at load. */
+static void test_strict_index_on_load_and_reload(void **state)
+{
+    static const char text[] =
+        "local strict = {__index = function(t, k) error('strict: no field ' .. k, 2) end}\n"
+        "return setmetatable({on_data = function(c, f) return 'strict ok' end}, strict)\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e = env_of("return {on_data = function() return 'v1' end}\n", &o, err);
+    struct script *sc = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    write_script(text);
+    assert_int_equal(script_env_reload(e, err, sizeof(err)), 2);
+    assert_int_equal(script_refresh(sc), 1);
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "strict ok");
+    /* a load that runs out of memory is an error, not an abort */
+    write_script("local t = {} for i = 1, 1e7 do t[i] = i end\n"
+                 "return {on_data = function() end}\n");
+    assert_int_equal(script_env_reload(e, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "not enough memory"));
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "strict ok");
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+/* Defect 3: the count hook never fires inside string.find and friends, so a backtracking
+ * pattern held the worker for as long as it ran; and finalizers run with hooks off. */
+static void test_timeout_bounds_pattern_matching(void **state)
+{
+    static const char text[] =
+        "return {on_data = function(conn, f)\n"
+        "  local s = string.rep('a', 300000)\n"
+        "  if f == 'find' then return tostring(s:find('.-.-.-b')) end\n"
+        "  if f == 'gsub' then return tostring(select(2, s:gsub('a-a-a-b', ''))) end\n"
+        "  if f == 'gmatch' then for _ in s:gmatch('.-.-b') do end return 'x' end\n"
+        "  return 'ok'\n"
+        "end}\n";
+    static const char *const calls[] = {"find", "gsub", "gmatch"};
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    o.timeout_ms = 100;
+    e = env_of(text, &o, err);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_int_equal(script_env_start(e), 0);
+    script_bind(sc);
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+        long t0 = mono_ms();
+        assert_int_equal(data(sc, &c, calls[i], &out), SCRIPT_TIMEOUT);
+        /* unbounded, each runs for hours; a generous bound, not a speed claim */
+        if (mono_ms() - t0 > 10000)
+            fail_msg("%s ran %ld ms at --lua-timeout-ms 100", calls[i], mono_ms() - t0);
+    }
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "ok");
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+static void test_gc_metamethods_refused(void **state)
+{
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+
+    (void)state;
+    load_fails("setmetatable({}, {__gc = function() while true do end end})\n"
+               "return {on_data = function() end}\n",
+               1, "__gc metamethods are refused");
+    o.unsafe = true;
+    write_script("local mt = setmetatable({}, {__gc = function() end})\n"
+                 "return {on_data = function() end}\n");
+    e = script_env_new(&o, err, sizeof(err));
+    assert_non_null(e); /* --lua-unsafe allows them */
+    script_env_free(e);
+}
+
+/* Defect 4: conn:send appended without bound and the reply went whole into the connection's
+ * output, ignoring --max-pending. */
+static void test_lua_send_bounded_by_max_pending(void **state)
+{
+    static const char text[] =
+        "return {on_data = function(conn, f)\n"
+        "  local mib = string.rep('x', 1024 * 1024)\n"
+        "  if f == 'flood' then for i = 1, 400 do conn:send(mib) end end\n"
+        "  if f == 'reply' then return mib end\n"
+        "  return string.rep('y', 60000)\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    o.max_output = 64 * 1024;
+    e = env_of(text, &o, err);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    capture_start();
+    assert_int_equal(data(sc, &c, "flood", &out), SCRIPT_ERROR);
+    assert_int_equal(out.len, 0);
+    assert_true(out.cap <= 128 * 1024); /* never grew past the bound */
+    assert_int_equal(data(sc, &c, "reply", &out), SCRIPT_ERROR);
+    assert_int_equal(out.len, 0);
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK); /* under the bound */
+    assert_int_equal(out.len, 60000);
+    out.len = 0;
+    assert_non_null(strstr(capture_end(), "would pass --max-pending (65536 bytes"));
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+/* Defect 4: conn.ctx on the C heap had a per-connection bound only; all connections together
+ * are bounded by --lua-ctx-mb (ctx_total). */
+static void test_ctx_total_bounded(void **state)
+{
+    static const char text[] =
+        "return {on_data = function(conn, f)\n"
+        "  conn.ctx.pad = string.rep('p', tonumber(f))\n"
+        "  return 'ok'\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c[3] = {{.id = 1, .fd = -1}, {.id = 2, .fd = -1}, {.id = 3, .fd = -1}};
+    struct outbuf out = {0};
+
+    (void)state;
+    o.ctx_total = 1 << 20;
+    e = env_of(text, &o, err);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    capture_start();
+    assert_int_equal(data(sc, &c[0], "600000", &out), SCRIPT_OK);
+    assert_int_equal(data(sc, &c[1], "600000", &out), SCRIPT_ERROR); /* 1.2 MB > 1 MiB */
+    assert_null(c[1].ctx);
+    assert_int_equal(data(sc, &c[0], "100", &out), SCRIPT_OK); /* shrinks: refunded */
+    assert_int_equal(data(sc, &c[1], "600000", &out), SCRIPT_OK);
+    script_conn_release(&c[1]);                                /* released: refunded */
+    assert_int_equal(data(sc, &c[2], "600000", &out), SCRIPT_OK);
+    assert_non_null(strstr(capture_end(), "--lua-ctx-mb"));
+    for (int i = 0; i < 3; i++)
+        script_conn_release(&c[i]);
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+/* Defect 5: incr accepted "5" (luaL_checknumber converts) but stored it as a string and read
+ * it as a number: incr(k, 1, "5") returned 1.0. */
+static void test_shared_incr_numeric_strings(void **state)
+{
+    static const char text[] =
+        "return {on_data = function(conn, f)\n"
+        "  local sh = lfe.shared\n"
+        "  local a = sh:incr('a', 1, '5')\n"
+        "  local b = sh:incr('b', '2', 0)\n"
+        "  local c = sh:incr('c', '0.5', '1')\n"
+        "  local ok = pcall(sh.incr, sh, 'd', 1, 'five')\n"
+        "  return math.type(a) .. a .. ' ' .. math.type(b) .. b .. ' ' .. c .. ' ' ..\n"
+        "         tostring(ok) .. ' ' .. tostring(sh:get('d'))\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e = env_of(text, &o, err);
+    struct script *sc = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    assert_int_equal(data(sc, &c, "x", &out), SCRIPT_OK);
+    out_is(&out, "integer6 integer2 1.5 false nil");
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
+/* Defect 6: the cache handed out the live table, so a change through a reference kept
+ * elsewhere (a registry of sessions) showed on the worker that cached it and not on others. */
+static void test_ctx_same_whatever_the_worker(void **state)
+{
+    static const char text[] =
+        "sessions = {}\n"
+        "return {framing = 'line', on_data = function(conn, f)\n"
+        "  if f == 'save' then conn.ctx.v = 1; sessions[conn.id] = conn.ctx; return 's' end\n"
+        "  if f == 'mutate' then for _, t in pairs(sessions) do t.v = 99 end return 'm' end\n"
+        "  return tostring(conn.ctx.v)\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e = env_of(text, &o, err);
+    struct script *a = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script *b = script_new(e, "0.1", &st, err, sizeof(err));
+    struct script_conn c = {.id = 1, .fd = -1}, other = {.id = 2, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    assert_int_equal(data(a, &c, "save", &out), SCRIPT_OK);
+    out_is(&out, "s");
+    assert_int_equal(data(a, &other, "mutate", &out), SCRIPT_OK); /* not c's callback */
+    out_is(&out, "m");
+    assert_int_equal(data(a, &c, "get", &out), SCRIPT_OK); /* a cached the table */
+    out_is(&out, "1");
+    assert_int_equal(data(b, &c, "get", &out), SCRIPT_OK); /* b rebuilds it: the same */
+    out_is(&out, "1");
+    script_conn_release(&c);
+    script_conn_release(&other);
+    script_free(a);
+    script_free(b);
+    script_env_free(e);
+    free(out.data);
+}
+
+/* Defect 8: load took binary chunks, string.dump was there, print wrote to stdout, and client
+ * bytes reached the log unescaped. */
+static void test_sandbox_holes(void **state)
+{
+    static const char text[] =
+        "return {on_data = function(conn, f)\n"
+        "  if f == 'dump' then return tostring(string.dump) end\n"
+        "  if f == 'bin' then\n"
+        "    local ok, err = pcall(load, '\\27Lua\\84\\0', 'x', 'b')\n"
+        "    local f2, err2 = load('\\27Lua\\84\\0')\n"
+        "    return tostring(ok) .. ' ' .. tostring(f2) .. ' ' .. tostring(err2 ~= nil)\n"
+        "  end\n"
+        "  if f == 'text' then\n"
+        "    local env = {x = 5}\n"
+        "    return load('return 1 + 1')() .. ' ' .. load('return x', 'c', 't', env)()\n"
+        "  end\n"
+        "  if f == 'print' then print('hello', 'from\\nprint'); return 'p' end\n"
+        "  lfe.log('client said: ' .. f)\n"
+        "  return 'l'\n"
+        "end}\n";
+    struct script_opts o = opts();
+    char err[512], *log;
+    struct script_env *e = env_of(text, &o, err);
+    struct script *sc = script_new(e, "0.0", &st, err, sizeof(err));
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    assert_int_equal(data(sc, &c, "dump", &out), SCRIPT_OK);
+    out_is(&out, "nil");
+    assert_int_equal(data(sc, &c, "bin", &out), SCRIPT_OK);
+    out_is(&out, "false nil true");
+    assert_int_equal(data(sc, &c, "text", &out), SCRIPT_OK);
+    out_is(&out, "2 5");
+    capture_start();
+    assert_int_equal(data(sc, &c, "print", &out), SCRIPT_OK);
+    assert_int_equal(data(sc, &c, "evil\n12:00:00.000 lfepolld[1]: error: forged\x1b[2J", &out),
+                     SCRIPT_OK);
+    log = capture_end();
+    out.len = 0;
+    assert_non_null(strstr(log, "print: hello\\tfrom\\nprint\n"));
+    assert_non_null(strstr(log, "client said: evil\\n12:00:00.000 lfepolld[1]: error: forged\\x1b[2J\n"));
+    assert_null(strstr(log, "\nforged"));
+    assert_null(strstr(log, "\n12:00:00.000"));
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
 static int cleanup(void **state)
 {
     (void)state;
@@ -471,6 +850,16 @@ int main(void)
         cmocka_unit_test(test_ctx_cache),
         cmocka_unit_test(test_memory_cap),     cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_reload),         cmocka_unit_test(test_sandbox_and_shared),
+        cmocka_unit_test(test_alloc_outside_pcall_at_cap),
+        cmocka_unit_test(test_max_frame_that_cannot_fit_is_refused),
+        cmocka_unit_test(test_strict_index_on_load_and_reload),
+        cmocka_unit_test(test_timeout_bounds_pattern_matching),
+        cmocka_unit_test(test_gc_metamethods_refused),
+        cmocka_unit_test(test_lua_send_bounded_by_max_pending),
+        cmocka_unit_test(test_ctx_total_bounded),
+        cmocka_unit_test(test_shared_incr_numeric_strings),
+        cmocka_unit_test(test_ctx_same_whatever_the_worker),
+        cmocka_unit_test(test_sandbox_holes),
     };
 
     log_threshold = LOG_ERR; /* the failures these tests provoke are logged as warnings */

@@ -1,0 +1,21 @@
+-- hostile.lua: what a script must not be able to do to the daemon (issue 9's regression tests).
+-- "flood" queues 400 MiB with conn:send; "wedge" (under --lua-unsafe) runs a finalizer that
+-- never returns, where no hook can stop it; anything else answers "ok".
+return {
+    framing = "line",
+    on_data = function(conn, line)
+        if line == "flood" then
+            local mib = string.rep("x", 1024 * 1024)
+            for _ = 1, 400 do
+                conn:send(mib)
+            end
+        elseif line == "wedge" then
+            setmetatable({}, {__gc = function() while true do end end})
+            collectgarbage()
+        end
+        return "ok\n"
+    end,
+    on_close = function(conn, reason)
+        lfe.log("on_close " .. conn.id .. " " .. reason)
+    end,
+}
