@@ -50,8 +50,8 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args opt topo net obuf conn stats dispatch frame shdict ctx script lpattern lconn \
-            server acceptor worker tune
+SRV_MODS := log args opt topo net obuf conn stats dispatch frame shdict ctx script script_env \
+            lfelib lpattern lconn server acceptor worker tune
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 

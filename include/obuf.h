@@ -1,4 +1,6 @@
-/* obuf: a connection's pending output, allocated only while bytes wait for the socket. */
+/* obuf: output buffers. struct obuf: a connection's pending output, allocated only while bytes
+ * wait for the socket. struct outbuf: a plain growable buffer a thread reuses (a worker's Lua
+ * replies, conn.ctx serialization). */
 #ifndef LFE_OBUF_H
 #define LFE_OBUF_H
 
@@ -29,5 +31,14 @@ void obuf_consume(struct obuf *b, size_t n);
 
 /* Frees the storage. */
 void obuf_free(struct obuf *b);
+
+/* Growable output, reused across calls: len bytes at data, cap allocated. Owned by one thread. */
+struct outbuf {
+    char *data;
+    size_t len, cap;
+};
+
+/* Appends n bytes. 0, or -ENOMEM with b unchanged. */
+int outbuf_put(struct outbuf *b, const void *p, size_t n);
 
 #endif /* LFE_OBUF_H */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "frame.h"
+#include "obuf.h"
 #include "stats.h"
 
 #define SCRIPT_CTX_MAX (1u << 20) /* bytes of serialized conn.ctx per connection */
@@ -37,14 +38,6 @@ struct script_conn {
     struct script_env *env; /* what ctx is charged to (--lua-ctx-mb), set at the first save */
 };
 
-/* Growable output, reused across calls. */
-struct outbuf {
-    char *data;
-    size_t len, cap;
-};
-
-/* Appends n bytes. 0, or -ENOMEM with b unchanged. */
-int outbuf_put(struct outbuf *b, const void *p, size_t n);
 
 enum script_rc {
     SCRIPT_OK,      /* any reply was appended to out */

@@ -1,4 +1,5 @@
-/* obuf: a connection's pending output, allocated only while bytes wait for the socket. */
+/* obuf: output buffers: a connection's pending output (struct obuf) and a reusable growable
+ * buffer (struct outbuf). */
 #include "obuf.h"
 
 #include <errno.h>
@@ -55,4 +56,23 @@ void obuf_free(struct obuf *b)
     free(b->data);
     b->data = NULL;
     b->off = b->end = b->size = 0;
+}
+
+int outbuf_put(struct outbuf *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        char *d;
+
+        while (cap < b->len + n)
+            cap *= 2;
+        d = realloc(b->data, cap);
+        if (!d)
+            return -ENOMEM;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
 }

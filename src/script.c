@@ -1,168 +1,35 @@
-/* script: Lua 5.4 request handlers.
+/* script: the workers' Lua states and the callbacks run in them.
  *
  * DESIGN
  *
  * States. Each worker thread owns one lua_State (struct lstate) and is the only thread that
  * touches it: no lock on the request path. The script is compiled once per state; on_data,
  * on_connect and on_close are kept as registry refs, so a request costs one lua_pcall.
- *
- * conn.ctx under leader-follower. Any worker of a group may take a connection's next event, so
- * a Lua table cannot live in one state across events. conn.ctx is therefore a value kept in C
- * between callbacks: the first access in a callback rebuilds the table from the connection's
- * serialized copy, and when the callback returns a touched table is serialized back. It holds
- * strings, numbers, booleans and nested tables (no functions, no cycles), up to SCRIPT_CTX_MAX
- * bytes. A callback that never touches conn.ctx pays nothing; one that does pays for the save
- * (docs/lua.md). Whatever worker runs the next event, the table is the same. Each state also
- * keeps the tables it saved last (small ones, CTX_CACHE_* bounded): when the connection's next
- * event comes to the same worker and no other state saved since (conn->ctx_owner, ctx_ver),
- * the table is taken from there instead of being rebuilt. A failed callback clears ctx_owner,
- * so what it changed is dropped as before.
- *
- * The conn object is a fresh userdata per callback, dead once it returns: a conn stashed in a
- * global raises an error instead of writing to some other connection.
+ * Everything that can raise runs under lua_pcall: building a state (libraries, the chunk, the
+ * returned table, read raw) and each callback whole (the conn object, the frame's copy, the
+ * call, the reply, the conn.ctx save), since an error outside one ends in lua_atpanic, which
+ * aborts the process.
  *
  * Limits. Memory: a per-state cap in the lua_Alloc; past it an allocation fails, Lua raises
  * "not enough memory" (after an emergency GC), the call fails and its connection closes; a
- * state still near the cap after a full collection is rebuilt. Time: nothing on the fast path
- * but two stores and a coarse clock read. A watchdog thread sees a call running past
- * --lua-timeout-ms and sends its worker a signal; the handler (on that thread, as lua.c does
- * for Ctrl-C) arms a count hook that raises an error at every instruction, so a pcall inside
- * the script cannot swallow it. C clears the hook when the call returns. Code inside one C
- * function (a huge string.rep) is not interruptible; the memory cap bounds it.
+ * state still near the cap after a full collection is rebuilt. Output: one callback queues at
+ * most --max-pending (lfelib_output). Time: script_env.c's watchdog.
  *
- * Reload. SIGHUP compiles the file in a scratch state on the main thread; if that fails the
- * old script stays. Otherwise the new source becomes generation N+1 and every worker, between
- * two batches of events, builds a state from it and drops its old one. Connections and their
- * conn.ctx survive; a connection keeps the framing it started with.
+ * Where the rest lives: script_env.c (sources, reload, watchdog), lfelib.c (what scripts see),
+ * ctx.c (conn.ctx between callbacks), lpattern.c (the pattern functions).
  */
-#include "script.h"
+#include "script_int.h"
 
 #include "ctx.h"
 #include "log.h"
-#include "lpattern.h"
-#include "shdict.h"
 
 #include <errno.h>
 #include <lauxlib.h>
-#include <lua.h>
 #include <lualib.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 
 #define ERR_LOGS_PER_SEC 5 /* runtime errors logged with a traceback, per second, in total */
-#define CTX_CACHE_ITEM 256         /* serialized bytes: larger conn.ctx tables are not cached */
-#define CTX_CACHE_BYTES (4u << 20) /* per state, then the cache starts over */
-#define CONN_MT "lfepoll.conn"
-
-/* A loaded source, shared by the states built from it. */
-struct src {
-    int refs; /* under env->mu */
-    long gen;
-    size_t len;
-    char *code;
-    bool has_connect;
-};
-
-struct script_env {
-    struct script_opts o;
-    char *path;
-    pthread_mutex_t mu; /* cur, refs, scripts[] */
-    struct src *cur;
-    long gen; /* atomic: cur->gen */
-    struct shdict *dict;
-    struct script **scripts; /* registered for the watchdog */
-    int nscripts, capscripts;
-    pthread_t wd;
-    bool wd_started;
-    pthread_cond_t wd_cv;
-    bool wd_stop;
-    long log_sec;   /* atomic: second of the current error-log window */
-    int log_n;      /* atomic: errors logged in it */
-    long log_quiet; /* atomic: errors not logged */
-    size_t ctx_used; /* atomic: bytes of saved conn.ctx, all connections (--lua-ctx-mb) */
-};
-
-/* One lua_State and what was loaded into it. */
-struct lstate {
-    lua_State *L;
-    size_t used, cap; /* allocator accounting */
-    int ref_data, ref_connect, ref_close, ref_mt;
-    int ref_cache;      /* conn.ctx cache: [id] = the table, [-id] = its ctx_ver */
-    size_t cache_bytes; /* ctx_cost() of each entry */
-    struct framing fr;
-    long gen;
-    struct script_env *env;
-    struct script *sc; /* NULL in a scratch state */
-    char *sbuf;        /* lfe.shared get scratch */
-    size_t sbufcap;
-};
-
-struct script {
-    struct script_env *env;
-    struct worker_stats *st;
-    char name[24];
-    struct lstate *ls;
-    long gen, tried_gen;
-    size_t mem; /* atomic: ls->used after the last call */
-    /* The watchdog's view of the current call. */
-    uint64_t seq;             /* atomic: calls started */
-    uint64_t kill_seq;        /* atomic: the call the watchdog wants stopped */
-    uint64_t fired;           /* watchdog only: last call signalled */
-    long start_ms;            /* atomic: coarse start time of the current call */
-    int in_call;              /* atomic */
-    pthread_t tid;            /* atomic (an integer on Linux): the thread running sc */
-    volatile sig_atomic_t hooked;    /* set by the signal handler: the hook is armed */
-    volatile sig_atomic_t timed_out; /* set with it */
-    struct outbuf ser; /* conn.ctx serialization scratch */
-};
-
-/* The conn userdata, one per callback. */
-struct cud {
-    struct script_conn *c; /* NULL once the callback returned */
-    struct script *sc;
-    struct outbuf *out;
-    size_t mark;     /* out->len when the callback started */
-    int idx;         /* where the userdata sits on the stack of the protected call */
-    bool close;
-    bool ctx_loaded; /* uservalue 1 holds the table */
-};
-
-static __thread struct script *tls_sc; /* the script this thread runs, for the signal handler */
-static int timeout_signal;            /* SIGRTMIN, set at start */
-
-int outbuf_put(struct outbuf *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *d;
-
-        while (cap < b->len + n)
-            cap *= 2;
-        d = realloc(b->data, cap);
-        if (!d)
-            return -ENOMEM;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-static long coarse_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
-}
 
 /* --- allocation with a cap --------------------------------------------------------------- */
 
@@ -215,26 +82,6 @@ static int l_msgh(lua_State *L)
     return 1;
 }
 
-static void peer_name(int fd, char *buf, size_t len)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[INET6_ADDRSTRLEN];
-
-    snprintf(buf, len, "?");
-    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-        snprintf(buf, len, "%s:%u", host, ntohs(a->sin_port));
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-        snprintf(buf, len, "[%s]:%u", host, ntohs(a->sin6_port));
-    }
-}
-
 /* Logs a failed callback, at most ERR_LOGS_PER_SEC per second over all workers; the rest are
  * counted and summed up in the next line that is logged. */
 static void report(struct script *sc, const struct script_conn *c, const char *cb,
@@ -257,7 +104,7 @@ static void report(struct script *sc, const struct script_conn *c, const char *c
         __atomic_add_fetch(&e->log_quiet, 1, __ATOMIC_RELAXED);
         return;
     }
-    peer_name(c ? c->fd : -1, peer, sizeof(peer));
+    lfelib_peer_name(c ? c->fd : -1, peer, sizeof(peer));
     log_warn("lua: worker %s, connection %llu (%s): %s: %s", sc->name,
              c ? (unsigned long long)c->id : 0ull, peer, cb, what);
 }
@@ -268,567 +115,7 @@ void script_note(struct script *sc, const struct script_conn *c, const char *whe
     report(sc, c, where, what);
 }
 
-/* --- conn.ctx: serialized between callbacks (ctx.c), cached per state ---------------- */
-
-/* After a save of c's ctx (the table at idx): keep that table in this state, marked with the
- * new version, so that the next event on this worker need not rebuild it. The version entry
- * holds (version << 16) | cost, so an entry that changes size is charged again. */
-static void cache_put(lua_State *L, struct script *sc, struct script_conn *c, int idx)
-{
-    struct lstate *ls = sc->ls;
-    size_t cost = ctx_cost(c->ctxlen), old = 0;
-
-    idx = lua_absindex(L, idx);
-    c->ctx_ver++;
-    c->ctx_owner = NULL;
-    if (c->ctxlen > CTX_CACHE_ITEM)
-        return;
-    /* closed connections pile up too; and the cache takes at most 1/8 of a memory cap */
-    if (ls->cache_bytes + cost >
-        (ls->cap && ls->cap / 8 < CTX_CACHE_BYTES ? ls->cap / 8 : CTX_CACHE_BYTES)) {
-        lua_newtable(L);
-        lua_rawseti(L, LUA_REGISTRYINDEX, ls->ref_cache);
-        ls->cache_bytes = 0;
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ls->ref_cache);
-    if (lua_rawgeti(L, -1, -(lua_Integer)c->id) == LUA_TNUMBER)
-        old = (size_t)(lua_tointeger(L, -1) & 0xffff);
-    lua_pop(L, 1);
-    lua_pushvalue(L, idx);
-    lua_rawseti(L, -2, (lua_Integer)c->id);
-    lua_pushinteger(L, (lua_Integer)c->ctx_ver << 16 | (lua_Integer)cost);
-    lua_rawseti(L, -2, -(lua_Integer)c->id);
-    lua_pop(L, 1);
-    ls->cache_bytes = ls->cache_bytes + cost - (old <= ls->cache_bytes ? old : ls->cache_bytes);
-    c->ctx_owner = sc;
-}
-
-/* Pushes c's cached table if this state holds the one of its last save and that table still
- * holds what was saved; returns false (pushing nothing) otherwise. The check matters: a script
- * may keep a reference to the table (or a subtable) somewhere and change it between the
- * connection's callbacks; every other worker rebuilds conn.ctx from the saved bytes, so this
- * one must hand out the same content. Comparing a small table with the bytes is cheaper than
- * rebuilding it (no allocation). */
-static bool cache_get(lua_State *L, struct script *sc, struct script_conn *c)
-{
-    int top = lua_gettop(L);
-
-    if (c->ctx_owner != sc || !c->ctx)
-        return false;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, sc->ls->ref_cache);
-    if (lua_rawgeti(L, top + 1, -(lua_Integer)c->id) == LUA_TNUMBER &&
-        (uint32_t)(lua_tointeger(L, top + 2) >> 16) == c->ctx_ver &&
-        lua_rawgeti(L, top + 1, (lua_Integer)c->id) == LUA_TTABLE) {
-        if (ctx_same(L, top + 3, c->ctx, c->ctxlen)) {
-            lua_replace(L, top + 1);
-            lua_settop(L, top + 1);
-            return true;
-        }
-    }
-    lua_settop(L, top);
-    c->ctx_owner = NULL;
-    return false;
-}
-
-/* conn.ctx's own bound: per connection, and all connections together (--lua-ctx-mb). */
-static size_t ctx_limit(const struct script_env *e)
-{
-    size_t max = e->o.ctx_max ? e->o.ctx_max : SCRIPT_CTX_MAX;
-
-    return e->o.ctx_total && e->o.ctx_total < max ? e->o.ctx_total : max;
-}
-
-/* Charges (or refunds) the C heap that a connection's saved conn.ctx takes against
- * --lua-ctx-mb. Returns false when the total would pass it. */
-static bool ctx_charge(struct script_env *e, size_t from, size_t to)
-{
-    if (to <= from) {
-        __atomic_sub_fetch(&e->ctx_used, from - to, __ATOMIC_RELAXED);
-        return true;
-    }
-    if (__atomic_add_fetch(&e->ctx_used, to - from, __ATOMIC_RELAXED) > e->o.ctx_total &&
-        e->o.ctx_total) {
-        __atomic_sub_fetch(&e->ctx_used, to - from, __ATOMIC_RELAXED);
-        return false;
-    }
-    return true;
-}
-
-/* After a callback that touched conn.ctx (u's uservalue 1, a table): serialize it into c. */
-static void ctx_save(lua_State *L, struct cud *u)
-{
-    struct script_env *e = u->sc->env;
-    struct outbuf *b = &u->sc->ser;
-    struct script_conn *c = u->c;
-    int top = lua_gettop(L);
-    char *blob;
-
-    b->len = 0;
-    lua_getiuservalue(L, u->idx, 1);
-    if (lua_type(L, -1) != LUA_TTABLE)
-        luaL_error(L, "conn.ctx must be a table, not a %s", luaL_typename(L, -1));
-    lua_pushnil(L);
-    if (!lua_next(L, -2)) { /* empty: nothing to keep */
-        ctx_charge(e, c->ctxlen, 0);
-        free(c->ctx);
-        c->ctx = NULL;
-        c->ctxlen = 0;
-        c->ctx_ver++;
-        c->ctx_owner = NULL;
-        lua_settop(L, top);
-        return;
-    }
-    lua_settop(L, top + 1);
-    ctx_encode(L, -1, b, ctx_limit(e));
-    if (!ctx_charge(e, c->ctxlen, b->len))
-        luaL_error(L,
-                   "conn.ctx: all connections' conn.ctx together would pass --lua-ctx-mb "
-                   "(%I MiB); keep less per connection or raise it",
-                   (lua_Integer)(e->o.ctx_total >> 20));
-    blob = b->len <= c->ctxlen ? c->ctx : realloc(c->ctx, b->len);
-    if (!blob) {
-        ctx_charge(e, b->len, c->ctxlen);
-        luaL_error(L, "not enough memory");
-    }
-    memcpy(blob, b->data, b->len);
-    c->ctx = blob;
-    c->ctxlen = (uint32_t)b->len;
-    c->env = e;
-    cache_put(L, u->sc, c, -1);
-    if (b->cap > 64 * 1024) { /* one big ctx does not pin a big buffer */
-        free(b->data);
-        b->data = NULL;
-        b->cap = 0;
-    }
-    b->len = 0;
-    lua_settop(L, top);
-}
-
-void script_conn_release(struct script_conn *c)
-{
-    if (c->env)
-        ctx_charge(c->env, c->ctxlen, 0);
-    free(c->ctx);
-    c->ctx = NULL;
-    c->ctxlen = 0;
-    c->env = NULL;
-}
-
-/* --- the conn object ----------------------------------------------------------------------- */
-
-static struct cud *check_conn(lua_State *L)
-{
-    struct cud *u = luaL_checkudata(L, 1, CONN_MT);
-
-    if (!u->c)
-        luaL_error(L, "conn used after its callback returned; keep per-connection data in "
-                      "conn.ctx, not the conn object");
-    return u;
-}
-
-/* Output of one callback (conn:send and the returned string) past --max-pending fails it: the
- * connection is closed, and no worker's buffer grows without bound. */
-static void put_output(lua_State *L, struct cud *u, const char *s, size_t len, const char *what)
-{
-    size_t max = u->sc->env->o.max_output, have = u->out->len - u->mark;
-
-    if (max && len > max - (have < max ? have : max))
-        luaL_error(L,
-                   "%s: this callback's output would pass --max-pending (%I bytes; %I queued, "
-                   "%I more); the connection is closed",
-                   what, (lua_Integer)max, (lua_Integer)have, (lua_Integer)len);
-    if (outbuf_put(u->out, s, len) < 0)
-        luaL_error(L, "not enough memory");
-}
-
-static int l_send(lua_State *L)
-{
-    struct cud *u = check_conn(L);
-    size_t len;
-    const char *s = luaL_checklstring(L, 2, &len);
-
-    put_output(L, u, s, len, "conn:send");
-    return 0;
-}
-
-static int l_close(lua_State *L)
-{
-    check_conn(L)->close = true;
-    return 0;
-}
-
-static int l_conn_index(lua_State *L)
-{
-    struct cud *u = check_conn(L);
-    const char *k = luaL_checkstring(L, 2);
-
-    if (!strcmp(k, "ctx")) {
-        if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE)
-            return 1;
-        lua_pop(L, 1);
-        if (cache_get(L, u->sc, u->c)) {
-            /* the table of the last save, kept in this state, unchanged since */
-        } else if (u->c->ctx) {
-            if (ctx_decode(L, u->c->ctx, u->c->ctxlen) < 0)
-                return luaL_error(L, "conn.ctx: corrupt saved state");
-        } else {
-            lua_newtable(L);
-        }
-        lua_pushvalue(L, -1);
-        lua_setiuservalue(L, 1, 1);
-        u->ctx_loaded = true;
-        return 1;
-    }
-    if (!strcmp(k, "send")) {
-        lua_pushcfunction(L, l_send);
-    } else if (!strcmp(k, "close")) {
-        lua_pushcfunction(L, l_close);
-    } else if (!strcmp(k, "id")) {
-        lua_pushinteger(L, (lua_Integer)u->c->id);
-    } else if (!strcmp(k, "peer")) {
-        char peer[64];
-        peer_name(u->c->fd, peer, sizeof(peer));
-        lua_pushstring(L, peer);
-    } else {
-        lua_pushnil(L);
-    }
-    return 1;
-}
-
-static int l_conn_newindex(lua_State *L)
-{
-    struct cud *u = check_conn(L);
-    const char *k = luaL_checkstring(L, 2);
-
-    if (strcmp(k, "ctx") != 0)
-        return luaL_error(L, "conn.%s cannot be set; keep per-connection data in conn.ctx", k);
-    if (!lua_istable(L, 3))
-        return luaL_error(L, "conn.ctx must be a table, not a %s", luaL_typename(L, 3));
-    lua_settop(L, 3);
-    lua_setiuservalue(L, 1, 1);
-    u->ctx_loaded = true;
-    return 0;
-}
-
-static int l_conn_tostring(lua_State *L)
-{
-    struct cud *u = luaL_checkudata(L, 1, CONN_MT);
-
-    if (u->c)
-        lua_pushfstring(L, "conn %I", (lua_Integer)u->c->id);
-    else
-        lua_pushliteral(L, "conn (closed callback)");
-    return 1;
-}
-
-/* --- lfe.shared ------------------------------------------------------------------------------ */
-
-static struct lstate *upstate(lua_State *L)
-{
-    return lua_touserdata(L, lua_upvalueindex(1));
-}
-
-/* First argument after an optional self (lfe.shared:get(k) and lfe.shared.get(k) both work). */
-static int argbase(lua_State *L)
-{
-    return lua_istable(L, 1) ? 2 : 1;
-}
-
-static int push_shval(lua_State *L, const struct shval *v)
-{
-    switch (v->type) {
-    case SHV_INT:
-        lua_pushinteger(L, v->i);
-        break;
-    case SHV_NUM:
-        lua_pushnumber(L, v->d);
-        break;
-    case SHV_STR:
-        lua_pushlstring(L, v->s, v->len);
-        break;
-    default:
-        lua_pushnil(L);
-    }
-    return 1;
-}
-
-static int to_shval(lua_State *L, int idx, struct shval *v, const char *what)
-{
-    switch (lua_type(L, idx)) {
-    case LUA_TNUMBER:
-        if (lua_isinteger(L, idx)) {
-            v->type = SHV_INT;
-            v->i = lua_tointeger(L, idx);
-        } else {
-            v->type = SHV_NUM;
-            v->d = lua_tonumber(L, idx);
-        }
-        return 0;
-    case LUA_TSTRING:
-        v->type = SHV_STR;
-        v->s = lua_tolstring(L, idx, &v->len);
-        return 0;
-    case LUA_TNIL:
-    case LUA_TNONE:
-        v->type = SHV_NONE;
-        return 0;
-    default:
-        return luaL_error(L, "lfe.shared: %s must be a string or a number, not a %s", what,
-                          luaL_typename(L, idx));
-    }
-}
-
-static int shared_err(lua_State *L, int rc, size_t klen, size_t vlen)
-{
-    lua_pushnil(L);
-    if (rc == -E2BIG)
-        lua_pushfstring(L, "no memory: the entry (%I bytes) is larger than a shard of lfe.shared "
-                           "holds; raise --lua-shared-mb",
-                        (lua_Integer)(klen + vlen));
-    else if (rc == -EINVAL)
-        lua_pushliteral(L, "not a number");
-    else if (rc == -ENOENT)
-        lua_pushliteral(L, "not found");
-    else
-        lua_pushliteral(L, "no memory");
-    return 2;
-}
-
-static int l_shared_get(lua_State *L)
-{
-    struct lstate *ls = upstate(L);
-    int b = argbase(L);
-    size_t klen;
-    const char *k = luaL_checklstring(L, b, &klen);
-    struct shval v;
-
-    if (shdict_get(ls->env->dict, k, klen, &v, &ls->sbuf, &ls->sbufcap) < 0)
-        return luaL_error(L, "not enough memory");
-    return push_shval(L, &v);
-}
-
-static int l_shared_set(lua_State *L)
-{
-    struct lstate *ls = upstate(L);
-    int b = argbase(L), rc;
-    size_t klen;
-    const char *k = luaL_checklstring(L, b, &klen);
-    struct shval v;
-
-    to_shval(L, b + 1, &v, "a value");
-    rc = shdict_set(ls->env->dict, k, klen, &v);
-    if (rc < 0)
-        return shared_err(L, rc, klen, v.type == SHV_STR ? v.len : 8);
-    lua_pushboolean(L, 1);
-    lua_pushnil(L);
-    lua_pushboolean(L, rc > 0); /* forcible: other keys were evicted */
-    return 3;
-}
-
-/* A number argument of incr. A numeric string ("5") is converted as Lua's arithmetic would
- * ("5" an integer, "5.0" a float): stored as the string it would be read back as a number
- * without the conversion, and incr(k, 1, "5") made 1. */
-static void num_arg(lua_State *L, int idx, struct shval *v)
-{
-    if (lua_type(L, idx) == LUA_TSTRING) {
-        size_t len;
-        const char *s = lua_tolstring(L, idx, &len);
-
-        if (lua_stringtonumber(L, s) != len + 1)
-            luaL_argerror(L, idx, "number expected, got a string that is not one");
-        lua_replace(L, idx);
-    }
-    luaL_checknumber(L, idx);
-    if (lua_isinteger(L, idx)) {
-        v->type = SHV_INT;
-        v->i = lua_tointeger(L, idx);
-    } else {
-        v->type = SHV_NUM;
-        v->d = lua_tonumber(L, idx);
-    }
-}
-
-static int l_shared_incr(lua_State *L)
-{
-    struct lstate *ls = upstate(L);
-    int b = argbase(L), rc;
-    size_t klen;
-    const char *k = luaL_checklstring(L, b, &klen);
-    struct shval delta = {.type = SHV_INT, .i = 1}, init, out;
-    bool has_init = !lua_isnoneornil(L, b + 2);
-
-    if (!lua_isnoneornil(L, b + 1))
-        num_arg(L, b + 1, &delta);
-    if (has_init)
-        num_arg(L, b + 2, &init);
-    rc = shdict_incr(ls->env->dict, k, klen, &delta, has_init ? &init : NULL, &out);
-    if (rc < 0)
-        return shared_err(L, rc, klen, 8);
-    return push_shval(L, &out);
-}
-
-static int l_shared_delete(lua_State *L)
-{
-    struct lstate *ls = upstate(L);
-    size_t klen;
-    const char *k = luaL_checklstring(L, argbase(L), &klen);
-
-    lua_pushboolean(L, shdict_delete(ls->env->dict, k, klen));
-    return 1;
-}
-
-static int l_log(lua_State *L)
-{
-    struct lstate *ls = upstate(L);
-    luaL_Buffer buf;
-    int n = lua_gettop(L);
-
-    luaL_buffinit(L, &buf);
-    for (int i = 1; i <= n; i++) {
-        luaL_tolstring(L, i, NULL);
-        luaL_addvalue(&buf);
-        if (i < n)
-            luaL_addchar(&buf, ' ');
-    }
-    luaL_pushresult(&buf);
-    log_info("lua: worker %s: %s", ls->sc ? ls->sc->name : "check", lua_tostring(L, -1));
-    return 0;
-}
-
-/* --- loading ------------------------------------------------------------------------------- */
-
-/* print: to the log, one escaped line (stdout may be a pipe nobody reads: a worker blocked on
- * it would stop serving). */
-static int l_print(lua_State *L)
-{
-    struct lstate *ls = upstate(L);
-    luaL_Buffer buf;
-    int n = lua_gettop(L);
-
-    luaL_buffinit(L, &buf);
-    for (int i = 1; i <= n; i++) {
-        luaL_tolstring(L, i, NULL);
-        luaL_addvalue(&buf);
-        if (i < n)
-            luaL_addchar(&buf, '\t');
-    }
-    luaL_pushresult(&buf);
-    log_info("lua: worker %s: print: %s", ls->sc ? ls->sc->name : "check", lua_tostring(L, -1));
-    return 0;
-}
-
-/* load, text chunks only: a binary chunk is bytecode that the VM trusts (a crafted one reads
- * and writes memory at will), and a script that loads client input would run it. */
-static int l_load_text(lua_State *L)
-{
-    int n = lua_gettop(L);
-
-    if (n >= 3 && !lua_isnil(L, 3)) {
-        const char *mode = luaL_checkstring(L, 3);
-        if (strcmp(mode, "t") != 0)
-            return luaL_error(L, "load: mode '%s' refused: only text chunks (\"t\") load in the "
-                                 "default sandbox; --lua-unsafe allows binary ones",
-                              mode);
-    }
-    if (n < 3)
-        lua_settop(L, 3); /* no env argument: load keeps the global one */
-    lua_pushliteral(L, "t");
-    lua_replace(L, 3);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
-}
-
-/* setmetatable without __gc: Lua runs finalizers with hooks off, so the timeout cannot stop a
- * finalizer that loops, and it runs at any allocation of any later callback. */
-static int l_setmetatable_nogc(lua_State *L)
-{
-    if (lua_type(L, 2) == LUA_TTABLE) {
-        lua_pushliteral(L, "__gc");
-        if (lua_rawget(L, 2) != LUA_TNIL)
-            return luaL_error(L, "setmetatable: __gc metamethods are refused in the default "
-                                 "sandbox (a finalizer runs where --lua-timeout-ms cannot stop "
-                                 "it); --lua-unsafe allows them");
-        lua_pop(L, 1);
-    }
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, 1);
-    return 1;
-}
-
-/* Replaces global name with f, which gets the original as upvalue 1. */
-static void wrap_global(lua_State *L, const char *name, lua_CFunction f)
-{
-    lua_getglobal(L, name);
-    lua_pushcclosure(L, f, 1);
-    lua_setglobal(L, name);
-}
-
-static void open_libs(lua_State *L, struct lstate *ls, bool unsafe)
-{
-    static const luaL_Reg safe[] = {{LUA_GNAME, luaopen_base},     {LUA_STRLIBNAME, luaopen_string},
-                                    {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-                                    {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
-
-    if (unsafe) {
-        luaL_openlibs(L);
-    } else {
-        for (const luaL_Reg *r = safe; r->func; r++) {
-            luaL_requiref(L, r->name, r->func, 1);
-            lua_pop(L, 1);
-        }
-        /* Reading files at run time blocks a worker: not by default. */
-        lua_pushnil(L);
-        lua_setglobal(L, "dofile");
-        lua_pushnil(L);
-        lua_setglobal(L, "loadfile");
-        wrap_global(L, "load", l_load_text);
-        wrap_global(L, "setmetatable", l_setmetatable_nogc);
-        /* os.time and os.clock only. */
-        luaopen_os(L);
-        lua_createtable(L, 0, 2);
-        lua_getfield(L, -2, "time");
-        lua_setfield(L, -2, "time");
-        lua_getfield(L, -2, "clock");
-        lua_setfield(L, -2, "clock");
-        lua_setglobal(L, "os");
-        lua_pop(L, 1);
-    }
-    lua_getglobal(L, LUA_STRLIBNAME);
-    if (!unsafe) {
-        lua_pushnil(L); /* bytecode out is the other half of bytecode in */
-        lua_setfield(L, -2, "dump");
-    }
-    /* Pattern matching that the timeout can stop (lua's own never returns to the VM). */
-    lpattern_install(L, lua_gettop(L), ls->sc ? &ls->sc->timed_out : NULL);
-    lua_pop(L, 1);
-    lua_pushlightuserdata(L, ls);
-    lua_pushcclosure(L, l_print, 1);
-    lua_setglobal(L, "print");
-}
-
-static void open_lfe(lua_State *L, struct lstate *ls)
-{
-    static const luaL_Reg shared[] = {{"get", l_shared_get},
-                                      {"set", l_shared_set},
-                                      {"incr", l_shared_incr},
-                                      {"delete", l_shared_delete},
-                                      {NULL, NULL}};
-
-    lua_createtable(L, 0, 4);
-    lua_createtable(L, 0, 4);
-    lua_pushlightuserdata(L, ls);
-    luaL_setfuncs(L, shared, 1);
-    lua_setfield(L, -2, "shared");
-    lua_pushlightuserdata(L, ls);
-    lua_pushcclosure(L, l_log, 1);
-    lua_setfield(L, -2, "log");
-    lua_pushstring(L, ls->sc ? ls->sc->name : "check");
-    lua_setfield(L, -2, "worker");
-    lua_setglobal(L, "lfe");
-}
+/* --- building a state ------------------------------------------------------------------- */
 
 /* What load_protected() needs and fills. */
 struct load {
@@ -958,20 +245,15 @@ static bool read_framing(lua_State *L, struct load *ld, struct framing *f)
  * script's: its fields are read raw. A failed check fills ld->err and returns normally. */
 static int load_protected(lua_State *L)
 {
-    static const luaL_Reg conn_mt[] = {{"__index", l_conn_index},
-                                       {"__newindex", l_conn_newindex},
-                                       {"__tostring", l_conn_tostring},
-                                       {NULL, NULL}};
     struct load *ld = lua_touserdata(L, 1);
     struct lstate *ls = ld->ls;
     char chunk[512];
     size_t frame_max;
 
     lua_settop(L, 0);
-    open_libs(L, ls, ls->env->o.unsafe);
-    open_lfe(L, ls);
-    luaL_newmetatable(L, CONN_MT);
-    luaL_setfuncs(L, conn_mt, 0);
+    luaL_requiref(L, "lfe", luaopen_lfe, 1);
+    lua_pop(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, CONN_MT);
     ls->ref_mt = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_newtable(L);
     ls->ref_cache = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -1029,7 +311,7 @@ static int load_protected(lua_State *L)
     return 0;
 }
 
-static void lstate_free(struct lstate *ls)
+void lstate_free(struct lstate *ls)
 {
     if (!ls)
         return;
@@ -1041,8 +323,8 @@ static void lstate_free(struct lstate *ls)
 
 /* Builds a state from src: libraries, lfe, the chunk run once, the returned table checked and
  * its callbacks kept as refs. Stack afterwards: the message handler at index 1. */
-static struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s,
-                                 char *err, size_t errlen)
+struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s,
+                          char *err, size_t errlen)
 {
     struct lstate *ls = calloc(1, sizeof(*ls));
     struct load ld = {.s = s, .path = e->path, .err = err, .errlen = errlen};
@@ -1093,237 +375,23 @@ fail:
     return NULL;
 }
 
-static struct src *src_read(const char *path, long gen, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    struct src *s;
-    long len;
-
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    s = calloc(1, sizeof(*s));
-    if (!s || fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0 ||
-        !(s->code = malloc((size_t)len + 1)) ||
-        fread(s->code, 1, (size_t)len, f) != (size_t)len) {
-        snprintf(err, errlen, "cannot read %s: %s", path, errno ? strerror(errno) : "short read");
-        fclose(f);
-        if (s)
-            free(s->code);
-        free(s);
-        return NULL;
-    }
-    fclose(f);
-    s->len = (size_t)len;
-    s->gen = gen;
-    s->refs = 1;
-    return s;
-}
-
-static void src_unref(struct script_env *e, struct src *s)
-{
-    bool last;
-
-    if (!s)
-        return;
-    pthread_mutex_lock(&e->mu);
-    last = --s->refs == 0;
-    pthread_mutex_unlock(&e->mu);
-    if (last) {
-        free(s->code);
-        free(s);
-    }
-}
-
-/* Loads s in a scratch state: the check before a source is used. */
-static int src_check(struct script_env *e, struct src *s, char *err, size_t errlen)
-{
-    struct lstate *ls = lstate_new(e, NULL, s, err, errlen);
-
-    if (!ls)
-        return -1;
-    s->has_connect = ls->ref_connect != LUA_NOREF;
-    lstate_free(ls);
-    return 0;
-}
-
-struct script_env *script_env_new(const struct script_opts *o, char *err, size_t errlen)
-{
-    struct script_env *e = calloc(1, sizeof(*e));
-
-    if (!e) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    e->o = *o;
-    e->path = strdup(o->path);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->wd_cv, NULL);
-    e->dict = shdict_new(o->shared_bytes);
-    if (!e->path || !e->dict) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    e->cur = src_read(e->path, 1, err, errlen);
-    if (!e->cur || src_check(e, e->cur, err, errlen) < 0)
-        goto fail;
-    e->gen = 1;
-    return e;
-
-fail:
-    script_env_free(e);
-    return NULL;
-}
-
-long script_env_reload(struct script_env *e, char *err, size_t errlen)
-{
-    long gen = __atomic_load_n(&e->gen, __ATOMIC_RELAXED) + 1;
-    struct src *s = src_read(e->path, gen, err, errlen), *old;
-
-    if (!s)
-        return -1;
-    if (src_check(e, s, err, errlen) < 0) {
-        src_unref(e, s);
-        return -1;
-    }
-    pthread_mutex_lock(&e->mu);
-    old = e->cur;
-    e->cur = s;
-    pthread_mutex_unlock(&e->mu);
-    __atomic_store_n(&e->gen, gen, __ATOMIC_RELEASE);
-    src_unref(e, old);
-    return gen;
-}
-
-bool script_env_connect_first(struct script_env *e)
-{
-    bool has;
-
-    pthread_mutex_lock(&e->mu);
-    has = e->cur->has_connect;
-    pthread_mutex_unlock(&e->mu);
-    return has;
-}
-
-void script_env_print(struct script_env *e, FILE *f)
-{
-    size_t keys, bytes, cap;
-    uint64_t ev;
-
-    shdict_usage(e->dict, &keys, &bytes, &cap, &ev);
-    fprintf(f, "stats: lua: generation=%ld shared_keys=%zu shared_bytes=%zu shared_capacity=%zu "
-               "shared_evictions=%llu\n",
-            __atomic_load_n(&e->gen, __ATOMIC_RELAXED), keys, bytes, cap,
-            (unsigned long long)ev);
-}
-
-/* --- the timeout watchdog ----------------------------------------------------------------- */
-
-static void timeout_hook(lua_State *L, lua_Debug *ar)
-{
-    (void)ar;
-    luaL_error(L, "handler timed out");
-}
-
-/* On the worker's own thread, like lua.c's SIGINT handler: lua_sethook is safe here. */
-static void on_timeout_signal(int sig)
-{
-    struct script *sc = tls_sc;
-
-    (void)sig;
-    if (!sc || !__atomic_load_n(&sc->in_call, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&sc->kill_seq, __ATOMIC_RELAXED) !=
-            __atomic_load_n(&sc->seq, __ATOMIC_RELAXED))
-        return;
-    sc->timed_out = 1;
-    sc->hooked = 1;
-    /* Count only: a call hook would also fire for the C message handler. */
-    lua_sethook(sc->ls->L, timeout_hook, LUA_MASKCOUNT, 1);
-}
-
-static void *watchdog_main(void *arg)
-{
-    struct script_env *e = arg;
-    long tick = e->o.timeout_ms / 4;
-    struct timespec ts;
-
-    tick = tick < 1 ? 1 : tick > 100 ? 100 : tick;
-    pthread_mutex_lock(&e->mu);
-    while (!e->wd_stop) {
-        long now = coarse_ms();
-
-        for (int i = 0; i < e->nscripts; i++) {
-            struct script *sc = e->scripts[i];
-            uint64_t seq = __atomic_load_n(&sc->seq, __ATOMIC_RELAXED);
-
-            if (__atomic_load_n(&sc->in_call, __ATOMIC_ACQUIRE) && seq != sc->fired &&
-                now - __atomic_load_n(&sc->start_ms, __ATOMIC_RELAXED) >= e->o.timeout_ms) {
-                sc->fired = seq;
-                __atomic_store_n(&sc->kill_seq, seq, __ATOMIC_RELEASE);
-                pthread_kill(__atomic_load_n(&sc->tid, __ATOMIC_RELAXED), timeout_signal);
-            }
-        }
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += tick * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&e->wd_cv, &e->mu, &ts);
-    }
-    pthread_mutex_unlock(&e->mu);
-    return NULL;
-}
-
-int script_env_start(struct script_env *e)
-{
-    struct sigaction sa;
-    int rc;
-
-    if (e->o.timeout_ms <= 0 || e->wd_started)
-        return 0;
-    timeout_signal = SIGRTMIN;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_timeout_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(timeout_signal, &sa, NULL) < 0)
-        return -errno;
-    rc = pthread_create(&e->wd, NULL, watchdog_main, e);
-    if (rc)
-        return -rc;
-    pthread_setname_np(e->wd, "lfe-lua-watch");
-    e->wd_started = true;
-    return 0;
-}
-
-void script_env_free(struct script_env *e)
-{
-    if (!e)
-        return;
-    if (e->wd_started) {
-        pthread_mutex_lock(&e->mu);
-        e->wd_stop = true;
-        pthread_cond_signal(&e->wd_cv);
-        pthread_mutex_unlock(&e->mu);
-        pthread_join(e->wd, NULL);
-    }
-    if (e->cur)
-        src_unref(e, e->cur);
-    shdict_free(e->dict);
-    free(e->scripts);
-    free(e->path);
-    pthread_cond_destroy(&e->wd_cv);
-    pthread_mutex_destroy(&e->mu);
-    free(e);
-}
-
 /* --- per-worker scripts ------------------------------------------------------------------- */
+
+/* A state built from the current generation: the one way a worker gets one (at start, at a
+ * reload, after a memory error). */
+static struct lstate *lstate_current(struct script *sc, char *err, size_t errlen)
+{
+    struct src *s = script_env_src_get(sc->env);
+    struct lstate *ls = lstate_new(sc->env, sc, s, err, errlen);
+
+    script_env_src_put(sc->env, s);
+    return ls;
+}
 
 struct script *script_new(struct script_env *e, const char *name, struct worker_stats *st,
                           char *err, size_t errlen)
 {
     struct script *sc = calloc(1, sizeof(*sc));
-    struct src *s;
 
     if (!sc) {
         snprintf(err, errlen, "out of memory");
@@ -1333,30 +401,14 @@ struct script *script_new(struct script_env *e, const char *name, struct worker_
     sc->st = st;
     snprintf(sc->name, sizeof(sc->name), "%s", name);
     sc->tid = pthread_self();
-    pthread_mutex_lock(&e->mu);
-    s = e->cur;
-    s->refs++;
-    pthread_mutex_unlock(&e->mu);
-    sc->ls = lstate_new(e, sc, s, err, errlen);
-    sc->gen = sc->tried_gen = s->gen;
-    src_unref(e, s);
+    sc->ls = lstate_current(sc, err, errlen);
     if (!sc->ls)
         goto fail;
-    pthread_mutex_lock(&e->mu);
-    if (e->nscripts == e->capscripts) {
-        int cap = e->capscripts ? e->capscripts * 2 : 8;
-        struct script **a = realloc(e->scripts, (size_t)cap * sizeof(*a));
-
-        if (!a) {
-            pthread_mutex_unlock(&e->mu);
-            snprintf(err, errlen, "out of memory");
-            goto fail;
-        }
-        e->scripts = a;
-        e->capscripts = cap;
+    sc->gen = sc->tried_gen = sc->ls->gen;
+    if (script_env_register(e, sc) < 0) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
     }
-    e->scripts[e->nscripts++] = sc;
-    pthread_mutex_unlock(&e->mu);
     return sc;
 
 fail:
@@ -1365,29 +417,17 @@ fail:
     return NULL;
 }
 
-void script_bind(struct script *sc)
-{
-    __atomic_store_n(&sc->tid, pthread_self(), __ATOMIC_RELAXED);
-    tls_sc = sc;
-}
-
 int script_refresh(struct script *sc)
 {
     struct script_env *e = sc->env;
     long gen = __atomic_load_n(&e->gen, __ATOMIC_ACQUIRE);
     struct lstate *ls, *old;
-    struct src *s;
     char err[512];
 
     if (gen == sc->gen || gen == sc->tried_gen)
         return 0;
     sc->tried_gen = gen;
-    pthread_mutex_lock(&e->mu);
-    s = e->cur;
-    s->refs++;
-    pthread_mutex_unlock(&e->mu);
-    ls = lstate_new(e, sc, s, err, sizeof(err));
-    src_unref(e, s);
+    ls = lstate_current(sc, err, sizeof(err));
     if (!ls) {
         log_err("lua: worker %s cannot load generation %ld: %s; it keeps generation %ld",
                 sc->name, gen, err, sc->gen);
@@ -1416,22 +456,15 @@ size_t script_mem(const struct script *sc)
  * under 3/4 of its cap (live data grew, not one request). */
 static void after_nomem(struct script *sc)
 {
-    struct script_env *e = sc->env;
     size_t used;
     struct lstate *ls;
-    struct src *s;
     char err[512];
 
     lua_gc(sc->ls->L, LUA_GCCOLLECT);
     used = sc->ls->used;
     if (!sc->ls->cap || used < sc->ls->cap / 4 * 3)
         return;
-    pthread_mutex_lock(&e->mu);
-    s = e->cur;
-    s->refs++;
-    pthread_mutex_unlock(&e->mu);
-    ls = lstate_new(e, sc, s, err, sizeof(err));
-    src_unref(e, s);
+    ls = lstate_current(sc, err, sizeof(err));
     if (!ls) {
         log_err("lua: worker %s: cannot rebuild its full state: %s", sc->name, err);
         return;
@@ -1463,12 +496,9 @@ struct call {
 static int call_protected(lua_State *L)
 {
     struct call *k = lua_touserdata(L, 1);
-    struct cud *u = lua_newuserdatauv(L, sizeof(*u), 1); /* index 2 */
+    struct cud *u = lfelib_push_conn(L, k->sc, k->c, k->out); /* index 2 */
 
-    *u = (struct cud){.c = k->c, .sc = k->sc, .out = k->out, .mark = k->out->len, .idx = 2};
     k->u = u;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, k->sc->ls->ref_mt);
-    lua_setmetatable(L, 2);
     lua_rawgeti(L, LUA_REGISTRYINDEX, k->ref);
     lua_pushvalue(L, 2);
     if (k->arg)
@@ -1479,7 +509,7 @@ static int call_protected(lua_State *L)
     if (lua_type(L, -1) == LUA_TSTRING) {
         size_t len;
         const char *s = lua_tolstring(L, -1, &len);
-        put_output(L, u, s, len, k->cb);
+        lfelib_output(L, u, s, len, k->cb);
     } else if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
         u->close = true;
     } else if (!lua_isnil(L, -1)) {
@@ -1581,19 +611,15 @@ void script_on_close(struct script *sc, struct script_conn *c, const char *reaso
 
 void script_free(struct script *sc)
 {
-    struct script_env *e;
-
     if (!sc)
         return;
-    e = sc->env;
-    pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < e->nscripts; i++)
-        if (e->scripts[i] == sc) {
-            e->scripts[i] = e->scripts[--e->nscripts];
-            break;
-        }
-    pthread_mutex_unlock(&e->mu);
+    script_env_unregister(sc->env, sc);
     lstate_free(sc->ls);
     free(sc->ser.data);
     free(sc);
+}
+
+void script_conn_release(struct script_conn *c)
+{
+    ctx_release(c);
 }

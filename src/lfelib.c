@@ -1,0 +1,531 @@
+/* lfelib: the library a script sees, opened as luaopen_lfe: the sandbox over the standard
+ * libraries, the conn object, lfe.shared, lfe.log, lfe.worker.
+ *
+ * DESIGN
+ *
+ * The conn object is a fresh userdata per callback, dead once it returns (script.c clears its
+ * c): a conn stashed in a global raises an error instead of writing to some other connection.
+ * Its methods are a luaL_Reg table; its fields (ctx, id, peer) are read by __index after them.
+ *
+ * The sandbox (without --lua-unsafe): base without dofile/loadfile, string, table, math, utf8,
+ * os.time and os.clock; load takes text chunks only and string.dump is gone (bytecode is
+ * trusted by the VM); setmetatable refuses __gc (finalizers run with hooks off, out of the
+ * timeout's reach); print goes to the log. The pattern functions are lpattern.c's in every
+ * mode, so the timeout stops them.
+ */
+#include "script_int.h"
+
+#include "ctx.h"
+#include "log.h"
+#include "lpattern.h"
+#include "shdict.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+void lfelib_peer_name(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN];
+
+    snprintf(buf, len, "?");
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+        snprintf(buf, len, "%s:%u", host, ntohs(a->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+        snprintf(buf, len, "[%s]:%u", host, ntohs(a->sin6_port));
+    }
+}
+
+/* --- the conn object ----------------------------------------------------------------------- */
+
+static struct cud *check_conn(lua_State *L)
+{
+    struct cud *u = luaL_checkudata(L, 1, CONN_MT);
+
+    if (!u->c)
+        luaL_error(L, "conn used after its callback returned; keep per-connection data in "
+                      "conn.ctx, not the conn object");
+    return u;
+}
+
+/* Output of one callback (conn:send and the returned string) past --max-pending fails it: the
+ * connection is closed, and no worker's buffer grows without bound. */
+void lfelib_output(lua_State *L, struct cud *u, const char *s, size_t len, const char *what)
+{
+    size_t max = u->sc->env->o.max_output, have = u->out->len - u->mark;
+
+    if (max && len > max - (have < max ? have : max))
+        luaL_error(L,
+                   "%s: this callback's output would pass --max-pending (%I bytes; %I queued, "
+                   "%I more); the connection is closed",
+                   what, (lua_Integer)max, (lua_Integer)have, (lua_Integer)len);
+    if (outbuf_put(u->out, s, len) < 0)
+        luaL_error(L, "not enough memory");
+}
+
+static int l_send(lua_State *L)
+{
+    struct cud *u = check_conn(L);
+    size_t len;
+    const char *s = luaL_checklstring(L, 2, &len);
+
+    lfelib_output(L, u, s, len, "conn:send");
+    return 0;
+}
+
+static int l_close(lua_State *L)
+{
+    check_conn(L)->close = true;
+    return 0;
+}
+
+static int get_ctx(lua_State *L, struct cud *u)
+{
+    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
+    if (ctx_cache_get(L, u->sc, u->c)) {
+        /* the table of the last save, kept in this state, unchanged since */
+    } else if (u->c->ctx) {
+        if (ctx_decode(L, u->c->ctx, u->c->ctxlen) < 0)
+            return luaL_error(L, "conn.ctx: corrupt saved state");
+    } else {
+        lua_newtable(L);
+    }
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 1);
+    u->ctx_loaded = true;
+    return 1;
+}
+
+static int get_id(lua_State *L, struct cud *u)
+{
+    lua_pushinteger(L, (lua_Integer)u->c->id);
+    return 1;
+}
+
+static int get_peer(lua_State *L, struct cud *u)
+{
+    char peer[64];
+
+    lfelib_peer_name(u->c->fd, peer, sizeof(peer));
+    lua_pushstring(L, peer);
+    return 1;
+}
+
+/* The conn object's fields: read by __index after its methods. */
+static const struct {
+    const char *name;
+    int (*get)(lua_State *L, struct cud *u);
+} conn_fields[] = {{"ctx", get_ctx}, {"id", get_id}, {"peer", get_peer}};
+
+static const luaL_Reg conn_methods[] = {{"send", l_send}, {"close", l_close}, {NULL, NULL}};
+
+/* __index: upvalue 1 is the methods table (send, close); upvalue 2 maps a field's name to its
+ * index in conn_fields. */
+static int l_conn_index(lua_State *L)
+{
+    struct cud *u = check_conn(L);
+
+    luaL_checkstring(L, 2);
+    lua_settop(L, 2);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+        return 1;
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(2)) == LUA_TNUMBER)
+        return conn_fields[lua_tointeger(L, -1)].get(L, u);
+    lua_pushnil(L);
+    return 1;
+}
+
+static int l_conn_newindex(lua_State *L)
+{
+    struct cud *u = check_conn(L);
+    const char *k = luaL_checkstring(L, 2);
+
+    if (strcmp(k, "ctx") != 0)
+        return luaL_error(L, "conn.%s cannot be set; keep per-connection data in conn.ctx", k);
+    if (!lua_istable(L, 3))
+        return luaL_error(L, "conn.ctx must be a table, not a %s", luaL_typename(L, 3));
+    lua_settop(L, 3);
+    lua_setiuservalue(L, 1, 1);
+    u->ctx_loaded = true;
+    return 0;
+}
+
+static int l_conn_tostring(lua_State *L)
+{
+    struct cud *u = luaL_checkudata(L, 1, CONN_MT);
+
+    if (u->c)
+        lua_pushfstring(L, "conn %I", (lua_Integer)u->c->id);
+    else
+        lua_pushliteral(L, "conn (closed callback)");
+    return 1;
+}
+
+/* Sets the conn metatable up in the registry. */
+static void open_conn(lua_State *L)
+{
+    static const luaL_Reg meta[] = {{"__newindex", l_conn_newindex},
+                                    {"__tostring", l_conn_tostring},
+                                    {NULL, NULL}};
+
+    luaL_newmetatable(L, CONN_MT);
+    luaL_setfuncs(L, meta, 0);
+    luaL_newlib(L, conn_methods);
+    lua_createtable(L, 0, (int)(sizeof(conn_fields) / sizeof(conn_fields[0])));
+    for (size_t i = 0; i < sizeof(conn_fields) / sizeof(conn_fields[0]); i++) {
+        lua_pushinteger(L, (lua_Integer)i);
+        lua_setfield(L, -2, conn_fields[i].name);
+    }
+    lua_pushcclosure(L, l_conn_index, 2);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+}
+
+struct cud *lfelib_push_conn(lua_State *L, struct script *sc, struct script_conn *c,
+                             struct outbuf *out)
+{
+    struct cud *u = lua_newuserdatauv(L, sizeof(*u), 1);
+
+    *u = (struct cud){.c = c, .sc = sc, .out = out, .mark = out->len, .idx = lua_gettop(L)};
+    luaL_setmetatable(L, CONN_MT);
+    return u;
+}
+
+/* --- lfe.shared ------------------------------------------------------------------------------ */
+
+static struct lstate *upstate(lua_State *L)
+{
+    return lua_touserdata(L, lua_upvalueindex(1));
+}
+
+/* First argument after an optional self (lfe.shared:get(k) and lfe.shared.get(k) both work). */
+static int argbase(lua_State *L)
+{
+    return lua_istable(L, 1) ? 2 : 1;
+}
+
+static int push_shval(lua_State *L, const struct shval *v)
+{
+    switch (v->type) {
+    case SHV_INT:
+        lua_pushinteger(L, v->i);
+        break;
+    case SHV_NUM:
+        lua_pushnumber(L, v->d);
+        break;
+    case SHV_STR:
+        lua_pushlstring(L, v->s, v->len);
+        break;
+    default:
+        lua_pushnil(L);
+    }
+    return 1;
+}
+
+static int to_shval(lua_State *L, int idx, struct shval *v, const char *what)
+{
+    switch (lua_type(L, idx)) {
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) {
+            v->type = SHV_INT;
+            v->i = lua_tointeger(L, idx);
+        } else {
+            v->type = SHV_NUM;
+            v->d = lua_tonumber(L, idx);
+        }
+        return 0;
+    case LUA_TSTRING:
+        v->type = SHV_STR;
+        v->s = lua_tolstring(L, idx, &v->len);
+        return 0;
+    case LUA_TNIL:
+    case LUA_TNONE:
+        v->type = SHV_NONE;
+        return 0;
+    default:
+        return luaL_error(L, "lfe.shared: %s must be a string or a number, not a %s", what,
+                          luaL_typename(L, idx));
+    }
+}
+
+static int shared_err(lua_State *L, int rc, size_t klen, size_t vlen)
+{
+    lua_pushnil(L);
+    if (rc == -E2BIG)
+        lua_pushfstring(L, "no memory: the entry (%I bytes) is larger than a shard of lfe.shared "
+                           "holds; raise --lua-shared-mb",
+                        (lua_Integer)(klen + vlen));
+    else if (rc == -EINVAL)
+        lua_pushliteral(L, "not a number");
+    else if (rc == -ENOENT)
+        lua_pushliteral(L, "not found");
+    else
+        lua_pushliteral(L, "no memory");
+    return 2;
+}
+
+static int l_shared_get(lua_State *L)
+{
+    struct lstate *ls = upstate(L);
+    int b = argbase(L);
+    size_t klen;
+    const char *k = luaL_checklstring(L, b, &klen);
+    struct shval v;
+
+    if (shdict_get(ls->env->dict, k, klen, &v, &ls->sbuf, &ls->sbufcap) < 0)
+        return luaL_error(L, "not enough memory");
+    return push_shval(L, &v);
+}
+
+static int l_shared_set(lua_State *L)
+{
+    struct lstate *ls = upstate(L);
+    int b = argbase(L), rc;
+    size_t klen;
+    const char *k = luaL_checklstring(L, b, &klen);
+    struct shval v;
+
+    to_shval(L, b + 1, &v, "a value");
+    rc = shdict_set(ls->env->dict, k, klen, &v);
+    if (rc < 0)
+        return shared_err(L, rc, klen, v.type == SHV_STR ? v.len : 8);
+    lua_pushboolean(L, 1);
+    lua_pushnil(L);
+    lua_pushboolean(L, rc > 0); /* forcible: other keys were evicted */
+    return 3;
+}
+
+/* A number argument of incr. A numeric string ("5") is converted as Lua's arithmetic would
+ * ("5" an integer, "5.0" a float): stored as the string it would be read back as a number
+ * without the conversion, and incr(k, 1, "5") made 1. */
+static void num_arg(lua_State *L, int idx, struct shval *v)
+{
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+
+        if (lua_stringtonumber(L, s) != len + 1)
+            luaL_argerror(L, idx, "number expected, got a string that is not one");
+        lua_replace(L, idx);
+    }
+    luaL_checknumber(L, idx);
+    if (lua_isinteger(L, idx)) {
+        v->type = SHV_INT;
+        v->i = lua_tointeger(L, idx);
+    } else {
+        v->type = SHV_NUM;
+        v->d = lua_tonumber(L, idx);
+    }
+}
+
+static int l_shared_incr(lua_State *L)
+{
+    struct lstate *ls = upstate(L);
+    int b = argbase(L), rc;
+    size_t klen;
+    const char *k = luaL_checklstring(L, b, &klen);
+    struct shval delta = {.type = SHV_INT, .i = 1}, init, out;
+    bool has_init = !lua_isnoneornil(L, b + 2);
+
+    if (!lua_isnoneornil(L, b + 1))
+        num_arg(L, b + 1, &delta);
+    if (has_init)
+        num_arg(L, b + 2, &init);
+    rc = shdict_incr(ls->env->dict, k, klen, &delta, has_init ? &init : NULL, &out);
+    if (rc < 0)
+        return shared_err(L, rc, klen, 8);
+    return push_shval(L, &out);
+}
+
+static int l_shared_delete(lua_State *L)
+{
+    struct lstate *ls = upstate(L);
+    size_t klen;
+    const char *k = luaL_checklstring(L, argbase(L), &klen);
+
+    lua_pushboolean(L, shdict_delete(ls->env->dict, k, klen));
+    return 1;
+}
+
+static int l_log(lua_State *L)
+{
+    struct lstate *ls = upstate(L);
+    luaL_Buffer buf;
+    int n = lua_gettop(L);
+
+    luaL_buffinit(L, &buf);
+    for (int i = 1; i <= n; i++) {
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&buf);
+        if (i < n)
+            luaL_addchar(&buf, ' ');
+    }
+    luaL_pushresult(&buf);
+    log_info("lua: worker %s: %s", ls->sc ? ls->sc->name : "check", lua_tostring(L, -1));
+    return 0;
+}
+
+/* --- the sandbox and lfe -------------------------------------------------------------------- */
+
+/* print: to the log, one escaped line (stdout may be a pipe nobody reads: a worker blocked on
+ * it would stop serving). */
+static int l_print(lua_State *L)
+{
+    struct lstate *ls = upstate(L);
+    luaL_Buffer buf;
+    int n = lua_gettop(L);
+
+    luaL_buffinit(L, &buf);
+    for (int i = 1; i <= n; i++) {
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&buf);
+        if (i < n)
+            luaL_addchar(&buf, '\t');
+    }
+    luaL_pushresult(&buf);
+    log_info("lua: worker %s: print: %s", ls->sc ? ls->sc->name : "check", lua_tostring(L, -1));
+    return 0;
+}
+
+/* load, text chunks only: a binary chunk is bytecode that the VM trusts (a crafted one reads
+ * and writes memory at will), and a script that loads client input would run it. */
+static int l_load_text(lua_State *L)
+{
+    int n = lua_gettop(L);
+
+    if (n >= 3 && !lua_isnil(L, 3)) {
+        const char *mode = luaL_checkstring(L, 3);
+        if (strcmp(mode, "t") != 0)
+            return luaL_error(L, "load: mode '%s' refused: only text chunks (\"t\") load in the "
+                                 "default sandbox; --lua-unsafe allows binary ones",
+                              mode);
+    }
+    if (n < 3)
+        lua_settop(L, 3); /* no env argument: load keeps the global one */
+    lua_pushliteral(L, "t");
+    lua_replace(L, 3);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* setmetatable without __gc: Lua runs finalizers with hooks off, so the timeout cannot stop a
+ * finalizer that loops, and it runs at any allocation of any later callback. */
+static int l_setmetatable_nogc(lua_State *L)
+{
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        lua_pushliteral(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
+            return luaL_error(L, "setmetatable: __gc metamethods are refused in the default "
+                                 "sandbox (a finalizer runs where --lua-timeout-ms cannot stop "
+                                 "it); --lua-unsafe allows them");
+        lua_pop(L, 1);
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+/* Replaces global name with f, which gets the original as upvalue 1. */
+static void wrap_global(lua_State *L, const char *name, lua_CFunction f)
+{
+    lua_getglobal(L, name);
+    lua_pushcclosure(L, f, 1);
+    lua_setglobal(L, name);
+}
+
+static void open_libs(lua_State *L, struct lstate *ls, bool unsafe)
+{
+    static const luaL_Reg safe[] = {{LUA_GNAME, luaopen_base},     {LUA_STRLIBNAME, luaopen_string},
+                                    {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+                                    {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
+
+    if (unsafe) {
+        luaL_openlibs(L);
+    } else {
+        for (const luaL_Reg *r = safe; r->func; r++) {
+            luaL_requiref(L, r->name, r->func, 1);
+            lua_pop(L, 1);
+        }
+        /* Reading files at run time blocks a worker: not by default. */
+        lua_pushnil(L);
+        lua_setglobal(L, "dofile");
+        lua_pushnil(L);
+        lua_setglobal(L, "loadfile");
+        wrap_global(L, "load", l_load_text);
+        wrap_global(L, "setmetatable", l_setmetatable_nogc);
+        /* os.time and os.clock only. */
+        luaopen_os(L);
+        lua_createtable(L, 0, 2);
+        lua_getfield(L, -2, "time");
+        lua_setfield(L, -2, "time");
+        lua_getfield(L, -2, "clock");
+        lua_setfield(L, -2, "clock");
+        lua_setglobal(L, "os");
+        lua_pop(L, 1);
+    }
+    lua_getglobal(L, LUA_STRLIBNAME);
+    if (!unsafe) {
+        lua_pushnil(L); /* bytecode out is the other half of bytecode in */
+        lua_setfield(L, -2, "dump");
+    }
+    /* Pattern matching that the timeout can stop (lua's own never returns to the VM). */
+    lpattern_install(L, lua_gettop(L), ls->sc ? &ls->sc->timed_out : NULL);
+    lua_pop(L, 1);
+    lua_pushlightuserdata(L, ls);
+    lua_pushcclosure(L, l_print, 1);
+    lua_setglobal(L, "print");
+}
+
+static void open_lfe(lua_State *L, struct lstate *ls)
+{
+    static const luaL_Reg shared[] = {{"get", l_shared_get},
+                                      {"set", l_shared_set},
+                                      {"incr", l_shared_incr},
+                                      {"delete", l_shared_delete},
+                                      {NULL, NULL}};
+
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 4);
+    lua_pushlightuserdata(L, ls);
+    luaL_setfuncs(L, shared, 1);
+    lua_setfield(L, -2, "shared");
+    lua_pushlightuserdata(L, ls);
+    lua_pushcclosure(L, l_log, 1);
+    lua_setfield(L, -2, "log");
+    lua_pushstring(L, ls->sc ? ls->sc->name : "check");
+    lua_setfield(L, -2, "worker");
+}
+
+int luaopen_lfe(lua_State *L)
+{
+    void *ud;
+    struct lstate *ls;
+
+    lua_getallocf(L, &ud);
+    ls = ud;
+    open_libs(L, ls, ls->env->o.unsafe);
+    open_conn(L);
+    open_lfe(L, ls);
+    return 1;
+}
+
