@@ -1,4 +1,5 @@
-/* conn: one client connection and its byte-exact echo state machine. */
+/* conn: a client connection: its life (conn_new, conn_close in pool.h), the socket I/O every
+ * mode shares, and the byte-exact echo state machine. */
 #ifndef LFE_CONN_H
 #define LFE_CONN_H
 
@@ -13,6 +14,31 @@
 #define CONN_SEEN 0x2u     /* a worker has taken an event of it (counts "accepted" once) */
 #define CONN_STARTED 0x4u  /* Lua: on_connect ran and the framing is fixed */
 #define CONN_CLOSING 0x8u  /* Lua: the script closed it: write what is pending, then close */
+
+/* Why a connection ends: on_close's reason in Lua mode (conn_why_name), a counter otherwise. */
+enum conn_why {
+    CONN_WHY_NONE,          /* not ending */
+    CONN_WHY_EOF,           /* the peer closed its side and everything was answered */
+    CONN_WHY_CLOSED,        /* the script closed it */
+    CONN_WHY_ERROR,         /* a script error */
+    CONN_WHY_TIMEOUT,       /* a callback past --lua-timeout-ms */
+    CONN_WHY_MEMORY,        /* out of memory (--lua-mem-mb, or a buffer) */
+    CONN_WHY_FRAME_TOO_BIG, /* a frame over max_frame */
+    CONN_WHY_RESET,         /* the peer reset or vanished */
+    CONN_WHY_IO_ERROR,      /* another socket or epoll error */
+    CONN_WHY_SHUTDOWN,      /* the daemon is stopping */
+};
+
+/* The reason as a script sees it: "eof", "closed", "error", ... ("" for CONN_WHY_NONE). */
+const char *conn_why_name(enum conn_why why);
+
+/* The reason for a socket error (errno value): a reset for a peer that reset or vanished. */
+enum conn_why conn_why_io(int err);
+
+enum conn_kind {
+    CONN_ECHO, /* a struct conn */
+    CONN_LUA,  /* a struct lconn, which starts with one */
+};
 
 /* A connection. Allocated by the accept thread, then owned by exactly one worker at a time: the
  * one whose epoll_wait returned it (EPOLLONESHOT disarms it) until that worker re-arms it with
@@ -43,8 +69,16 @@ struct conn_io {
  * and must be closed. Caller must own c. */
 uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io);
 
+/* A new connection on fd, of kind's size, zeroed. NULL when memory runs out. */
+struct conn *conn_new(int fd, enum conn_kind kind);
+
 /* Shared with the Lua state machine (lconn.c). */
 ssize_t conn_send_some(int fd, const char *p, size_t n); /* bytes taken (maybe 0) or -errno */
+/* Reads up to n bytes into buf: bytes read (> 0), 0 when the socket has nothing now or the peer
+ * closed its side (then CONN_RDCLOSED is set), or -errno. Retries EINTR. */
+ssize_t conn_read_some(struct conn *c, char *buf, size_t n);
+/* After EPOLLERR: the socket's pending error (SO_ERROR), counted in io. */
+int conn_sock_error(struct conn *c, const struct conn_io *io);
 int conn_flush(struct conn *c, const struct conn_io *io); /* 0 (maybe still pending) or -errno */
 void conn_count_error(int err, const struct conn_io *io);
 

@@ -16,13 +16,19 @@ struct lconn {
     struct script_conn sc; /* id and conn.ctx */
 };
 
+/* The Lua connection c is (in Lua mode every struct conn is the head of one: conn_new). */
+static inline struct lconn *lconn_of(struct conn *c)
+{
+    return (struct lconn *)c;
+}
+
 /* Handles one epoll event on a Lua connection, like conn_echo: on the first event runs
  * on_connect; splits what it reads into frames and runs on_data for each (stopping while
  * --max-pending bytes wait for the peer); writes the replies. out is the worker's reply
- * buffer. Returns the events to re-arm with, or 0 when the connection is finished: then
- * on_close has run with the reason, and the caller closes it (lconn_release, close). */
-uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
-                  struct outbuf *out);
+ * buffer. Returns the events to re-arm with, or 0 when the connection is finished: then *end
+ * says why, and the caller ends it with conn_close (which runs on_close). */
+uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                     struct script *sc, struct outbuf *out, enum conn_why *end);
 
 /* Frees the Lua-side buffers of a connection being closed (not the struct). */
 void lconn_release(struct lconn *lc);

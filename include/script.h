@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "conn.h"
 #include "frame.h"
 #include "obuf.h"
 #include "stats.h"
@@ -95,9 +96,9 @@ size_t script_mem(const struct script *sc);
 enum script_rc script_on_connect(struct script *sc, struct script_conn *c, struct outbuf *out);
 enum script_rc script_on_data(struct script *sc, struct script_conn *c, const char *frame,
                               size_t len, struct outbuf *out);
-/* reason: "eof", "closed", "error", "timeout", "memory", "frame_too_big", "reset", "io_error",
- * "shutdown". Output is discarded. */
-void script_on_close(struct script *sc, struct script_conn *c, const char *reason);
+/* on_close(conn, reason), reason as conn_why_name() says ("eof", "closed", "error", ...).
+ * Output is discarded. */
+void script_on_close(struct script *sc, struct script_conn *c, enum conn_why why);
 
 /* Logs a problem with a connection through the same rate limit as script errors. */
 void script_note(struct script *sc, const struct script_conn *c, const char *where,

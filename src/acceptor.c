@@ -168,7 +168,7 @@ static bool accept_all(struct acc *a, int li)
             STAT_ADD(&s->ast, shed, 1);
             continue;
         }
-        c = calloc(1, s->lua ? sizeof(struct lconn) : sizeof(*c));
+        c = conn_new(fd, s->lua ? CONN_LUA : CONN_ECHO);
         if (!c) {
             /* The client sees the close; the queue goes on (each connection retries calloc). */
             close(fd);
@@ -179,15 +179,13 @@ static bool accept_all(struct acc *a, int li)
                          __atomic_load_n(&s->live, __ATOMIC_RELAXED));
             continue;
         }
-        c->fd = fd;
         g = &s->groups[dispatch_pick(&s->disp, group_load, s)];
         __atomic_add_fetch(&g->live, 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->live, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&s->table[fd], c, __ATOMIC_RELEASE);
         ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
         if (s->lua) {
-            ((struct lconn *)c)->sc.id = ++s->next_id;
-            ((struct lconn *)c)->sc.fd = fd;
+            lconn_of(c)->sc.id = ++s->next_id;
             /* on_connect may speak first: have a worker run it now, not at the first input. */
             if (__atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
                 ev.events |= EPOLLOUT;
@@ -200,11 +198,7 @@ static bool accept_all(struct acc *a, int li)
             if (log_now(a, RL_EPOLL))
                 log_warn("accept: epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
                          strerror(errno));
-            __atomic_store_n(&s->table[fd], NULL, __ATOMIC_RELAXED);
-            __atomic_sub_fetch(&g->live, 1, __ATOMIC_RELAXED);
-            __atomic_sub_fetch(&s->live, 1, __ATOMIC_RELAXED);
-            close(fd);
-            free(c);
+            conn_close(s, g, c, CONN_WHY_IO_ERROR, NULL);
             STAT_ADD(&s->ast, err_other, 1);
             continue;
         }

@@ -1,9 +1,13 @@
-/* conn: one client connection and its byte-exact echo state machine. */
+/* conn: a client connection: where it is created and destroyed (conn_new, conn_close), the
+ * socket I/O every mode shares, and the byte-exact echo state machine. */
 #include "conn.h"
 
+#include "lconn.h"
 #include "log.h"
+#include "pool.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -62,16 +66,97 @@ int conn_flush(struct conn *c, const struct conn_io *io)
     return 0;
 }
 
+const char *conn_why_name(enum conn_why why)
+{
+    static const char *const names[] = {
+        [CONN_WHY_NONE] = "",          [CONN_WHY_EOF] = "eof",
+        [CONN_WHY_CLOSED] = "closed",  [CONN_WHY_ERROR] = "error",
+        [CONN_WHY_TIMEOUT] = "timeout", [CONN_WHY_MEMORY] = "memory",
+        [CONN_WHY_FRAME_TOO_BIG] = "frame_too_big", [CONN_WHY_RESET] = "reset",
+        [CONN_WHY_IO_ERROR] = "io_error", [CONN_WHY_SHUTDOWN] = "shutdown",
+    };
+
+    return (unsigned)why < sizeof(names) / sizeof(names[0]) ? names[why] : "";
+}
+
+enum conn_why conn_why_io(int err)
+{
+    return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT ? CONN_WHY_RESET
+                                                                 : CONN_WHY_IO_ERROR;
+}
+
+struct conn *conn_new(int fd, enum conn_kind kind)
+{
+    struct conn *c = calloc(1, kind == CONN_LUA ? sizeof(struct lconn) : sizeof(struct conn));
+
+    if (!c)
+        return NULL;
+    c->fd = fd;
+    if (kind == CONN_LUA)
+        lconn_of(c)->sc.fd = fd;
+    return c;
+}
+
+void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why why,
+                struct worker *w)
+{
+    struct script *sc = w ? w->script : NULL;
+
+    /* The script hears the end of every connection it saw start, and of no other. */
+    if (sc && (c->flags & CONN_STARTED))
+        script_on_close(sc, &lconn_of(c)->sc, why);
+    __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
+    /* No EPOLL_CTL_DEL first: the registration is disarmed (its EPOLLONESHOT event was delivered
+     * to this worker and not re-armed) or was never made, so no other thread can be handed it,
+     * and close() of the only reference to the socket removes it from the epoll set. One
+     * syscall less per connection. */
+    close(c->fd);
+    obuf_free(&c->out);
+    if (s->lua)
+        lconn_release(lconn_of(c));
+    free(c);
+    if (g)
+        __atomic_sub_fetch(&g->live, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&s->live, 1, __ATOMIC_RELAXED);
+    if (w)
+        STAT_ADD(&w->st, closed, 1);
+    if (__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED))
+        pool_kick(s->acc_wakefd); /* a descriptor came free: the accept thread may resume */
+}
+
+ssize_t conn_read_some(struct conn *c, char *buf, size_t n)
+{
+    for (;;) {
+        ssize_t r = read(c->fd, buf, n);
+
+        if (r > 0)
+            return r;
+        if (r == 0) {
+            c->flags |= CONN_RDCLOSED;
+            return 0;
+        }
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    }
+}
+
+int conn_sock_error(struct conn *c, const struct conn_io *io)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    conn_count_error(err, io);
+    return err;
+}
+
 uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
 {
     int rc;
 
     if (events & EPOLLERR) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-
-        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        conn_count_error(err, io);
+        conn_sock_error(c, io);
         return 0;
     }
     if (obuf_len(&c->out)) {
@@ -88,21 +173,13 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
 
         if (want == 0)
             break; /* at the cap: stop reading until the peer drains its side */
-        n = read(c->fd, io->buf, want);
+        n = conn_read_some(c, io->buf, want);
         if (n < 0) {
-            if (errno == EINTR) {
-                i--;
-                continue;
-            }
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            conn_count_error(errno, io);
+            conn_count_error((int)-n, io);
             return 0;
         }
-        if (n == 0) {
-            c->flags |= CONN_RDCLOSED;
-            break;
-        }
+        if (n == 0)
+            break; /* nothing now, or the end of input (CONN_RDCLOSED) */
         STAT_ADD(io->st, reads, 1);
         STAT_ADD(io->st, bytes_in, (uint64_t)n);
         if (obuf_len(&c->out) == 0) {

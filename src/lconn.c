@@ -10,22 +10,17 @@
 
 #define OUT_KEEP (1u << 20) /* a worker's reply buffer shrinks back after a reply this big */
 
-static const char *io_reason(int err)
-{
-    return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT ? "reset" : "io_error";
-}
-
-static const char *rc_reason(enum script_rc rc)
+static enum conn_why rc_reason(enum script_rc rc)
 {
     switch (rc) {
     case SCRIPT_CLOSE:
-        return "closed";
+        return CONN_WHY_CLOSED;
     case SCRIPT_TIMEOUT:
-        return "timeout";
+        return CONN_WHY_TIMEOUT;
     case SCRIPT_NOMEM:
-        return "memory";
+        return CONN_WHY_MEMORY;
     default:
-        return "error";
+        return CONN_WHY_ERROR;
     }
 }
 
@@ -70,27 +65,27 @@ done:
 
 /* emit(), and on failure the reason the connection ends. */
 static bool emit_ok(struct lconn *lc, struct outbuf *out, const struct conn_io *io,
-                    const char **why)
+                    enum conn_why *why)
 {
     int rc = emit(lc, out, io);
 
     if (rc == 0)
         return true;
     if (rc == -ENOMEM) {
-        *why = "memory";
+        *why = CONN_WHY_MEMORY;
     } else {
         conn_count_error(-rc, io);
-        *why = io_reason(-rc);
+        *why = conn_why_io(-rc);
     }
     return false;
 }
 
 /* Runs on_data for each whole frame of p[0, n). Replies gathered past --max-pending are written
  * first; while the socket leaves that much pending, the remaining frames wait. Returns the
- * bytes used; *why is set when the connection must end ("closed" included). */
+ * bytes used; *why is set when the connection must end (CONN_WHY_CLOSED included). */
 static size_t run_frames(struct lconn *lc, const char *p, size_t n, size_t *scanned,
                          const struct conn_io *io, struct script *sc, struct outbuf *out,
-                         const char **why)
+                         enum conn_why *why)
 {
     size_t used = 0;
 
@@ -109,7 +104,7 @@ static size_t run_frames(struct lconn *lc, const char *p, size_t n, size_t *scan
         if (r < 0) {
             STAT_ADD(io->st, frames_big, 1);
             script_note(sc, &lc->sc, "framing", "a frame is over max_frame; connection closed");
-            *why = "frame_too_big";
+            *why = CONN_WHY_FRAME_TOO_BIG;
             break;
         }
         used += (size_t)r;
@@ -124,7 +119,7 @@ static size_t run_frames(struct lconn *lc, const char *p, size_t n, size_t *scan
 
 /* Frames in lc->in (held back earlier, or the rest of a read). */
 static void run_buffered(struct lconn *lc, const struct conn_io *io, struct script *sc,
-                         struct outbuf *out, const char **why)
+                         struct outbuf *out, enum conn_why *why)
 {
     size_t used;
 
@@ -141,23 +136,17 @@ void lconn_release(struct lconn *lc)
     script_conn_release(&lc->sc);
 }
 
-uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
-                  struct outbuf *out)
+uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                     struct script *sc, struct outbuf *out, enum conn_why *end)
 {
     struct conn *c = &lc->c;
-    const char *why = NULL;
+    enum conn_why why = CONN_WHY_NONE;
     int rc;
 
     out->len = 0;
     if (events & EPOLLERR) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-
-        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        conn_count_error(err, io);
-        if (!(c->flags & CONN_STARTED))
-            return 0; /* ended before the script saw it: no on_connect, so no on_close */
-        why = io_reason(err);
+        /* Before the first event the script has not seen it: conn_close tells it nothing. */
+        why = conn_why_io(conn_sock_error(c, io));
         goto finish;
     }
     if (!(c->flags & CONN_STARTED)) {
@@ -171,7 +160,7 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
     }
     if (obuf_len(&c->out) && (rc = conn_flush(c, io)) < 0) {
         conn_count_error(-rc, io);
-        why = io_reason(-rc);
+        why = conn_why_io(-rc);
         goto finish;
     }
     if (!why && !(c->flags & CONN_CLOSING))
@@ -189,28 +178,20 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
             break; /* at the cap: no more requests until the peer reads its replies */
         if (lc->fr.kind == FRAME_RAW && want > lc->fr.max_frame)
             want = lc->fr.max_frame;
-        n = read(c->fd, io->buf, want);
+        n = conn_read_some(c, io->buf, want);
         if (n < 0) {
-            if (errno == EINTR) {
-                i--;
-                continue;
-            }
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            conn_count_error(errno, io);
-            why = io_reason(errno);
+            conn_count_error((int)-n, io);
+            why = conn_why_io((int)-n);
             goto finish;
         }
-        if (n == 0) {
-            c->flags |= CONN_RDCLOSED;
-            break;
-        }
+        if (n == 0)
+            break; /* nothing now, or the end of input (CONN_RDCLOSED) */
         STAT_ADD(io->st, reads, 1);
         STAT_ADD(io->st, bytes_in, (uint64_t)n);
         if (obuf_len(&lc->in)) {
             if (obuf_append(&lc->in, io->buf, (size_t)n) < 0) {
                 STAT_ADD(io->st, err_nomem, 1);
-                why = "memory";
+                why = CONN_WHY_MEMORY;
             } else {
                 run_buffered(lc, io, sc, out, &why);
             }
@@ -221,7 +202,7 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
             if (!why && used < (size_t)n) {
                 if (obuf_append(&lc->in, io->buf + used, (size_t)n - used) < 0) {
                     STAT_ADD(io->st, err_nomem, 1);
-                    why = "memory";
+                    why = CONN_WHY_MEMORY;
                 }
                 lc->scanned = scanned; /* of the bytes now at the start of lc->in */
             }
@@ -243,7 +224,7 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
 
             if (len > lc->fr.max_frame) {
                 STAT_ADD(io->st, frames_big, 1);
-                why = "frame_too_big";
+                why = CONN_WHY_FRAME_TOO_BIG;
             } else {
                 if (lc->fr.strip_cr && lc->in.data[lc->in.off + len - 1] == '\r')
                     len--;
@@ -257,9 +238,9 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
     }
     if (!emit_ok(lc, out, io, &why))
         goto finish;
-    if (why && !strcmp(why, "closed")) {
+    if (why == CONN_WHY_CLOSED) {
         c->flags |= CONN_CLOSING;
-        why = NULL;
+        why = CONN_WHY_NONE;
     }
     if (why)
         goto finish;
@@ -268,7 +249,7 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
          * nothing pending, every whole frame has run (nothing held it back). */
         if (obuf_len(&c->out))
             return EPOLLOUT;
-        why = c->flags & CONN_CLOSING ? "closed" : "eof";
+        why = c->flags & CONN_CLOSING ? CONN_WHY_CLOSED : CONN_WHY_EOF;
         goto finish;
     }
     if (obuf_len(&c->out) == 0)
@@ -280,11 +261,11 @@ uint32_t conn_lua(struct lconn *lc, uint32_t events, const struct conn_io *io, s
     return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
 
 finish:
-    /* Replies to earlier requests go out if the socket takes them now; then the script hears
-     * why the connection ends. */
+    /* Replies to earlier requests go out if the socket takes them now; conn_close then tells
+     * the script why the connection ends. */
     out->len = 0;
-    if (obuf_len(&c->out) && strcmp(why, "reset") && strcmp(why, "io_error"))
+    if (obuf_len(&c->out) && why != CONN_WHY_RESET && why != CONN_WHY_IO_ERROR)
         conn_flush(c, io);
-    script_on_close(sc, &lc->sc, why);
+    *end = why;
     return 0;
 }

@@ -95,6 +95,15 @@ void __tsan_release(void *addr);
 void *acceptor_main(void *arg);
 void *worker_main(void *arg);
 
+/* Ends connection c (conn.c), owned by the calling thread, for why: the script of w hears it
+ * (on_close, if it saw the connection start), the fd -> conn slot is cleared, the descriptor
+ * closed, the memory freed, the live counts of the server and of g (when given) go down, and w's
+ * closed counter (when given) goes up. w: the owning worker, or the worker whose state main
+ * runs at stop; NULL in the accept thread. After this neither c nor its fd number is touched;
+ * pending output is the caller's to write first. */
+void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why why,
+                struct worker *w);
+
 /* Writes 1 to an eventfd; the counter saturating is harmless, so errors are ignored. */
 void pool_kick(int efd);
 

@@ -599,9 +599,10 @@ enum script_rc script_on_data(struct script *sc, struct script_conn *c, const ch
     return invoke(sc, sc->ls->ref_data, "on_data", c, frame, len, true, out);
 }
 
-void script_on_close(struct script *sc, struct script_conn *c, const char *reason)
+void script_on_close(struct script *sc, struct script_conn *c, enum conn_why why)
 {
     struct outbuf none = {0};
+    const char *reason = conn_why_name(why);
 
     if (sc->ls->ref_close == LUA_NOREF)
         return;

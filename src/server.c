@@ -237,23 +237,16 @@ static uint64_t activity(struct server *s, bool *busy)
     return ev;
 }
 
-/* After every worker is joined: output still pending goes out while time is left, blocking.
- * In Lua mode the script hears "shutdown" first, if it saw the connection at all (sc: a
- * worker's state, now run by main); past the deadline it is not asked (each call could take
- * --lua-timeout-ms). Returns false when on_close was skipped for lack of time. */
-static bool flush_and_close(struct conn *c, long deadline, struct script *sc)
+/* After every worker is joined: output still pending goes out while time is left, blocking;
+ * then conn_close. In Lua mode the script of runner (a joined worker's state, now run by
+ * main) hears "shutdown", if it saw the connection at all, unless the deadline had passed
+ * before (each call could take --lua-timeout-ms). Returns false when on_close was skipped for
+ * lack of time. */
+static bool flush_and_close(struct server *s, struct conn *c, long deadline,
+                            struct worker *runner)
 {
-    bool asked = true;
+    bool ask = now_ms() < deadline, told = ask || !(c->flags & CONN_STARTED) || !runner;
 
-    if (sc) {
-        struct lconn *lc = (struct lconn *)c;
-
-        if ((c->flags & CONN_STARTED) && now_ms() < deadline)
-            script_on_close(sc, &lc->sc, "shutdown");
-        else if (c->flags & CONN_STARTED)
-            asked = false;
-        lconn_release(lc);
-    }
     while (obuf_len(&c->out)) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
         long left = deadline - now_ms();
@@ -267,10 +260,8 @@ static bool flush_and_close(struct conn *c, long deadline, struct script *sc)
         if (w > 0)
             obuf_consume(&c->out, (size_t)w);
     }
-    close(c->fd);
-    obuf_free(&c->out);
-    free(c);
-    return asked;
+    conn_close(s, NULL, c, CONN_WHY_SHUTDOWN, ask ? runner : NULL);
+    return told;
 }
 
 int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
@@ -279,7 +270,7 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     uint64_t prev = 0;
     int quiet = 0, wedged = 0;
     long left, unasked = 0;
-    struct script *sc = NULL;
+    struct worker *runner = NULL; /* a joined worker whose Lua state main runs from here */
     struct timespec until;
 
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
@@ -347,20 +338,20 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
                 continue; /* stays started: nothing it may touch is freed */
             }
             w->started = false;
-            if (!sc && w->script)
-                sc = w->script;
+            if (!runner && w->script)
+                runner = w;
         }
     if (wedged) /* its connections may be in its hands: leave them to the exit */
         return wedged;
     left = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
-    if (sc)
-        script_bind(sc); /* main runs on_close from here; the watchdog signals main */
+    if (runner)
+        script_bind(runner->script); /* main runs on_close from here; the watchdog signals it */
     for (size_t fd = 0; fd < s->table_size && left > 0; fd++) {
         struct conn *c = s->table[fd];
 
         if (c) {
             s->table[fd] = NULL;
-            if (!flush_and_close(c, deadline + STOP_GRACE_MS, sc))
+            if (!flush_and_close(s, c, deadline + STOP_GRACE_MS, runner))
                 unasked++;
             left--;
         }

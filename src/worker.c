@@ -22,35 +22,12 @@ static bool log_now(void)
     return true;
 }
 
-/* Ends a connection this worker owns: after this neither c nor its fd number is touched. */
-static void close_conn(struct worker *w, struct conn *c, bool counted_pending)
-{
-    struct server *s = w->srv;
-
-    if (counted_pending)
-        __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
-    /* No EPOLL_CTL_DEL first: the registration is disarmed (its EPOLLONESHOT event was delivered
-     * to this worker and not re-armed), so no other thread can be handed it, and close() of the
-     * only reference to the socket removes it from the epoll set. One syscall less per
-     * connection. */
-    close(c->fd);
-    obuf_free(&c->out);
-    if (w->script)
-        lconn_release((struct lconn *)c);
-    free(c);
-    __atomic_sub_fetch(&w->g->live, 1, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&s->live, 1, __ATOMIC_RELAXED);
-    STAT_ADD(&w->st, closed, 1);
-    if (__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED))
-        pool_kick(s->acc_wakefd); /* a descriptor came free: the accept thread may resume */
-}
-
 static void handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io)
 {
     struct server *s = w->srv;
     bool had = obuf_len(&c->out) != 0, has;
-    uint32_t want = w->script ? conn_lua((struct lconn *)c, events, io, w->script, &w->lout)
+    enum conn_why why = CONN_WHY_EOF;
+    uint32_t want = w->script ? lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why)
                               : conn_echo(c, events, io);
     struct epoll_event ev;
     int fd = c->fd; /* after the re-arm, c belongs to whichever worker epoll hands it to */
@@ -62,7 +39,9 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
     }
     has = obuf_len(&c->out) != 0;
     if (!want) {
-        close_conn(w, c, had);
+        if (had)
+            __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
+        conn_close(s, w->g, c, why, w);
         return;
     }
     if (had != has)
@@ -72,15 +51,14 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
         /* Failed: the registration is unchanged (still disarmed), so c is still ours. Its
-         * pending output is lost: the client sees the close. */
+         * pending output is lost: the client sees the close; the script hears io_error. */
         STAT_ADD(&w->st, err_epoll, 1);
         if (log_now())
             log_warn("worker %d.%d: epoll_ctl(MOD) on fd %d: %s; connection closed", w->g->idx,
                      w->idx, fd, strerror(errno));
-        /* The script saw the connection go on: it hears that it ended (on_connect has run). */
-        if (w->script)
-            script_on_close(w->script, &((struct lconn *)c)->sc, "io_error");
-        close_conn(w, c, has);
+        if (has)
+            __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
+        conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
         return;
     }
     STAT_ADD(&w->st, rearms, 1);
