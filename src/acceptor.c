@@ -198,8 +198,8 @@ static bool accept_all(struct acc *a, int li)
             if (log_now(a, RL_EPOLL))
                 log_warn("accept: epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
                          strerror(errno));
+            STAT_ADD(&s->ast, err_other, 1); /* before the client can see the close */
             conn_close(s, g, c, CONN_WHY_IO_ERROR, NULL);
-            STAT_ADD(&s->ast, err_other, 1);
             continue;
         }
         STAT_ADD(g, accepted, 1);

@@ -1,6 +1,7 @@
-/* Unit tests of lconn, a connection served by a Lua script: conn_lua driven over a socketpair
- * with a real script. memchr/memmem are counted through -Wl,--wrap to see how often a partial
- * line is scanned. */
+/* Unit tests of lconn, a connection served by a Lua script, driven with a real script: over a
+ * socketpair, or with read/send scripted (mock_sys.c: EINTR, EAGAIN, short writes, backpressure
+ * at --max-pending, the script's close, oversized frames). memchr/memmem are counted through
+ * -Wl,--wrap to see how often a partial line is scanned. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 
 #include "lconn.h"
 #include "log.h"
+#include "mock_sys.h"
 #include "../../src/pool.h" /* conn_close and the pool it updates */
 
 static size_t scanned; /* bytes handed to memchr/memmem */
@@ -239,6 +241,138 @@ static void test_on_close_without_on_connect_epollerr(void **state)
     rig_close(&r);
 }
 
+/* --- with read/send scripted (mock_sys) ------------------------------------------------------ */
+
+static const char echo_lines[] =
+    "return {framing = 'line', max_frame = 8,\n"
+    "on_data = function(conn, f)\n"
+    "  if f == 'bye' then conn:send('ciao\\n'); return false end\n"
+    "  return '<' .. f .. '>\\n'\n"
+    "end}\n";
+
+/* A rig whose socket is fake: the peer's bytes are text, the fd a number nobody opened. */
+static void mock_rig(struct rig *r, const char *script, const char *peer_says, size_t max_pending)
+{
+    rig_open(r, script);
+    close(r->lc->c.fd);
+    r->lc->c.fd = r->lc->sc.fd = 99;
+    mock_reset();
+    memcpy(mock.in, peer_says, strlen(peer_says));
+    r->io.max_pending = max_pending;
+}
+
+static void mock_done(struct rig *r)
+{
+    if (r->lc) { /* fd 99 was never opened: free without the real close() mattering */
+        r->lc->c.fd = dup(0);
+    }
+    rig_close(r);
+    mock.on = false;
+}
+
+static void sent_is(const char *want)
+{
+    if (mock.out_len != strlen(want) || memcmp(mock.out, want, mock.out_len) != 0)
+        fail_msg("want '%s', sent '%.*s'", want, (int)mock.out_len, (const char *)mock.out);
+}
+
+static void test_lconn_eintr_eagain(void **state)
+{
+    struct rig r;
+    uint64_t errs = st.err_io + st.err_reset;
+
+    (void)state;
+    mock_rig(&r, echo_lines, "ab\ncd\n", 1 << 20);
+    mock_read(-1, EINTR); /* retried */
+    mock_read(3, 0);      /* a short read: drained, re-arm for input */
+    assert_int_equal(event(&r, EPOLLIN), EPOLLIN | EPOLLRDHUP);
+    sent_is("<ab>\n");
+    mock_read(-1, EAGAIN); /* a spurious wake-up: nothing to read */
+    assert_int_equal(event(&r, EPOLLIN), EPOLLIN | EPOLLRDHUP);
+    mock_send(-1, EINTR); /* retried */
+    mock_read(3, 0);
+    assert_int_equal(event(&r, EPOLLIN), EPOLLIN | EPOLLRDHUP);
+    sent_is("<ab>\n<cd>\n");
+    assert_int_equal(st.err_io + st.err_reset, errs);
+    mock_done(&r);
+}
+
+static void test_lconn_short_write_keeps_the_rest(void **state)
+{
+    struct rig r;
+
+    (void)state;
+    mock_rig(&r, echo_lines, "ab\ncd\n", 1 << 20);
+    mock_read(6, 0);
+    mock_send(3, 0); /* the socket takes 3 of 10 bytes */
+    assert_int_equal(event(&r, EPOLLIN), EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+    assert_int_equal(obuf_len(&r.lc->c.out), 7);
+    sent_is("<ab");
+    assert_int_equal(event(&r, EPOLLOUT), EPOLLIN | EPOLLRDHUP);
+    sent_is("<ab>\n<cd>\n");
+    mock_done(&r);
+}
+
+/* At --max-pending the remaining frames wait (in lc->in) until the peer reads. */
+static void test_lconn_backpressure_at_max_pending(void **state)
+{
+    struct rig r;
+    uint64_t paused = st.paused;
+
+    (void)state;
+    mock_rig(&r, echo_lines, "a\nb\nc\nd\ne\n", 8);
+    mock_read(10, 0);
+    mock_send(0, EAGAIN); /* the peer reads nothing */
+    mock_send(-1, EAGAIN);
+    mock_send(-1, EAGAIN);
+    assert_int_equal(event(&r, EPOLLIN), EPOLLOUT);
+    assert_true(obuf_len(&r.lc->c.out) >= 8);
+    assert_true(obuf_len(&r.lc->c.out) < 8 + 8); /* never more than the cap and one reply */
+    assert_true(obuf_len(&r.lc->in) > 0);          /* frames held back */
+    assert_int_equal(st.paused, paused + 1);
+    /* the peer reads: every frame runs, in order */
+    mock.nw = mock.iw;
+    assert_int_equal(event(&r, EPOLLOUT), EPOLLIN | EPOLLRDHUP);
+    sent_is("<a>\n<b>\n<c>\n<d>\n<e>\n");
+    mock_done(&r);
+}
+
+/* The script's close: replies first (conn:send and what came before), then the end. */
+static void test_lconn_script_close(void **state)
+{
+    struct rig r;
+    enum conn_why why = CONN_WHY_NONE;
+
+    (void)state;
+    mock_rig(&r, echo_lines, "ab\nbye\nxx\n", 1 << 20);
+    mock_read(10, 0);
+    assert_int_equal(lconn_event(r.lc, EPOLLIN, &r.io, r.sc, &r.out, &why), 0);
+    assert_int_equal(why, CONN_WHY_CLOSED);
+    sent_is("<ab>\nciao\n"); /* nothing for the frame after "bye" */
+    conn_close(&r.srv, NULL, &r.lc->c, why, &r.w);
+    r.lc = NULL;
+    mock_done(&r);
+}
+
+static void test_lconn_oversized_frame(void **state)
+{
+    struct rig r;
+    enum conn_why why = CONN_WHY_NONE;
+    uint64_t big = st.frames_big;
+
+    (void)state;
+    mock_rig(&r, echo_lines, "ok\n0123456789abcdef\n", 1 << 20);
+    mock_read(20, 0);
+    assert_int_equal(lconn_event(r.lc, EPOLLIN, &r.io, r.sc, &r.out, &why), 0);
+    assert_int_equal(why, CONN_WHY_FRAME_TOO_BIG);
+    assert_int_equal(st.frames_big, big + 1);
+    sent_is("<ok>\n"); /* the frame before it was answered */
+    conn_close(&r.srv, NULL, &r.lc->c, why, &r.w);
+    r.lc = NULL;
+    mock_done(&r);
+}
+
+
 static int cleanup(void **state)
 {
     (void)state;
@@ -253,6 +387,11 @@ int main(void)
         cmocka_unit_test(test_line_framing_not_quadratic),
         cmocka_unit_test(test_line_delimiter_across_reads),
         cmocka_unit_test(test_on_close_without_on_connect_epollerr),
+        cmocka_unit_test(test_lconn_eintr_eagain),
+        cmocka_unit_test(test_lconn_short_write_keeps_the_rest),
+        cmocka_unit_test(test_lconn_backpressure_at_max_pending),
+        cmocka_unit_test(test_lconn_script_close),
+        cmocka_unit_test(test_lconn_oversized_frame),
     };
 
     log_threshold = LOG_ERR;
