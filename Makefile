@@ -142,9 +142,12 @@ $(BADSERVER): tests/integration/badserver.c
 
 $(TOBJ)/int_load.o: TEST_CFLAGS = $(LFE_CFLAGS) -O2 $(CFLAGS)
 
-$(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $< \
-	  $$(sed -n 's/.*\b__wrap_\([a-z_0-9]*\)(.*/-Wl,--wrap=\1/p' tests/unit/test_$*.c 2>/dev/null | sort -u) \
+# A test that includes mock_sys.h gets tests/unit/mock_sys.c's fakes and their --wrap flags.
+$(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/mock_sys.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
+	@mock=$$(grep -l '"mock_sys.h"' tests/unit/test_$*.c); \
+	set -x; $(CC) $(ALL_LDFLAGS) -o $@ $< $${mock:+$(TOBJ)/mock_sys.o} \
+	  $$(sed -n 's/.*\b__wrap_\([a-z_0-9]*\)(.*/-Wl,--wrap=\1/p' tests/unit/test_$*.c \
+	     $${mock:+tests/unit/mock_sys.c} 2>/dev/null | sort -u) \
 	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka $(LUA_LIBS) $(LDLIBS)
 
 # TSan cannot see the hand-off ordered by EPOLL_CTL_MOD: see tests/tsan.supp.
