@@ -1,4 +1,5 @@
-/* net: listening sockets and the accept(2) wrapper; the edge cases of both live here. */
+/* net: listening sockets, the accept(2) wrapper and a socket's addresses as text; the edge cases
+ * of each live here. */
 #ifndef LFE_NET_H
 #define LFE_NET_H
 
@@ -18,8 +19,13 @@ int net_listen(const char *hostport, int backlog, char *err, size_t errlen);
  * anything else: the listener is refused, the caller pauses). Thread-safe. */
 int net_accept(int lfd);
 
-/* Formats fd's local address as "ADDR:PORT" or "[ADDR]:PORT" into buf. */
+/* Formats fd's local address as "ADDR:PORT" (IPv4) or "[ADDR]:PORT" (IPv6) into buf, cut to
+ * len; "?" when getsockname fails or the address is of another family. Thread-safe. */
 void net_local_name(int fd, char *buf, size_t len);
+
+/* The same for the address of fd's peer (getpeername): "?" also for fd < 0 (no connection) and
+ * for a peer that is gone (ENOTCONN). Thread-safe. */
+void net_peer_name(int fd, char *buf, size_t len);
 
 /* net.core.somaxconn, or -1 when it cannot be read. */
 long net_somaxconn(void);

@@ -18,36 +18,14 @@
 #include "ctx.h"
 #include "log.h"
 #include "lpattern.h"
+#include "net.h"
 #include "shdict.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <lualib.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-
-void lfelib_peer_name(int fd, char *buf, size_t len)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[INET6_ADDRSTRLEN];
-
-    snprintf(buf, len, "?");
-    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-        snprintf(buf, len, "%s:%u", host, ntohs(a->sin_port));
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-        snprintf(buf, len, "[%s]:%u", host, ntohs(a->sin6_port));
-    }
-}
 
 /* --- the conn object ----------------------------------------------------------------------- */
 
@@ -121,7 +99,7 @@ static int get_peer(lua_State *L, struct cud *u)
 {
     char peer[64];
 
-    lfelib_peer_name(u->c->fd, peer, sizeof(peer));
+    net_peer_name(u->c->fd, peer, sizeof(peer));
     lua_pushstring(L, peer);
     return 1;
 }

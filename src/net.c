@@ -1,4 +1,5 @@
-/* net: listening sockets and the accept(2) wrapper; the edge cases of both live here. */
+/* net: listening sockets, the accept(2) wrapper and a socket's addresses as text; the edge cases
+ * of each live here. */
 #include "net.h"
 
 #include <arpa/inet.h>
@@ -119,25 +120,42 @@ int net_accept(int lfd)
     }
 }
 
+/* "ADDR:PORT" or "[ADDR]:PORT" for an IPv4 or IPv6 address, "?" for any other family. */
+static void format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+    char a[INET6_ADDRSTRLEN];
+
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+        snprintf(buf, len, "[%s]:%u", a, ntohs(s6->sin6_port));
+    } else if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+        snprintf(buf, len, "%s:%u", a, ntohs(s4->sin_port));
+    } else {
+        snprintf(buf, len, "?");
+    }
+}
+
 void net_local_name(int fd, char *buf, size_t len)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    char a[INET6_ADDRSTRLEN];
 
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-        snprintf(buf, len, "?");
-        return;
-    }
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
-        snprintf(buf, len, "[%s]:%u", a, ntohs(s6->sin6_port));
-    } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
-        snprintf(buf, len, "%s:%u", a, ntohs(s4->sin_port));
-    }
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        ss.ss_family = AF_UNSPEC;
+    format_addr(&ss, buf, len);
+}
+
+void net_peer_name(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+        ss.ss_family = AF_UNSPEC;
+    format_addr(&ss, buf, len);
 }
 
 long net_somaxconn(void)

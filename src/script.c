@@ -22,6 +22,7 @@
 
 #include "ctx.h"
 #include "log.h"
+#include "net.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -104,7 +105,7 @@ static void report(struct script *sc, const struct script_conn *c, const char *c
         __atomic_add_fetch(&e->log_quiet, 1, __ATOMIC_RELAXED);
         return;
     }
-    lfelib_peer_name(c ? c->fd : -1, peer, sizeof(peer));
+    net_peer_name(c ? c->fd : -1, peer, sizeof(peer));
     log_warn("lua: worker %s, connection %llu (%s): %s: %s", sc->name,
              c ? (unsigned long long)c->id : 0ull, peer, cb, what);
 }

@@ -128,9 +128,6 @@ struct cud *lfelib_push_conn(lua_State *L, struct script *sc, struct script_conn
  * caller in the error). Raises past it or on memory. */
 void lfelib_output(lua_State *L, struct cud *u, const char *s, size_t len, const char *what);
 
-/* "HOST:PORT" of the peer of fd, or "?". */
-void lfelib_peer_name(int fd, char *buf, size_t len);
-
 /* --- ctx.c: conn.ctx kept between callbacks --- */
 
 /* Pushes c's table as this state cached it, if it still holds what c saved; false (nothing

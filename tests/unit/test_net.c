@@ -1,6 +1,6 @@
 /* Unit tests of net: the accept4 wrapper's EINTR/ECONNABORTED/EAGAIN/EMFILE paths (accept4
- * faked through -Wl,--wrap), setsockopt failures in net_listen (setsockopt wrapped) and real
- * listening sockets on loopback. */
+ * faked through -Wl,--wrap), setsockopt failures in net_listen (setsockopt wrapped), real
+ * listening sockets on loopback, and the local and peer names of a socket. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,6 +135,58 @@ static void test_listen_ipv6_and_bad_host(void **state)
     assert_non_null(strstr(err, "no such local address"));
 }
 
+/* The peer's and the local address are one format: the client's local name is the server
+ * side's peer name. "?" without a connection or for a family other than IPv4/IPv6. */
+static void peer_is_local_of_client(const char *listen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char err[256], srv_name[80], peer[80], local[80];
+    int lfd, cfd, afd;
+
+    lfd = net_listen(listen, 16, err, sizeof(err));
+    if (lfd < 0) {
+        assert_null(strchr(err, '\n')); /* a kernel without IPv6 on loopback */
+        return;
+    }
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&ss, &sl), 0);
+    cfd = socket(ss.ss_family, SOCK_STREAM, 0);
+    assert_true(cfd >= 0);
+    assert_int_equal(connect(cfd, (struct sockaddr *)&ss, sl), 0);
+    while ((afd = net_accept(lfd)) == -EAGAIN)
+        usleep(1000);
+    assert_true(afd >= 0);
+    net_peer_name(afd, peer, sizeof(peer));
+    net_local_name(cfd, local, sizeof(local));
+    assert_string_equal(peer, local);
+    net_peer_name(cfd, peer, sizeof(peer));
+    net_local_name(lfd, srv_name, sizeof(srv_name));
+    assert_string_equal(peer, srv_name);
+    assert_true(strncmp(peer, listen, strlen(listen) - 1) == 0); /* "127.0.0.1:", "[::1]:" */
+    close(afd);
+    close(cfd);
+    close(lfd);
+}
+
+static void test_peer_name(void **state)
+{
+    char name[80];
+    int sv[2];
+
+    (void)state;
+    peer_is_local_of_client("127.0.0.1:0");
+    peer_is_local_of_client("[::1]:0");
+    net_peer_name(-1, name, sizeof(name));
+    assert_string_equal(name, "?");
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    net_peer_name(sv[0], name, sizeof(name));
+    assert_string_equal(name, "?");
+    net_local_name(sv[0], name, sizeof(name));
+    assert_string_equal(name, "?");
+    close(sv[0]);
+    close(sv[1]);
+}
+
 /* Defect 16: net_listen ignored setsockopt's result. A failed IPV6_V6ONLY bound [::]:P
  * dual-stack (it also took IPv4 connections and claimed 0.0.0.0:P) without a word. Now no
  * listener exists, and the one-line error names the option and the errno. */
@@ -198,6 +250,7 @@ int main(void)
         cmocka_unit_test_setup(test_accept_errors, reset),
         cmocka_unit_test_setup(test_listen_and_port_in_use, reset),
         cmocka_unit_test_setup(test_listen_ipv6_and_bad_host, reset),
+        cmocka_unit_test_setup(test_peer_name, reset),
         cmocka_unit_test_setup(test_defect16_ipv6_v6only_failure_is_fatal, reset),
         cmocka_unit_test_setup(test_defect16_setsockopt_failure_is_fatal, reset),
     };
