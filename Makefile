@@ -50,20 +50,21 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args opt topo net obuf conn stats dispatch frame shdict ctx script script_env \
+SRV_MODS := log args file opt topo net obuf conn stats dispatch frame shdict ctx script script_env \
             lfelib lpattern lconn server acceptor worker tune
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
 # lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
 CLI_MODS := bopt hist payload verify rate engine kstat
-CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o
+CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
+            $(BUILD)/src/file.o
 LFBENCH := $(BINDIR)/lfbench
 
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
 UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
-        lpattern lconn
+        lpattern lconn file
 CLI_TMODS := bopt hist payload verify rate kstat
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)

@@ -2,11 +2,14 @@
  * pattern an echo must return. */
 #include "payload.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define PAYLOAD_MAX (1UL << 30) /* a request: 1 byte to 1 GiB */
 #define PATN 65521 /* prime period: a shifted stream never lines up again */
 
 static uint8_t pat[PATN];
@@ -46,36 +49,23 @@ int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t err
     }
     for (int i = 0; i < o->nclasses; i++) {
         struct pclass *c = &p->cls[i];
-        FILE *f = fopen(o->cls[i].file, "rb");
-        long len;
 
         c->name = o->cls[i].file;
         c->weight = o->cls[i].weight;
-        if (!f || fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
+        c->data = (uint8_t *)file_read(o->cls[i].file, PAYLOAD_MAX, &c->len, NULL, 0);
+        if (!c->data && errno != EFBIG) {
             int e = errno;
             snprintf(err, errlen, "cannot read payload file '%s': %s", o->cls[i].file,
                      strerror(e));
-            if (f)
-                fclose(f);
             payload_free(p);
             return -e;
         }
-        if (len == 0 || len > (1L << 30)) {
+        if (!c->data || c->len == 0) {
             snprintf(err, errlen, "payload file '%s' is %s; give 1 byte to 1 GiB",
-                     o->cls[i].file, len ? "over 1 GiB" : "empty");
-            fclose(f);
+                     o->cls[i].file, c->data ? "empty" : "over 1 GiB");
             payload_free(p);
             return -EINVAL;
         }
-        c->data = malloc((size_t)len);
-        if (!c->data || fread(c->data, 1, (size_t)len, f) != (size_t)len) {
-            snprintf(err, errlen, "cannot read payload file '%s'", o->cls[i].file);
-            fclose(f);
-            payload_free(p);
-            return -EIO;
-        }
-        fclose(f);
-        c->len = (size_t)len;
         p->n++;
         p->total_weight += c->weight;
         if (p->line && c->data[c->len - 1] != '\n') {

@@ -18,6 +18,7 @@
  */
 #include "script_int.h"
 
+#include "file.h"
 #include "log.h"
 #include "shdict.h"
 
@@ -42,27 +43,17 @@ struct src *script_env_src_get(struct script_env *e)
 
 static struct src *src_read(const char *path, long gen, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    struct src *s;
-    long len;
+    struct src *s = calloc(1, sizeof(*s));
 
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    s = calloc(1, sizeof(*s));
-    if (!s || fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0 ||
-        !(s->code = malloc((size_t)len + 1)) ||
-        fread(s->code, 1, (size_t)len, f) != (size_t)len) {
-        snprintf(err, errlen, "cannot read %s: %s", path, errno ? strerror(errno) : "short read");
-        fclose(f);
-        if (s)
-            free(s->code);
+    s->code = file_read(path, FILE_ANY_SIZE, &s->len, err, errlen);
+    if (!s->code) {
         free(s);
         return NULL;
     }
-    fclose(f);
-    s->len = (size_t)len;
     s->gen = gen;
     s->refs = 1;
     return s;
