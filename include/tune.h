@@ -53,6 +53,10 @@ void tune_want(const struct tune_key *k, char *buf, size_t len);
  * (loopback only for 2), else after TIME_WAIT's fixed 60 s. Pure. */
 double tune_port_ceiling(long lo, long hi, int tw_reuse, long reuse_delay_ms, bool loopback);
 
+/* The port of a "HOST:PORT" or "[ADDR]:PORT" string (what follows its last ':', as atoi reads
+ * it), 0 if it has no ':'. Pure. */
+int tune_port_of(const char *hostport);
+
 /* Whether a listening port lies in the ephemeral range "LO HI" and is not in the reserved list,
  * so that an outgoing connect() may take it while the server is down. Pure. */
 bool tune_port_exposed(int port, const char *range, const char *reserved);
@@ -78,6 +82,20 @@ struct tune_ctx {
  * the text does not parse (err says why). */
 int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err,
                 size_t errlen);
+
+/* One warning in the log for each listener (listen[i] as --listen gave it, lfds[i] its socket)
+ * whose port lies in root's net.ipv4.ip_local_port_range and not in ip_local_reserved_ports: an
+ * outgoing connect() can take it while the server is down. Not for HOST:0 (a port the kernel
+ * picked is an ephemeral one by definition); nothing when the range cannot be read. Main
+ * thread, at start. */
+void tune_warn_exposed(const char *root, const char *const *listen, const int *lfds, int n);
+
+#define TUNE_CONF_MAX (1UL << 20) /* the largest sysctl.conf --sysctl-conf reads */
+
+/* The text of the sysctl.conf at path (--sysctl-conf), at most TUNE_CONF_MAX bytes: malloc'd,
+ * NUL-terminated, the caller frees it. NULL when it cannot be read, with why for people ("over 1
+ * MiB", or strerror's text) and errno set. */
+char *tune_conf_read(const char *path, char *why, size_t whylen);
 
 /* The text of the sysctl.conf this binary was built with. */
 extern const char tune_default_conf[];

@@ -21,6 +21,22 @@
 
 static struct server *srv; /* for the signal helpers below; main thread only */
 
+/* The signals main takes, synchronously: SIGINT/SIGTERM stop, SIGUSR1 prints the counters,
+ * SIGHUP reloads the script. Set by block_signals(); main thread only. */
+static sigset_t main_sigs;
+
+/* Blocks main_sigs before the threads start: every thread inherits the mask, so only main takes
+ * them (sigwaitinfo, and sigtimedwait while draining). */
+static void block_signals(void)
+{
+    sigemptyset(&main_sigs);
+    sigaddset(&main_sigs, SIGINT);
+    sigaddset(&main_sigs, SIGTERM);
+    sigaddset(&main_sigs, SIGUSR1);
+    sigaddset(&main_sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &main_sigs, NULL);
+}
+
 /* Descriptors open right now (each costs one from RLIMIT_NOFILE). */
 static long count_open_fds(void)
 {
@@ -37,68 +53,25 @@ static long count_open_fds(void)
     return n - 1; /* the directory's own fd */
 }
 
-/* The port of a "HOST:PORT" or "[ADDR]:PORT" string, 0 if none. */
-static int port_of(const char *hostport)
-{
-    const char *colon = strrchr(hostport, ':');
-
-    return colon ? atoi(colon + 1) : 0;
-}
-
 /* --check-sysctl / --apply-sysctl: the report, then exit with its status. */
 static int check_sysctl(const struct opt *o)
 {
     struct tune_ctx ctx = {.root = "/proc/sys", .backlog = o->backlog,
-                           .port = port_of(o->listen[0]), .apply = o->sysctl == 2};
+                           .port = tune_port_of(o->listen[0]), .apply = o->sysctl == 2};
     char err[256], *text = NULL;
-    const char *conf = tune_default_conf;
     int rc;
 
-    if (o->sysctl_conf) {
-        FILE *f = fopen(o->sysctl_conf, "re");
-        long len = -1;
-
-        if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && len < (1L << 20) &&
-            fseek(f, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)len + 1)) &&
-            fread(text, 1, (size_t)len, f) == (size_t)len) {
-            conf = text;
-        } else {
-            fprintf(stderr, "lfepolld: --sysctl-conf %s: cannot read it: %s\n", o->sysctl_conf,
-                    len >= (1L << 20) ? "over 1 MiB" : strerror(errno ? errno : EIO));
-            if (f)
-                fclose(f);
-            free(text);
-            return 2;
-        }
-        fclose(f);
+    if (o->sysctl_conf && !(text = tune_conf_read(o->sysctl_conf, err, sizeof(err)))) {
+        fprintf(stderr, "lfepolld: --sysctl-conf %s: cannot read it: %s\n", o->sysctl_conf, err);
+        return 2;
     }
     if (ctx.apply && geteuid() != 0)
         fprintf(stderr, "lfepolld: --apply-sysctl needs root: run it with sudo; checking only\n");
-    rc = tune_report(stdout, conf, &ctx, err, sizeof(err));
+    rc = tune_report(stdout, text ? text : tune_default_conf, &ctx, err, sizeof(err));
     if (rc == 2)
         fprintf(stderr, "lfepolld: %s: %s\n", o->sysctl_conf ? o->sysctl_conf : "sysctl.conf", err);
     free(text);
     return rc;
-}
-
-/* One warning per listener whose port an outgoing connect() could take while we are down
- * (not for --listen HOST:0: a port the kernel picked is an ephemeral one by definition). */
-static void warn_exposed_ports(const struct opt *o, const int *lfds, int n)
-{
-    char range[64], reserved[256], name[128];
-
-    if (tune_read("/proc/sys", "net.ipv4.ip_local_port_range", range, sizeof(range)) < 0)
-        return;
-    if (tune_read("/proc/sys", "net.ipv4.ip_local_reserved_ports", reserved, sizeof(reserved)) < 0)
-        reserved[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        net_local_name(lfds[i], name, sizeof(name));
-        if (port_of(o->listen[i]) != 0 && tune_port_exposed(port_of(name), range, reserved))
-            log_warn("listen port %d is inside the ephemeral port range %s and not reserved: a "
-                     "client's connect() can take it while lfepolld is down; reserve it with "
-                     "sysctl -w net.ipv4.ip_local_reserved_ports=%s%s%d",
-                     port_of(name), range, reserved, reserved[0] ? "," : "", port_of(name));
-    }
 }
 
 static void print_stats(void)
@@ -123,15 +96,8 @@ static void print_stats(void)
 static int drain_wait(void)
 {
     static const struct timespec tick = {0, 10 * 1000 * 1000};
-    sigset_t set;
-    int sig;
+    int sig = sigtimedwait(&main_sigs, NULL, &tick);
 
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGHUP);
-    sig = sigtimedwait(&set, NULL, &tick);
     if (sig == SIGUSR1)
         print_stats();
     return sig == SIGINT || sig == SIGTERM;
@@ -171,7 +137,6 @@ int main(int argc, char **argv)
     struct plan p = {0};
     struct rlimit rl;
     cpu_set_t allowed;
-    sigset_t sigs;
     char err[512], cpus[256];
     int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0;
     long reserved, max_conns, somaxconn;
@@ -260,7 +225,7 @@ int main(int argc, char **argv)
         }
         lfds[nlisten++] = fd;
     }
-    warn_exposed_ports(&o, lfds, nlisten);
+    tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
     if (somaxconn > 0 && o.backlog > somaxconn)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",
@@ -287,13 +252,7 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    /* Every thread inherits this mask; only main takes these signals, synchronously. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGUSR1);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    block_signals();
 
     if (server_start(srv) < 0)
         goto out;
@@ -323,7 +282,7 @@ int main(int argc, char **argv)
 
 
     for (;;) {
-        int sig = sigwaitinfo(&sigs, NULL);
+        int sig = sigwaitinfo(&main_sigs, NULL);
 
         if (sig == SIGUSR1) {
             print_stats();

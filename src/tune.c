@@ -2,9 +2,13 @@
  *
  * sysctl.conf is the one source: each key has a "# @ SCOPE CHECK: why" line above it, so the
  * file sysctl -p applies and the table this checker compares against cannot drift apart. The
- * parsing and comparing are pure (unit-tested on strings); tune_read/tune_write and the report
- * touch /proc/sys, under a root that tests point at a fixture tree. */
+ * parsing and comparing are pure (unit-tested on strings); tune_read/tune_write, the report and
+ * the exposed-port warning touch /proc/sys, under a root that tests point at a fixture tree. */
 #include "tune.h"
+
+#include "file.h"
+#include "log.h"
+#include "net.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -303,6 +307,13 @@ double tune_port_ceiling(long lo, long hi, int tw_reuse, long reuse_delay_ms, bo
     return ports / TW_SECONDS;
 }
 
+int tune_port_of(const char *hostport)
+{
+    const char *colon = strrchr(hostport, ':');
+
+    return colon ? atoi(colon + 1) : 0;
+}
+
 bool tune_port_exposed(int port, const char *range, const char *reserved)
 {
     long lo, hi;
@@ -514,4 +525,41 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
         fprintf(out, "all %d ok\n", n + 1);
     free(keys);
     return bad ? 1 : 0;
+}
+
+char *tune_conf_read(const char *path, char *why, size_t whylen)
+{
+    size_t len;
+    char *text = file_read(path, TUNE_CONF_MAX, &len, NULL, 0);
+
+    int e = errno;
+
+    if (!text) {
+        snprintf(why, whylen, "%s", e == EFBIG ? "over 1 MiB" : strerror(e));
+        errno = e;
+    }
+    return text;
+}
+
+void tune_warn_exposed(const char *root, const char *const *listen, const int *lfds, int n)
+{
+    char range[64], reserved[256], name[128];
+
+    if (tune_read(root, "net.ipv4.ip_local_port_range", range, sizeof(range)) < 0)
+        return;
+    if (tune_read(root, "net.ipv4.ip_local_reserved_ports", reserved, sizeof(reserved)) < 0)
+        reserved[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        int port;
+
+        if (tune_port_of(listen[i]) == 0) /* HOST:0: the kernel's pick is ephemeral anyway */
+            continue;
+        net_local_name(lfds[i], name, sizeof(name));
+        port = tune_port_of(name);
+        if (tune_port_exposed(port, range, reserved))
+            log_warn("listen port %d is inside the ephemeral port range %s and not reserved: a "
+                     "client's connect() can take it while lfepolld is down; reserve it with "
+                     "sysctl -w net.ipv4.ip_local_reserved_ports=%s%s%d",
+                     port, range, reserved, reserved[0] ? "," : "", port);
+    }
 }

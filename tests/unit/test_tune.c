@@ -1,5 +1,5 @@
-/* Unit tests of tune: sysctl.conf parsing, the checks, the ceilings, and the report and apply
- * against a fixture /proc/sys tree. */
+/* Unit tests of tune: sysctl.conf parsing and reading, the checks, the ceilings, and the report,
+ * apply and the exposed-port warning against a fixture /proc/sys tree. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "net.h"
 #include "tune.h"
 
 static struct tune_key keys[TUNE_MAX_KEYS];
@@ -280,6 +281,106 @@ static void test_read_write(void **state)
     assert_int_equal(tune_write(dir, "net.ipv4.nothing", "1"), -ENOENT);
 }
 
+static void test_port_of(void **state)
+{
+    (void)state;
+    assert_int_equal(tune_port_of("127.0.0.1:9876"), 9876);
+    assert_int_equal(tune_port_of("[::1]:80"), 80);
+    assert_int_equal(tune_port_of("[::]:0"), 0);
+    assert_int_equal(tune_port_of(":7"), 7);
+    assert_int_equal(tune_port_of("localhost"), 0);
+}
+
+/* A file of n bytes ("# " then blanks) at dir/name; returns its path. */
+static const char *conf_file(const char *name, size_t n)
+{
+    static char path[128];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++)
+        fputc(i == 0 ? '#' : i % 64 == 63 ? '\n' : ' ', f);
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+static void test_conf_read(void **state)
+{
+    char why[128] = "", missing[128];
+    char *text;
+
+    (void)state;
+    text = tune_conf_read(conf_file("max.conf", TUNE_CONF_MAX), why, sizeof(why));
+    assert_non_null(text);
+    assert_int_equal(strlen(text), TUNE_CONF_MAX);
+    free(text);
+    errno = 0;
+    assert_null(tune_conf_read(conf_file("big.conf", TUNE_CONF_MAX + 1), why, sizeof(why)));
+    assert_int_equal(errno, EFBIG);
+    assert_string_equal(why, "over 1 MiB");
+    snprintf(missing, sizeof(missing), "%s/none.conf", dir);
+    assert_null(tune_conf_read(missing, why, sizeof(why)));
+    assert_int_equal(errno, ENOENT);
+    assert_string_equal(why, strerror(ENOENT));
+    assert_null(tune_conf_read(dir, why, sizeof(why)));
+    assert_string_equal(why, strerror(EISDIR));
+}
+
+/* What tune_warn_exposed logs, with the fixture tree as /proc/sys. */
+static char *warnings(const char *listen, int lfd)
+{
+    static char out[2048];
+    const char *const list[] = {listen};
+    int saved = dup(STDERR_FILENO), fd;
+    ssize_t n;
+    FILE *f = tmpfile();
+
+    assert_non_null(f);
+    fd = fileno(f);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, STDERR_FILENO) >= 0);
+    tune_warn_exposed(dir, list, &lfd, 1);
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+    n = pread(fd, out, sizeof(out) - 1, 0);
+    assert_true(n >= 0);
+    out[n] = '\0';
+    fclose(f);
+    return out;
+}
+
+static void test_warn_exposed(void **state)
+{
+    char err[256], name[64], listen[80], want[256];
+    int lfd = net_listen("127.0.0.1:0", 16, err, sizeof(err)), port;
+
+    (void)state;
+    assert_true(lfd >= 0);
+    net_local_name(lfd, name, sizeof(name));
+    port = tune_port_of(name);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    assert_string_equal(warnings(listen, lfd), ""); /* no range in the tree: nothing to say */
+    put("net.ipv4.ip_local_port_range", "1024\t65535");
+    snprintf(want, sizeof(want),
+             "listen port %d is inside the ephemeral port range 1024 65535 and not reserved: ",
+             port);
+    assert_non_null(strstr(warnings(listen, lfd), want));
+    snprintf(want, sizeof(want), "net.ipv4.ip_local_reserved_ports=%d\n", port);
+    assert_non_null(strstr(warnings(listen, lfd), want));
+    assert_string_equal(warnings("127.0.0.1:0", lfd), ""); /* the kernel's pick: ephemeral */
+    snprintf(want, sizeof(want), "80,%d", port);
+    put("net.ipv4.ip_local_reserved_ports", want);
+    assert_string_equal(warnings(listen, lfd), "");
+    put("net.ipv4.ip_local_reserved_ports", "80");
+    snprintf(want, sizeof(want), "net.ipv4.ip_local_reserved_ports=80,%d\n", port);
+    assert_non_null(strstr(warnings(listen, lfd), want));
+    put("net.ipv4.ip_local_port_range", "1024 1025");
+    assert_string_equal(warnings(listen, lfd), "");
+    close(lfd);
+}
+
 static char *report(const char *conf, bool apply, int *rc)
 {
     struct tune_ctx ctx = {.root = dir, .backlog = 65535, .port = 9876, .apply = apply};
@@ -425,7 +526,9 @@ int main(void)
         cmocka_unit_test(test_parse_dash_alone_is_not_a_key),
         cmocka_unit_test(test_compare_has_range_beyond_ports),
         cmocka_unit_test(test_want_text),        cmocka_unit_test(test_ceilings),
-        cmocka_unit_test(test_read_write),       cmocka_unit_test(test_report_and_apply),
+        cmocka_unit_test(test_read_write),       cmocka_unit_test(test_port_of),
+        cmocka_unit_test(test_conf_read),        cmocka_unit_test(test_warn_exposed),
+        cmocka_unit_test(test_report_and_apply),
         cmocka_unit_test(test_apply_failure),    cmocka_unit_test(test_report_bad_conf),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
