@@ -210,10 +210,10 @@ format:
 
 install: $(LFEPOLLD) $(LFBENCH)
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(LFEPOLLD) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(LFEPOLLD) $(LFBENCH) $(DESTDIR)$(PREFIX)/bin/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/lfepolld
+	rm -f $(DESTDIR)$(PREFIX)/bin/lfepolld $(DESTDIR)$(PREFIX)/bin/lfbench
 
 clean:
 	rm -rf build build-address build-undefined build-thread lfepolld lfbench
