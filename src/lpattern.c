@@ -11,10 +11,16 @@
  * tail positions and recursing where lstrlib.c recurses (a capture opening or closing, a
  * successful '?', each try of '*', '+' and '-'), and each recursion takes one of MAXDEPTH
  * levels, so "pattern too complex" comes at the same depth as in stock Lua and the C stack
- * stays bounded. What differs is invisible in results: a pattern whose first item is a plain
- * byte that must occur is searched for with memchr (match() would fail at every other position
- * without raising anything), a run of one class is measured in one loop, a plain find of a long
- * needle uses memmem (linear time where lstrlib's memchr+memcmp is quadratic).
+ * stays bounded. What differs does not show in results or errors (the unit test compares them
+ * with stock Lua's on random cases):
+ *   - when every match must start with one byte or one single-character class (the first item,
+ *     maybe inside captures), the searches skip the positions where it is not, with memchr or
+ *     one loop, instead of calling match() there: it would fail at once and raise nothing;
+ *   - %a and its kin are two table loads (built once from the ctype functions), and a run of
+ *     one class is measured by one loop per kind of class;
+ *   - a plain find of a long needle uses memmem: linear where memchr+memcmp is quadratic;
+ *   - a gmatch iterator starts each search with its full depth, where lstrlib.c keeps what an
+ *     error inside an earlier call left (visible only after catching that error).
  *
  * Steps. ms->budget counts down: one per pattern item tried at one position (the head of
  * match()'s loop), one per STEP_BYTES bytes scanned by an inner loop, and those loops run in
@@ -24,14 +30,16 @@
  * budget for all their matches; every call also looks at the flag when it starts, so a Lua
  * loop of short calls stops too (there the VM's count hook would as well).
  *
- * Raising. "handler timed out" is a luaL_error from inside the C function: it unwinds to the
- * callback's lua_pcall like any error; a pcall in the script can catch it, but the count hook
- * the watchdog armed with the flag raises again at the next instruction.
+ * Raising. "handler timed out" is a luaL_error from inside the C function, so it carries the
+ * position of the Lua code that called it, like the count hook's. It unwinds to the callback's
+ * lua_pcall like any error; a pcall in the script can catch it, but the count hook the
+ * watchdog armed with the flag raises again at the next instruction.
  */
 #include "lpattern.h"
 
 #include <ctype.h>
 #include <lauxlib.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,21 +100,42 @@ static const volatile sig_atomic_t *stop_flag(lua_State *L)
     return lua_touserdata(L, lua_upvalueindex(1));
 }
 
+/* What a search needs of ms before anything else: the budget, and a first look at the flag. */
+static void budget_init(struct mstate *ms, lua_State *L, const volatile sig_atomic_t *stop)
+{
+    ms->L = L;
+    ms->stop = stop;
+    ms->budget = LPATTERN_CHECK_STEPS;
+    check_stop(L, stop);
+}
+
 static void mstate_init(struct mstate *ms, lua_State *L, const char *s, size_t ls, const char *p,
                         size_t lp, const volatile sig_atomic_t *stop)
 {
     ms->src = s;
     ms->src_end = s + ls;
     ms->p_end = p + lp;
-    ms->L = L;
-    ms->stop = stop;
-    ms->budget = LPATTERN_CHECK_STEPS;
     ms->depth = MAXDEPTH;
     ms->level = 0;
-    check_stop(L, stop);
+    budget_init(ms, L, stop);
 }
 
 /* --- single characters ---------------------------------------------------------------------- */
+
+/* Past the set at p ('['), or NULL when its ']' is missing. */
+static const char *set_end(const char *p, const char *p_end)
+{
+    p++;
+    if (*p == '^')
+        p++;
+    do { /* the first character is never the closing ']': "[]]" is a set of ']' */
+        if (p == p_end)
+            return NULL;
+        if (*p++ == ESC && p < p_end)
+            p++; /* "%]" */
+    } while (*p != ']');
+    return p + 1;
+}
 
 /* Past the single-character class at p: "x", "%x" or "[set]". */
 static const char *class_end(struct mstate *ms, const char *p)
@@ -118,61 +147,49 @@ static const char *class_end(struct mstate *ms, const char *p)
     }
     if (*p != '[')
         return p + 1;
-    p++;
-    if (*p == '^')
-        p++;
-    do { /* the first character is never the closing ']': "[]]" is a set of ']' */
-        if (p == ms->p_end)
-            luaL_error(ms->L, "malformed pattern (missing ']')");
-        if (*p++ == ESC && p < ms->p_end)
-            p++; /* "%]" */
-    } while (*p != ']');
-    return p + 1;
+    p = set_end(p, ms->p_end);
+    if (!p)
+        luaL_error(ms->L, "malformed pattern (missing ']')");
+    return p;
 }
 
-/* Whether c is in %cl. ctype, as in lstrlib.c: the C locale unless the process changed it. */
-static bool class_has(int c, int cl)
-{
-    bool in;
+/* %a, %d and their kin as bits: a table load per character instead of lstrlib.c's switch on
+ * tolower(class) and a ctype call. Both tables come from the ctype functions, the way
+ * lstrlib.c uses them, when the first state is set up (the locale then: lfepolld never
+ * changes it); read-only after. */
+#define CL_NEG 0x8000            /* in class_bits: an upper-case class, the complement */
+static uint16_t ctype_bits[256]; /* character -> the classes it is in */
+static uint16_t class_bits[256]; /* the letter after '%' -> its class bit | CL_NEG; 0: none */
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-    switch (tolower(cl)) {
-    case 'a':
-        in = isalpha(c);
-        break;
-    case 'c':
-        in = iscntrl(c);
-        break;
-    case 'd':
-        in = isdigit(c);
-        break;
-    case 'g':
-        in = isgraph(c);
-        break;
-    case 'l':
-        in = islower(c);
-        break;
-    case 'p':
-        in = ispunct(c);
-        break;
-    case 's':
-        in = isspace(c);
-        break;
-    case 'u':
-        in = isupper(c);
-        break;
-    case 'w':
-        in = isalnum(c);
-        break;
-    case 'x':
-        in = isxdigit(c);
-        break;
-    case 'z':
-        in = c == 0;
-        break; /* deprecated, still accepted */
-    default:
-        return cl == c; /* %. and the like: the character itself */
+static void tables_init(void)
+{
+    static const char letters[] = "acdglpsuwxz"; /* bit k: letters[k]; 'z' is c == 0 */
+    int (*const is[])(int) = {isalpha, iscntrl, isdigit, isgraph, islower,
+                              ispunct, isspace, isupper, isalnum, isxdigit};
+
+    for (int c = 0; c < 256; c++) {
+        const char *l;
+
+        for (int k = 0; k < 10; k++)
+            if (is[k](c))
+                ctype_bits[c] |= 1u << k;
+        if (c == 0)
+            ctype_bits[c] |= 1u << 10; /* %z, deprecated, still accepted */
+        l = strchr(letters, tolower(c));
+        if (l && tolower(c) != 0)
+            class_bits[c] = (uint16_t)(1u << (l - letters)) | (islower(c) ? 0 : CL_NEG);
     }
-    return islower(cl) ? in : !in;
+}
+
+/* Whether c is in %cl (%. and the like: the character itself). */
+static inline bool class_has(int c, int cl)
+{
+    unsigned b = class_bits[cl];
+
+    if (!b)
+        return cl == c;
+    return ((ctype_bits[c] & b) != 0) != ((b & CL_NEG) != 0);
 }
 
 /* Whether c is in the set from p ('[') to end (its ']'). */
@@ -217,34 +234,30 @@ static bool single_match(struct mstate *ms, const char *s, const char *p, const 
     }
 }
 
-/* Past the longest run of the class p..ep from s: max_expand's count, one loop per kind of
- * class instead of single_match's switch per character. */
-static const char *span(struct mstate *ms, const char *s, const char *p, const char *ep)
+/* The first position from s whose character is in the class p..ep (in false) or is not (in
+ * true), or the end of the subject: a run for max_expand, a skip to where a match may start.
+ * One loop per kind of class, in chunks so a long scan is charged as it goes. */
+static const char *scan(struct mstate *ms, const char *s, const char *p, const char *ep, bool in)
 {
     const char *end = ms->src_end;
+    unsigned b = *p == ESC ? class_bits[uchar(p[1])] : 0, bits = b & ~CL_NEG;
+    bool want = in != ((b & CL_NEG) != 0); /* member: (bits there) != CL_NEG; go on while == in */
 
     if (*p == '.')
-        return end;
+        return in ? end : s;
     for (;;) {
         const char *lim = end - s > SCAN_CHUNK ? s + SCAN_CHUNK : end;
 
-        switch (*p) {
-        case ESC: {
-            int cl = uchar(p[1]);
-            while (s < lim && class_has(uchar(*s), cl))
+        if (bits) {
+            while (s < lim && ((ctype_bits[uchar(*s)] & bits) != 0) == want)
                 s++;
-            break;
-        }
-        case '[':
-            while (s < lim && set_has(uchar(*s), p, ep - 1))
+        } else if (*p == '[') {
+            while (s < lim && set_has(uchar(*s), p, ep - 1) == in)
                 s++;
-            break;
-        default: {
-            char c = *p;
-            while (s < lim && *s == c)
+        } else {
+            char c = *p == ESC ? p[1] : *p;
+            while (s < lim && (*s == c) == in)
                 s++;
-            break;
-        }
         }
         if (s < lim || s == end)
             return s;
@@ -267,16 +280,70 @@ static const char *skip_to(struct mstate *ms, const char *s, int c)
     return NULL;
 }
 
-/* The byte every match of p must start with, or -1. A plain first item without '*', '?' or '-'
- * after it fails at once wherever the byte is not, raising nothing: the callers then go from
- * one occurrence of the byte to the next instead of calling match() at every position. */
-static int first_byte(const char *p, const char *p_end)
+/* What every match must start with, when the pattern says so: a byte or a single-character
+ * class as its first item (maybe inside captures), without '*', '?' or '-' after it. match()
+ * fails at once, raising nothing, wherever that item does not match, so the searches skip
+ * those positions without calling it: memchr to the next byte, scan() to the next member. */
+struct lead {
+    int byte;           /* or -1 */
+    const char *p, *ep; /* the class, or NULL */
+};
+
+#define LEAD_CAPTURES 8 /* '(' looked through, far from MAXCAPTURES and MAXDEPTH */
+
+static void find_lead(struct lead *ld, const char *p, const char *p_end)
 {
-    if (p == p_end || strchr("^$*+?.([%-)", *p)) /* strchr finds '\0' too: fine, just slower */
-        return -1;
-    if (p + 1 < p_end && (p[1] == '*' || p[1] == '?' || p[1] == '-'))
-        return -1;
-    return uchar(*p);
+    const char *ep;
+
+    ld->byte = -1;
+    ld->p = NULL;
+    for (int i = 0; i < LEAD_CAPTURES && p < p_end && *p == '(' && p[1] != ')'; i++)
+        p++;
+    if (p == p_end)
+        return;
+    switch (*p) {
+    case ESC:
+        if (p + 1 == p_end || memchr("bf0123456789", p[1], 12))
+            return;
+        ep = p + 2;
+        break;
+    case '[':
+        ep = set_end(p, p_end);
+        if (!ep)
+            return; /* malformed: let match() raise it, if it gets there */
+        break;
+    case '.':
+    case '^':
+    case '$':
+    case '*':
+    case '+':
+    case '?':
+    case '-':
+    case '(':
+    case ')':
+        return;
+    default:
+        ep = p + 1;
+        ld->byte = uchar(*p);
+    }
+    if (ep < p_end && (*ep == '*' || *ep == '?' || *ep == '-')) {
+        ld->byte = -1;
+        return;
+    }
+    ld->p = p;
+    ld->ep = ep;
+}
+
+/* The first position from s where a match may start, or NULL when none is left. */
+static const char *next_start(struct mstate *ms, const char *s, const struct lead *ld)
+{
+    if (ld->byte >= 0)
+        return skip_to(ms, s, ld->byte);
+    if (ld->p) {
+        s = scan(ms, s, ld->p, ld->ep, false);
+        return s < ms->src_end ? s : NULL;
+    }
+    return s;
 }
 
 /* --- the matcher ---------------------------------------------------------------------------- */
@@ -327,7 +394,7 @@ static const char *backref(struct mstate *ms, const char *s, int digit)
 /* The greedy repetition ('*', '+' from s + 1): the longest run first, then shorter ones. */
 static const char *max_expand(struct mstate *ms, const char *s, const char *p, const char *ep)
 {
-    const char *e = span(ms, s, p, ep);
+    const char *e = scan(ms, s, p, ep, true);
 
     for (;; e--) {
         const char *r = match(ms, e, ep + 1);
@@ -572,18 +639,16 @@ static const char *find_plain(struct mstate *ms, const char *h, size_t hl, const
         return NULL;
     last = h + (hl - nl); /* the last place a match can start */
     if (nl < MEMMEM_MIN) {
-        while (h <= last) {
-            size_t w = (size_t)(last - h) + 1 > SCAN_CHUNK ? SCAN_CHUNK : (size_t)(last - h) + 1;
-            const char *r = memchr(h, n[0], w);
+        while (h <= last) { /* by windows of SCAN_CHUNK start positions */
+            const char *wend = last - h >= SCAN_CHUNK ? h + SCAN_CHUNK : last + 1, *r;
 
-            charge(ms, (r ? r - h : (ptrdiff_t)w) / STEP_BYTES + 1);
-            if (!r) {
-                h += w;
-            } else if (memcmp(r + 1, n + 1, nl - 1) == 0) {
-                return r;
-            } else {
+            while (h < wend && (r = memchr(h, n[0], wend - h)) != NULL) {
+                if (memcmp(r + 1, n + 1, nl - 1) == 0)
+                    return r;
                 h = r + 1;
             }
+            h = wend;
+            charge(ms, SCAN_CHUNK); /* a step per candidate, at most */
         }
         return NULL;
     }
@@ -610,16 +675,18 @@ static int find_aux(lua_State *L, bool find)
     size_t init = start_pos(luaL_optinteger(L, 3, 1), ls) - 1;
     const char *s1;
     struct mstate ms;
+    struct lead ld = {-1, NULL, NULL};
     bool anchor;
-    int first;
 
     if (init > ls) {
         luaL_pushfail(L);
         return 1;
     }
-    mstate_init(&ms, L, s, ls, p, lp, stop_flag(L));
     if (find && (lua_toboolean(L, 4) || is_plain(p, lp))) {
-        const char *r = find_plain(&ms, s + init, ls - init, p, lp);
+        const char *r;
+
+        budget_init(&ms, L, stop_flag(L));
+        r = find_plain(&ms, s + init, ls - init, p, lp);
         if (!r) {
             luaL_pushfail(L);
             return 1;
@@ -628,15 +695,17 @@ static int find_aux(lua_State *L, bool find)
         lua_pushinteger(L, r - s + lp);
         return 2;
     }
+    mstate_init(&ms, L, s, ls, p, lp, stop_flag(L));
     anchor = *p == '^';
     if (anchor)
         p++;
-    first = anchor ? -1 : first_byte(p, ms.p_end);
+    else
+        find_lead(&ld, p, ms.p_end);
     s1 = s + init;
     do {
         const char *e;
 
-        if (first >= 0 && !(s1 = skip_to(&ms, s1, first)))
+        if (!(s1 = next_start(&ms, s1, &ld)))
             break;
         ms.level = 0;
         e = match(&ms, s1, p);
@@ -669,7 +738,7 @@ struct gmatch {
     const char *src;  /* where the next search starts */
     const char *p;    /* the pattern: a '^' is a plain character here, as in Lua 5.4 */
     const char *last; /* end of the last match: an empty match there does not count */
-    int first;        /* first_byte(p) */
+    struct lead ld;
     struct mstate ms; /* its budget carries over from one call to the next */
 };
 
@@ -682,7 +751,7 @@ static int l_gmatch_next(lua_State *L)
     for (const char *src = gm->src; src <= gm->ms.src_end; src++) {
         const char *e;
 
-        if (gm->first >= 0 && !(src = skip_to(&gm->ms, src, gm->first)))
+        if (!(src = next_start(&gm->ms, src, &gm->ld)))
             break;
         gm->ms.level = 0;
         gm->ms.depth = MAXDEPTH; /* lstrlib.c keeps what an error left, which only hurts */
@@ -712,7 +781,7 @@ static int l_gmatch(lua_State *L)
     gm->src = s + init;
     gm->p = p;
     gm->last = NULL;
-    gm->first = first_byte(p, p + lp);
+    find_lead(&gm->ld, p, p + lp);
     lua_pushcclosure(L, l_gmatch_next, 3);
     return 1;
 }
@@ -792,7 +861,7 @@ static int l_gsub(lua_State *L)
     bool changed = false, anchor;
     struct mstate ms;
     luaL_Buffer b;
-    int first;
+    struct lead ld = {-1, NULL, NULL};
 
     luaL_argexpected(
         L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION || tr == LUA_TTABLE, 3,
@@ -802,14 +871,14 @@ static int l_gsub(lua_State *L)
     anchor = *p == '^';
     if (anchor)
         p++;
-    first = anchor ? -1 : first_byte(p, ms.p_end);
+    else
+        find_lead(&ld, p, ms.p_end);
     while (n < max_n) {
-        const char *e;
+        const char *e, *next = next_start(&ms, src, &ld);
 
-        if (first >= 0) {
-            const char *next = skip_to(&ms, src, first);
-            if (!next)
-                break; /* the rest goes in unchanged below */
+        if (!next)
+            break; /* the rest goes in unchanged below */
+        if (next != src) {
             luaL_addlstring(&b, src, next - src);
             src = next;
         }
@@ -844,6 +913,7 @@ void lpattern_install(lua_State *L, int idx, const volatile sig_atomic_t *stop)
     static const luaL_Reg fns[] = {
         {"find", l_find}, {"match", l_match}, {"gmatch", l_gmatch}, {"gsub", l_gsub}, {NULL, NULL}};
 
+    pthread_once(&tables_once, tables_init);
     lua_pushvalue(L, idx);
     lua_pushlightuserdata(L, (void *)(uintptr_t)stop); /* read only, through stop_flag() */
     luaL_setfuncs(L, fns, 1);
