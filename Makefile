@@ -5,6 +5,8 @@
 #   make WERROR=1     warnings are errors (CI)
 #   make SANITIZER=address|undefined|thread   instrumented build in build-$(SANITIZER)/
 #   make bench        side-by-side benchmark against the peers in ../shared/peers
+#   make install      lfepolld and lfbench into $(DESTDIR)$(PREFIX)/bin (make uninstall)
+#   make fuzz, make soak   libFuzzer targets (tests/fuzz), the long soak run (tests/soak)
 
 PREFIX ?= /usr/local
 OPT ?= -O2
@@ -87,6 +89,7 @@ $(BUILD)/gen/tune_conf.c: sysctl.conf
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo '    ;'; } >$@
 
 $(BUILD)/src/tune_conf.o: $(BUILD)/gen/tune_conf.c
+	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFEPOLLD): $(SRV_OBJS) $(BUILD)/src/main.o
