@@ -77,6 +77,9 @@ ssize_t conn_send_some(int fd, const char *p, size_t n); /* bytes taken (maybe 0
 /* Reads up to n bytes into buf: bytes read (> 0), 0 when the socket has nothing now or the peer
  * closed its side (then CONN_RDCLOSED is set), or -errno. Retries EINTR. */
 ssize_t conn_read_some(struct conn *c, char *buf, size_t n);
+/* The events to re-arm an open connection with: input and output while output is pending
+ * under the cap, output only at it (reading pauses: counted), input only with nothing pending. */
+uint32_t conn_rearm_events(const struct conn *c, const struct conn_io *io);
 /* After EPOLLERR: the socket's pending error (SO_ERROR), counted in io. */
 int conn_sock_error(struct conn *c, const struct conn_io *io);
 int conn_flush(struct conn *c, const struct conn_io *io); /* 0 (maybe still pending) or -errno */

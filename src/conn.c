@@ -141,6 +141,17 @@ ssize_t conn_read_some(struct conn *c, char *buf, size_t n)
     }
 }
 
+uint32_t conn_rearm_events(const struct conn *c, const struct conn_io *io)
+{
+    if (obuf_len(&c->out) == 0)
+        return EPOLLIN | EPOLLRDHUP;
+    if (obuf_len(&c->out) >= io->max_pending) {
+        STAT_ADD(io->st, paused, 1);
+        return EPOLLOUT;
+    }
+    return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+}
+
 int conn_sock_error(struct conn *c, const struct conn_io *io)
 {
     int err = 0;
@@ -211,11 +222,5 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
         /* Half-close: the peer gets every byte back, then the server closes. */
         return obuf_len(&c->out) ? EPOLLOUT : 0;
     }
-    if (obuf_len(&c->out) == 0)
-        return EPOLLIN | EPOLLRDHUP;
-    if (obuf_len(&c->out) >= io->max_pending) {
-        STAT_ADD(io->st, paused, 1);
-        return EPOLLOUT;
-    }
-    return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+    return conn_rearm_events(c, io);
 }

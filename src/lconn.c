@@ -252,13 +252,7 @@ uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io
         why = c->flags & CONN_CLOSING ? CONN_WHY_CLOSED : CONN_WHY_EOF;
         goto finish;
     }
-    if (obuf_len(&c->out) == 0)
-        return EPOLLIN | EPOLLRDHUP;
-    if (obuf_len(&c->out) >= io->max_pending) {
-        STAT_ADD(io->st, paused, 1);
-        return EPOLLOUT;
-    }
-    return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+    return conn_rearm_events(c, io);
 
 finish:
     /* Replies to earlier requests go out if the socket takes them now; conn_close then tells

@@ -342,7 +342,8 @@ static int l_shared_delete(lua_State *L)
     return 1;
 }
 
-static int l_log(lua_State *L)
+/* Logs the arguments, each through tostring, sep between them, after "worker X: what". */
+static int log_args(lua_State *L, char sep, const char *what)
 {
     struct lstate *ls = upstate(L);
     luaL_Buffer buf;
@@ -353,11 +354,16 @@ static int l_log(lua_State *L)
         luaL_tolstring(L, i, NULL);
         luaL_addvalue(&buf);
         if (i < n)
-            luaL_addchar(&buf, ' ');
+            luaL_addchar(&buf, sep);
     }
     luaL_pushresult(&buf);
-    log_info("lua: worker %s: %s", ls->sc ? ls->sc->name : "check", lua_tostring(L, -1));
+    log_info("lua: worker %s: %s%s", ls->sc ? ls->sc->name : "check", what, lua_tostring(L, -1));
     return 0;
+}
+
+static int l_log(lua_State *L)
+{
+    return log_args(L, ' ', "");
 }
 
 /* --- the sandbox and lfe -------------------------------------------------------------------- */
@@ -366,20 +372,7 @@ static int l_log(lua_State *L)
  * it would stop serving). */
 static int l_print(lua_State *L)
 {
-    struct lstate *ls = upstate(L);
-    luaL_Buffer buf;
-    int n = lua_gettop(L);
-
-    luaL_buffinit(L, &buf);
-    for (int i = 1; i <= n; i++) {
-        luaL_tolstring(L, i, NULL);
-        luaL_addvalue(&buf);
-        if (i < n)
-            luaL_addchar(&buf, '\t');
-    }
-    luaL_pushresult(&buf);
-    log_info("lua: worker %s: print: %s", ls->sc ? ls->sc->name : "check", lua_tostring(L, -1));
-    return 0;
+    return log_args(L, '\t', "print: ");
 }
 
 /* load, text chunks only: a binary chunk is bytecode that the VM trusts (a crafted one reads
