@@ -217,17 +217,23 @@ static int push_shval(lua_State *L, const struct shval *v)
     return 1;
 }
 
+/* The number at idx (an integer stays one). */
+static void number_shval(lua_State *L, int idx, struct shval *v)
+{
+    if (lua_isinteger(L, idx)) {
+        v->type = SHV_INT;
+        v->i = lua_tointeger(L, idx);
+    } else {
+        v->type = SHV_NUM;
+        v->d = lua_tonumber(L, idx);
+    }
+}
+
 static int to_shval(lua_State *L, int idx, struct shval *v, const char *what)
 {
     switch (lua_type(L, idx)) {
     case LUA_TNUMBER:
-        if (lua_isinteger(L, idx)) {
-            v->type = SHV_INT;
-            v->i = lua_tointeger(L, idx);
-        } else {
-            v->type = SHV_NUM;
-            v->d = lua_tonumber(L, idx);
-        }
+        number_shval(L, idx, v);
         return 0;
     case LUA_TSTRING:
         v->type = SHV_STR;
@@ -304,13 +310,7 @@ static void num_arg(lua_State *L, int idx, struct shval *v)
         lua_replace(L, idx);
     }
     luaL_checknumber(L, idx);
-    if (lua_isinteger(L, idx)) {
-        v->type = SHV_INT;
-        v->i = lua_tointeger(L, idx);
-    } else {
-        v->type = SHV_NUM;
-        v->d = lua_tonumber(L, idx);
-    }
+    number_shval(L, idx, v);
 }
 
 static int l_shared_incr(lua_State *L)
