@@ -9,7 +9,8 @@
  * (same bytes, same ends) and the same "frame over max_frame" at the same place, whatever the
  * pieces; every frame lies inside what was given, within max_frame, and takes > 0 bytes; after
  * "need more", *scanned covers what was looked at (less a delimiter's length), so a long line
- * is not scanned again from its start; after a frame it is 0 again (lconn frames on with it). Raw: each piece gives frames of 1..max_frame bytes that
+ * is not scanned again from its start; after a frame it is 0 again (lconn frames on with it);
+ * what waits for the rest of a frame stays under frame_max_partial. Raw: each piece gives frames of 1..max_frame bytes that
  * put back together are the stream. */
 #include "fuzz.h"
 
@@ -180,6 +181,9 @@ static void in_pieces(const struct framing *f, const uint8_t *s, size_t n, uint6
             inbase = base + used;
             scanned = local; /* of the bytes now at the start of in */
         }
+        /* what waits is less than a frame's most (lconn's memory bound per connection) */
+        FZ_CHECK(fr->too_big || fr->n == MAX_FRAMES || inlen < frame_max_partial(f),
+                 "%zu bytes wait, frame_max_partial is %zu", inlen, frame_max_partial(f));
         at += piece;
     }
     free(in);

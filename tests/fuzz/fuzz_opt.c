@@ -75,6 +75,9 @@ static void check_config(const struct opt *o, char **argv, int argc)
     FZ_CHECK(o->lua_shared % (1u << 20) == 0 && o->lua_shared >= (1u << 20) &&
                  o->lua_shared <= ((size_t)65536 << 20),
              "lua_shared %zu", o->lua_shared);
+    FZ_CHECK(o->lua_ctx % (1u << 20) == 0 && o->lua_ctx >= (1u << 20) &&
+                 o->lua_ctx <= ((size_t)65536 << 20),
+             "lua_ctx %zu", o->lua_ctx);
     FZ_CHECK(o->lua_timeout_ms >= 0 && o->lua_timeout_ms <= 3600000, "lua_timeout_ms %d",
              o->lua_timeout_ms);
     FZ_CHECK(o->sysctl >= 0 && o->sysctl <= 2, "sysctl %d", o->sysctl);
