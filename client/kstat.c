@@ -3,6 +3,7 @@
  * load test; the summary says so. */
 #include "kstat.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,8 @@ int kstat_parse_pairs(const char *text, const char *section, struct kstat *k)
             memcpy(name, n, len);
             name[len] = '\0';
             n += strcspn(n, " \n");
-            val = strtoull(v, &end, 10);
+            end = (char *)v; /* not a number: 0 (strtoull would skip a '\n' to the next line) */
+            val = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
             v = end + strcspn(end, " \n");
             for (int i = 0; i < KS_SOFTNET_DROPPED; i++)
                 if (!strcmp(name, kstat_name[i])) {
@@ -77,13 +79,15 @@ int kstat_parse_softnet(const char *text, struct kstat *k)
 
     for (const char *p = text; *p;) {
         const char *e = line_end(p);
-        char *end;
-        unsigned long processed = strtoul(p, &end, 16), d, s;
+        char *end = (char *)p;
+        unsigned long d = 0, s = 0;
 
-        (void)processed;
-        if (end != p) {
+        if (isxdigit((unsigned char)*p)) { /* a CPU's line: processed, dropped, squeezed */
+            strtoul(p, &end, 16);
             d = strtoul(end, &end, 16);
             s = strtoul(end, &end, 16);
+        }
+        if (end != p && end <= e) { /* strtoul skips '\n': a number past e is the next line's */
             drop += d;
             squeeze += s;
             cpus++;

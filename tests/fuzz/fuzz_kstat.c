@@ -5,7 +5,8 @@
  * must stay inside it (ASan), count what they set (found = counters marked present), leave the
  * other counters alone, and give the same result twice. Shaped: the rest drives a generator of
  * files as the kernel writes them (sections in any order, the wanted names among others, values
- * up to 2^64-1, any number of CPUs), and every value parsed must be the one written. Both: the
+ * up to 2^64-1, any number of CPUs; an empty or foreign line here and there), and every value
+ * parsed must be the one written. Both: the
  * delta of two readings is after - before for the counters present in both (0 when one went
  * back), the levels are after's; the hints are one line each, or a JSON array of as many
  * strings. */
@@ -88,7 +89,7 @@ static void gen_pairs(struct fz *f, struct text *t, const char *want, struct kst
         put(t, "\n%s:", sec);
         for (int i = 0; i < nn; i++)
             put(t, " %" PRIu64, vals[i]);
-        put(t, "\n");
+        put(t, "\n%s", fz_u8(f) % 8 ? "" : "\n"); /* an empty line between sections */
         if (s == at)
             for (int i = 0; i < nn; i++) /* a name given twice: the last one counts */
                 for (int id = 0; id < NPAIRS; id++)
@@ -113,6 +114,8 @@ static void gen_softnet(struct fz *f, struct text *t, struct kstat *exp)
                 exp->v[KS_SOFTNET_SQUEEZED] += v;
         }
         put(t, "\n");
+        if (fz_u8(f) % 8 == 0) /* a line that is no CPU's (the kernel writes none): no count */
+            put(t, "%s", fz_u8(f) % 2 ? "\n" : "zz -\n");
     }
     exp->have[KS_SOFTNET_DROPPED] = exp->have[KS_SOFTNET_SQUEEZED] = cpus > 0;
     if (!cpus)

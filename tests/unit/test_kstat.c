@@ -82,6 +82,26 @@ static void test_parse_edges(void **state)
     assert_int_equal(kstat_parse_softnet("", &k), 0);
 }
 
+/* Found by fuzz_kstat: strtoul skips a '\n' like a blank, so an empty line in softnet_stat
+ * made the next CPU count twice, and a value that was only blanks took the next line's number. */
+static void test_parse_numbers_stay_on_their_line(void **state)
+{
+    struct kstat k;
+
+    (void)state;
+    memset(&k, 0, sizeof(k));
+    assert_int_equal(kstat_parse_softnet("\n00000001 00000002 00000003\n", &k), 2);
+    assert_int_equal(k.v[KS_SOFTNET_DROPPED], 2);
+    assert_int_equal(k.v[KS_SOFTNET_SQUEEZED], 3);
+    memset(&k, 0, sizeof(k));
+    assert_int_equal(kstat_parse_softnet("00000001\n00000002 00000003 00000004\n", &k), 2);
+    assert_int_equal(k.v[KS_SOFTNET_DROPPED], 3); /* the short line is not a CPU */
+    memset(&k, 0, sizeof(k));
+    kstat_parse_pairs("TcpExt: ListenOverflows ListenDrops\nTcpExt: 5 \t\n77\n", "TcpExt", &k);
+    assert_int_equal(k.v[KS_LISTEN_OVERFLOWS], 5);
+    assert_int_equal(k.v[KS_LISTEN_DROPS], 0);
+}
+
 static char *hints(const struct kstat *d, const struct kstat_run *r, bool json, int *n)
 {
     char *text = NULL;
@@ -142,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_read_fixture),
         cmocka_unit_test(test_delta),
         cmocka_unit_test(test_parse_edges),
+        cmocka_unit_test(test_parse_numbers_stay_on_their_line),
         cmocka_unit_test(test_hints),
     };
 
