@@ -164,15 +164,15 @@ static bool accept_all(struct acc *a, int li)
         }
         if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) >= s->max_conns ||
             (size_t)fd >= s->table_size) {
-            close(fd); /* over --max-conns: shed at once, the client sees the close */
-            STAT_ADD(&s->ast, shed, 1);
+            STAT_ADD(&s->ast, shed, 1); /* counted before the client can see the close */
+            close(fd);                  /* over --max-conns: shed at once */
             continue;
         }
         c = conn_new(fd, s->lua ? CONN_LUA : CONN_ECHO);
         if (!c) {
             /* The client sees the close; the queue goes on (each connection retries calloc). */
+            STAT_ADD(&s->ast, enomem, 1); /* before the client can see the close */
             close(fd);
-            STAT_ADD(&s->ast, enomem, 1);
             if (log_now(a, RL_NOMEM))
                 log_warn("accept: out of memory for a new connection (%ld open): connection "
                          "closed",
