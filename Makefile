@@ -73,7 +73,8 @@ UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl
 BADSERVER := $(TOBJ)/badserver
 
-.PHONY: all run test unit integration deps bench format install uninstall clean sysctl-check \
+.PHONY: all run test unit integration deps bench format format-check format-deps install uninstall \
+        clean sysctl-check \
         sysctl-apply
 all: $(LFEPOLLD) $(LFBENCH)
 
@@ -207,9 +208,29 @@ sysctl-apply: $(LFEPOLLD)
 	@[ "$$(id -u)" = 0 ] || { echo "sysctl-apply changes kernel settings: run it as root (sudo make sysctl-apply)"; exit 1; }
 	$(LFEPOLLD) --apply-sysctl --sysctl-conf sysctl.conf
 
-format:
-	clang-format -i src/*.c src/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
-	  tests/integration/*.c tests/integration/*.h tests/bench/*.c
+# Every C file of the project, for clang-format (.clang-format).
+C_FILES = $(wildcard src/*.c src/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
+            tests/unit/*.h tests/integration/*.c tests/integration/*.h tests/bench/*.c \
+            tests/fault/*.c tests/soak/*.c tests/fuzz/*.c tests/fuzz/*.h)
+
+format: format-deps
+	clang-format -i $(C_FILES)
+
+# CI: fails, naming each place, where a file is not as clang-format would write it.
+format-check: format-deps
+	@clang-format --dry-run --Werror $(C_FILES) && echo "format-check: $(words $(C_FILES)) files formatted"
+
+format-deps:
+	@command -v clang-format >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages: clang-format"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-format \
+	      >/dev/null || exit 1; \
+	  else \
+	    echo "missing clang-format; install it with:"; \
+	    echo "  sudo apt-get install -y clang-format"; exit 1; \
+	  fi; \
+	}
 
 install: $(LFEPOLLD) $(LFBENCH)
 	install -d $(DESTDIR)$(PREFIX)/bin

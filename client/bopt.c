@@ -155,9 +155,9 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                               size_t errlen)
 {
     static const char *const with_value[] = {
-        "-t", "-c", "--cpus", "--mode", "--pipeline", "-d", "-n", "--warmup", "--timeout", "-R",
-        "--connect-rate", "--size", "--payload", "--mix", "--expect", "--source", "--json",
-        "--max-errors", NULL};
+        "-t",       "-c",        "--cpus", "--mode",         "--pipeline", "-d",        "-n",
+        "--warmup", "--timeout", "-R",     "--connect-rate", "--size",     "--payload", "--mix",
+        "--expect", "--source",  "--json", "--max-errors",   NULL};
     bool have_d = false, have_n = false, have_size = false;
 
     memset(o, 0, sizeof(*o));
@@ -179,8 +179,8 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
         if (arg[0] != '-' || arg[1] == '\0') {
             if (o->target) {
                 snprintf(err, errlen,
-                         "unexpected argument '%s' after the target %s; options go before it",
-                         arg, o->target);
+                         "unexpected argument '%s' after the target %s; options go before it", arg,
+                         o->target);
                 return BOPT_ERROR;
             }
             o->target = arg;
@@ -190,10 +190,10 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
             return BOPT_ERROR;
         val = a.val;
 
-#define BAD(...)                                                                                  \
-    do {                                                                                          \
-        snprintf(err, errlen, __VA_ARGS__);                                                       \
-        return BOPT_ERROR;                                                                        \
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        snprintf(err, errlen, __VA_ARGS__);                                                        \
+        return BOPT_ERROR;                                                                         \
     } while (0)
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
             fputs(usage, out);
@@ -269,7 +269,8 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
             o->mixbuf = strdup(val);
             if (!o->mixbuf)
                 BAD("out of memory");
-            for (char *tok = strtok_r(o->mixbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            for (char *tok = strtok_r(o->mixbuf, ",", &save); tok;
+                 tok = strtok_r(NULL, ",", &save)) {
                 char *c = strrchr(tok, ':');
                 if (!c || c == tok || parse_int(c + 1, 1, 1000000, &v) < 0)
                     BAD("--mix: '%s' is not FILE:WEIGHT (weight 1 to 1000000)", tok);

@@ -23,29 +23,29 @@ struct bclass {
 
 /* The configuration, immutable once threads start. */
 struct bopt {
-    int threads;                  /* -t */
-    bool have_cpus;               /* --cpus given */
-    cpu_set_t cpus;               /* --cpus */
-    int conns;                    /* -c: connections (long) or connections in flight (short) */
-    enum bmode mode;              /* --mode */
-    int pipeline;                 /* --pipeline: requests in flight per connection */
-    double duration;              /* -d seconds (0 with -n) */
-    uint64_t requests;            /* -n (0 with -d) */
-    double warmup;                /* --warmup seconds */
-    int timeout_ms;               /* --timeout per request */
-    double rate;                  /* -R total requests per second, 0 = closed loop */
-    double connect_rate;          /* --connect-rate new connections per second, 0 = no cap */
-    bool linger0;                 /* --linger0 */
-    size_t size;                  /* --size of generated payloads */
-    struct bclass cls[BOPT_MAX_CLASSES]; /* --payload (1 class) or --mix */
-    int nclasses;                 /* 0: one generated class */
-    enum expect expect;           /* --expect */
-    size_t expect_bytes;          /* --expect bytes N */
+    int threads;         /* -t */
+    bool have_cpus;      /* --cpus given */
+    cpu_set_t cpus;      /* --cpus */
+    int conns;           /* -c: connections (long) or connections in flight (short) */
+    enum bmode mode;     /* --mode */
+    int pipeline;        /* --pipeline: requests in flight per connection */
+    double duration;     /* -d seconds (0 with -n) */
+    uint64_t requests;   /* -n (0 with -d) */
+    double warmup;       /* --warmup seconds */
+    int timeout_ms;      /* --timeout per request */
+    double rate;         /* -R total requests per second, 0 = closed loop */
+    double connect_rate; /* --connect-rate new connections per second, 0 = no cap */
+    bool linger0;        /* --linger0 */
+    size_t size;         /* --size of generated payloads */
+    struct bclass cls[BOPT_MAX_CLASSES];      /* --payload (1 class) or --mix */
+    int nclasses;                             /* 0: one generated class */
+    enum expect expect;                       /* --expect */
+    size_t expect_bytes;                      /* --expect bytes N */
     struct in_addr sources[BOPT_MAX_SOURCES]; /* --source range */
-    int nsources;                 /* 0: the kernel picks */
-    const char *json;             /* --json FILE */
-    uint64_t max_errors;          /* --max-errors */
-    bool quiet;                   /* -q: no progress lines */
+    int nsources;                             /* 0: the kernel picks */
+    const char *json;                         /* --json FILE */
+    uint64_t max_errors;                      /* --max-errors */
+    bool quiet;                               /* -q: no progress lines */
     char *mixbuf;                 /* --mix list, split in place: cls[].file point into it */
     const char *target;           /* HOST:PORT as given */
     struct sockaddr_storage addr; /* the target, resolved */

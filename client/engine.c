@@ -7,20 +7,20 @@
  * set, each registered once (EPOLLIN|EPOLLOUT|EPOLLET, never modified: no epoll_ctl per
  * request), and libev watches that one descriptor; timers and the cross-thread stop stay libev's.
  * Edge-triggered rules: read until a short read (for TCP that means the queue is empty), write
- * until the socket refuses, and an EPOLLOUT edge arrives when it drains. A connection keeps its in-flight requests in a FIFO (pipelining):
- * requests are written in order, possibly several per write(2), and each response is matched to
- * the oldest one and verified byte by byte as it arrives (verify.c). Closed loop: a response
- * frees its connection for the next request. Open loop (-R): requests are due on a fixed schedule
- * (rate.c) and wait for a free connection; latency counts from the intended send time, so a
- * stalled server shows as latency, not as fewer samples, and a send due before the end that
- * never found a connection (the run drains for up to --timeout) is counted unsent. Free connections are taken in FIFO
- * order, the one idle longest first, so the load spreads over all of them as over independent
- * users (a LIFO stack would keep reusing two or three and route around a stalled server thread
- * that real clients would hit). The schedule is kept by a timerfd with a 1 ns timer slack:
- * libev's epoll backend sleeps in whole milliseconds, which made every open-loop request up to
- * 1 ms late and put a 0.8 ms floor under the p50 it reported. A 10 ms tick handles timeouts,
- * reconnects, --connect-rate and the end of the run; a 1 s timer hands the second's counters to
- * the main thread under a lock taken once a second.
+ * until the socket refuses, and an EPOLLOUT edge arrives when it drains. A connection keeps its
+ * in-flight requests in a FIFO (pipelining): requests are written in order, possibly several per
+ * write(2), and each response is matched to the oldest one and verified byte by byte as it arrives
+ * (verify.c). Closed loop: a response frees its connection for the next request. Open loop (-R):
+ * requests are due on a fixed schedule (rate.c) and wait for a free connection; latency counts from
+ * the intended send time, so a stalled server shows as latency, not as fewer samples, and a send
+ * due before the end that never found a connection (the run drains for up to --timeout) is counted
+ * unsent. Free connections are taken in FIFO order, the one idle longest first, so the load spreads
+ * over all of them as over independent users (a LIFO stack would keep reusing two or three and
+ * route around a stalled server thread that real clients would hit). The schedule is kept by a
+ * timerfd with a 1 ns timer slack: libev's epoll backend sleeps in whole milliseconds, which made
+ * every open-loop request up to 1 ms late and put a 0.8 ms floor under the p50 it reported. A 10 ms
+ * tick handles timeouts, reconnects, --connect-rate and the end of the run; a 1 s timer hands the
+ * second's counters to the main thread under a lock taken once a second.
  */
 #include "engine.h"
 
@@ -41,12 +41,12 @@
 #include <unistd.h>
 
 #define BUFSZ (64 * 1024)
-#define TICK 0.01                  /* seconds */
+#define TICK 0.01                   /* seconds */
 #define SCAN_NS (100 * 1000000ull)  /* timeouts are looked for at most this often */
 #define RETRY_NS (100 * 1000000ull) /* a refused or failed connect retries after this */
 #define BEHIND_NS 1000000ull        /* an open-loop send this late is behind schedule */
 
-const char *const berr_name[ERR_KINDS] = {"refused", "reset",   "timeout",  "addrnotavail",
+const char *const berr_name[ERR_KINDS] = {"refused", "reset",  "timeout",  "addrnotavail",
                                           "emfile",  "closed", "mismatch", "other"};
 
 enum cstate { CS_CLOSED, CS_CONNECTING, CS_OPEN };
@@ -61,22 +61,22 @@ struct req {
 
 struct bconn {
     struct bthread *t;
-    int fd;              /* -1 when closed */
+    int fd; /* -1 when closed */
     enum cstate state;
-    uint32_t gid;        /* global connection index */
-    uint32_t gen;        /* reconnects: the stream id changes with each */
-    uint64_t conn_t0;    /* connect() time */
-    uint64_t txn_t0;     /* short mode: the transaction's latency counts from here */
-    uint64_t retry_at;   /* closed: reconnect not before */
-    uint64_t seq;        /* next request's sequence number */
-    struct req *q;       /* in-flight requests, a ring of o->pipeline */
-    unsigned head, qn;   /* oldest, and how many */
-    unsigned qw;         /* of those, fully written */
-    size_t woff;         /* bytes written of request head+qw */
-    bool in_free;        /* open loop: queued in freeq */
-    uint64_t done;       /* requests completed after the warm-up */
-    struct verify v;     /* the response to q[head] */
-    struct req q1;       /* q when the pipeline is 1: no second cache line to fetch */
+    uint32_t gid;      /* global connection index */
+    uint32_t gen;      /* reconnects: the stream id changes with each */
+    uint64_t conn_t0;  /* connect() time */
+    uint64_t txn_t0;   /* short mode: the transaction's latency counts from here */
+    uint64_t retry_at; /* closed: reconnect not before */
+    uint64_t seq;      /* next request's sequence number */
+    struct req *q;     /* in-flight requests, a ring of o->pipeline */
+    unsigned head, qn; /* oldest, and how many */
+    unsigned qw;       /* of those, fully written */
+    size_t woff;       /* bytes written of request head+qw */
+    bool in_free;      /* open loop: queued in freeq */
+    uint64_t done;     /* requests completed after the warm-up */
+    struct verify v;   /* the response to q[head] */
+    struct req q1;     /* q when the pipeline is 1: no second cache line to fetch */
 };
 
 struct watchers {
@@ -221,9 +221,8 @@ static void fail(struct bconn *c, enum berr e)
     }
     count_error(c->t, e);
     close_conn(c);
-    c->retry_at = now_ns() + (e == ERR_REFUSED || e == ERR_ADDRNOTAVAIL || e == ERR_EMFILE
-                                  ? RETRY_NS
-                                  : 0);
+    c->retry_at =
+        now_ns() + (e == ERR_REFUSED || e == ERR_ADDRNOTAVAIL || e == ERR_EMFILE ? RETRY_NS : 0);
 }
 
 static void issue(struct bconn *c, uint64_t t0, uint64_t now)
@@ -747,8 +746,7 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     if (t->open_loop) {
         t->sch = calloc(1, sizeof(*t->sch));
         if (t->sch) /* threads interleave their schedules */
-            rate_init(t->sch, o->rate / o->threads,
-                       t->t_start + (uint64_t)(1e9 / o->rate * idx));
+            rate_init(t->sch, o->rate / o->threads, t->t_start + (uint64_t)(1e9 / o->rate * idx));
     }
     if (!t->conns || !t->buf || !t->freeq || !t->watchers || (t->open_loop && !t->sch))
         return -1;
@@ -769,7 +767,8 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
         hist_init(&t->cls_lat[k]);
     pthread_mutex_init(&t->pub_lock, NULL);
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (t->open_loop && (t->sendfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0)
+    if (t->open_loop &&
+        (t->sendfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0)
         return -1;
     t->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV);
     return t->loop && t->epfd >= 0 ? 0 : -1;

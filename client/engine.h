@@ -11,14 +11,14 @@
 #include "payload.h"
 
 enum berr {
-    ERR_REFUSED,       /* ECONNREFUSED */
-    ERR_RESET,         /* ECONNRESET, EPIPE */
-    ERR_TIMEOUT,       /* a request (or connect) over --timeout, or unanswered at the end */
-    ERR_ADDRNOTAVAIL,  /* no ephemeral port left */
-    ERR_EMFILE,        /* out of descriptors */
-    ERR_CLOSED,        /* the server closed with requests in flight */
-    ERR_MISMATCH,      /* a response that is not what it must be */
-    ERR_OTHER,         /* anything else */
+    ERR_REFUSED,      /* ECONNREFUSED */
+    ERR_RESET,        /* ECONNRESET, EPIPE */
+    ERR_TIMEOUT,      /* a request (or connect) over --timeout, or unanswered at the end */
+    ERR_ADDRNOTAVAIL, /* no ephemeral port left */
+    ERR_EMFILE,       /* out of descriptors */
+    ERR_CLOSED,       /* the server closed with requests in flight */
+    ERR_MISMATCH,     /* a response that is not what it must be */
+    ERR_OTHER,        /* anything else */
     ERR_KINDS
 };
 
@@ -26,13 +26,13 @@ extern const char *const berr_name[ERR_KINDS];
 
 /* Counters of one interval (a second) or of the whole run. */
 struct bcount {
-    uint64_t requests;   /* responses complete and verified */
-    uint64_t bytes_out;  /* request bytes written */
-    uint64_t bytes_in;   /* response bytes read */
-    uint64_t connects;   /* connections established */
-    uint64_t lost;       /* requests whose response never came whole: cut short part-way (by
-                          * a timeout, a close or a reset; also counted as that error), or still
-                          * unanswered when the run ended (also counted as timeouts) */
+    uint64_t requests;  /* responses complete and verified */
+    uint64_t bytes_out; /* request bytes written */
+    uint64_t bytes_in;  /* response bytes read */
+    uint64_t connects;  /* connections established */
+    uint64_t lost;      /* requests whose response never came whole: cut short part-way (by
+                         * a timeout, a close or a reset; also counted as that error), or still
+                         * unanswered when the run ended (also counted as timeouts) */
     uint64_t errors[ERR_KINDS];
 };
 
@@ -46,20 +46,20 @@ struct bthread {
     const struct bopt *o;
     const struct payloads *p;
     struct ev_loop *loop;
-    int epfd;                 /* edge-triggered epoll set of this thread's sockets */
-    struct bconn *conns;      /* this thread's connections */
+    int epfd;            /* edge-triggered epoll set of this thread's sockets */
+    struct bconn *conns; /* this thread's connections */
     int nconns;
-    uint32_t conn_base;       /* global index of conns[0] */
-    uint8_t *buf;             /* scratch for reads and writes */
-    uint64_t rng;             /* class draws */
+    uint32_t conn_base;              /* global index of conns[0] */
+    uint8_t *buf;                    /* scratch for reads and writes */
+    uint64_t rng;                    /* class draws */
     uint64_t t_start, t_warm, t_end; /* CLOCK_MONOTONIC ns: run start, stats start, stop issuing */
-    uint64_t sched_end;       /* open loop: sends intended from here on are not the run's */
-    uint64_t quota;           /* -n share of this thread, 0 = none */
-    uint64_t issued;          /* requests issued */
-    bool stopping;            /* no new requests */
-    bool open_loop;           /* -R */
-    bool nodelay;             /* TCP_NODELAY on each socket */
-    struct rate *sch;        /* -R schedule */
+    uint64_t sched_end;              /* open loop: sends intended from here on are not the run's */
+    uint64_t quota;                  /* -n share of this thread, 0 = none */
+    uint64_t issued;                 /* requests issued */
+    bool stopping;                   /* no new requests */
+    bool open_loop;                  /* -R */
+    bool nodelay;                    /* TCP_NODELAY on each socket */
+    struct rate *sch;                /* -R schedule */
     int *freeq, fhead, nfree; /* open loop: a FIFO ring of connections that can take a request */
     int sendfd;               /* open loop: timerfd of the next due send */
     uint64_t send_at;         /* when it is armed for, 0 = off */
@@ -70,22 +70,22 @@ struct bthread {
     uint64_t tokens_t;
     /* results (after warm-up) */
     struct bcount total;
-    struct hist lat;          /* request latency, ns */
-    struct hist clat;         /* connect latency, ns (short mode) */
+    struct hist lat;  /* request latency, ns */
+    struct hist clat; /* connect latency, ns (short mode) */
     struct hist cls_lat[BOPT_MAX_CLASSES];
-    uint64_t behind;          /* open loop: sends later than 1 ms after their intended time */
-    uint64_t intended;        /* open loop: sends taken from the schedule (and sent) */
-    uint64_t unsent;          /* open loop: sends due that never went out (every connection busy,
-                               * or no --connect-rate token, until the end) */
+    uint64_t behind;             /* open loop: sends later than 1 ms after their intended time */
+    uint64_t intended;           /* open loop: sends taken from the schedule (and sent) */
+    uint64_t unsent;             /* open loop: sends due that never went out (every connection busy,
+                                  * or no --connect-rate token, until the end) */
     uint64_t conn_min, conn_max; /* fewest and most requests one connection completed */
     /* the per-second series */
     struct bcount cur;
     struct hist cur_lat;
     pthread_mutex_t pub_lock;
-    struct bcount pub;        /* handed to main once a second */
+    struct bcount pub; /* handed to main once a second */
     struct hist pub_lat;
-    int open;                 /* atomic: open connections */
-    void *watchers;           /* engine-private */
+    int open;       /* atomic: open connections */
+    void *watchers; /* engine-private */
 };
 
 /* Prepares thread t's connections [base, base+n) with the run's time points. */

@@ -5,15 +5,15 @@
 
 #include <stdint.h>
 
-#define HIST_SUB 128                        /* sub-buckets per power of two */
-#define HIST_MAX_SHIFT 33                   /* values up to 2^41 ns (about 36 minutes) */
+#define HIST_SUB 128      /* sub-buckets per power of two */
+#define HIST_MAX_SHIFT 33 /* values up to 2^41 ns (about 36 minutes) */
 #define HIST_BUCKETS (2 * HIST_SUB + HIST_MAX_SHIFT * HIST_SUB)
 
 /* Owned by one thread while recording; merged by another after it stops. */
 struct hist {
-    uint64_t count;          /* values recorded */
-    uint64_t min, max;       /* exact extremes (min is UINT64_MAX when empty) */
-    double sum;              /* for the mean */
+    uint64_t count;    /* values recorded */
+    uint64_t min, max; /* exact extremes (min is UINT64_MAX when empty) */
+    double sum;        /* for the mean */
     uint64_t b[HIST_BUCKETS];
 };
 

@@ -9,8 +9,8 @@
 #include <string.h>
 
 const char *const kstat_name[KS_N] = {
-    "ListenOverflows", "ListenDrops",   "SyncookiesSent", "TCPTimeWaitOverflow",
-    "TWRecycled",      "TCPAbortOnData", "ActiveOpens",   "PassiveOpens",
+    "ListenOverflows", "ListenDrops",    "SyncookiesSent", "TCPTimeWaitOverflow",
+    "TWRecycled",      "TCPAbortOnData", "ActiveOpens",    "PassiveOpens",
     "RetransSegs",     "EstabResets",    "SoftnetDropped", "SoftnetSqueezed",
     "TimeWait",        "TcpInUse"};
 
@@ -191,10 +191,10 @@ void kstat_delta(const struct kstat *before, const struct kstat *after, struct k
         bool level = i == KS_TCP_TW || i == KS_TCP_INUSE;
 
         d->have[i] = after->have[i] && (level || before->have[i]);
-        d->v[i] = !d->have[i]             ? 0
-                  : level                 ? after->v[i]
+        d->v[i] = !d->have[i]                   ? 0
+                  : level                       ? after->v[i]
                   : after->v[i] >= before->v[i] ? after->v[i] - before->v[i]
-                                          : 0; /* a counter that wrapped or was reset */
+                                                : 0; /* a counter that wrapped or was reset */
     }
 }
 

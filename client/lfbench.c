@@ -133,8 +133,8 @@ static void print_lat(FILE *f, const char *indent, const char *label, const stru
     fprintf(f,
             "  %s%-*s min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  p99.99 %.1f  max %.1f  "
             "mean %.1f  (µs, %llu samples)\n",
-            indent, width, label, us(h->min), us(hist_percentile(h, 50)), us(hist_percentile(h, 90)),
-            us(hist_percentile(h, 99)), us(hist_percentile(h, 99.9)),
+            indent, width, label, us(h->min), us(hist_percentile(h, 50)),
+            us(hist_percentile(h, 90)), us(hist_percentile(h, 99)), us(hist_percentile(h, 99.9)),
             us(hist_percentile(h, 99.99)), us(h->max), us((uint64_t)(h->sum / (double)h->count)),
             (unsigned long long)h->count);
 }
@@ -145,9 +145,9 @@ static void json_lat(FILE *f, const struct hist *h)
             "{\"samples\": %llu, \"min_us\": %.3f, \"p50_us\": %.3f, \"p90_us\": %.3f, "
             "\"p99_us\": %.3f, \"p999_us\": %.3f, \"p9999_us\": %.3f, \"max_us\": %.3f, "
             "\"mean_us\": %.3f}",
-            (unsigned long long)h->count, h->count ? us(h->min) : 0.0,
-            us(hist_percentile(h, 50)), us(hist_percentile(h, 90)), us(hist_percentile(h, 99)),
-            us(hist_percentile(h, 99.9)), us(hist_percentile(h, 99.99)), us(h->max),
+            (unsigned long long)h->count, h->count ? us(h->min) : 0.0, us(hist_percentile(h, 50)),
+            us(hist_percentile(h, 90)), us(hist_percentile(h, 99)), us(hist_percentile(h, 99.9)),
+            us(hist_percentile(h, 99.99)), us(h->max),
             h->count ? us((uint64_t)(h->sum / (double)h->count)) : 0.0);
 }
 
@@ -276,7 +276,8 @@ int main(int argc, char **argv)
             return 2;
         }
         if (o.requests)
-            ts[i].quota = o.requests / (uint64_t)o.threads + ((uint64_t)i < o.requests % (uint64_t)o.threads);
+            ts[i].quota =
+                o.requests / (uint64_t)o.threads + ((uint64_t)i < o.requests % (uint64_t)o.threads);
         base += n;
     }
     bool have_k = kstat_read("/proc/net", &k0) > 0;
@@ -417,8 +418,8 @@ int main(int argc, char **argv)
                 (unsigned long long)(intended + unsent), (unsigned long long)behind,
                 (unsigned long long)unsent);
     if (o.mode == MODE_LONG)
-        fprintf(f, "spread       %llu to %llu done per connection\n",
-                (unsigned long long)conn_min, (unsigned long long)conn_max);
+        fprintf(f, "spread       %llu to %llu done per connection\n", (unsigned long long)conn_min,
+                (unsigned long long)conn_max);
     fprintf(f, "errors       %llu:", (unsigned long long)errors);
     for (int e = 0; e < ERR_KINDS; e++)
         fprintf(f, " %s %llu", berr_name[e], (unsigned long long)total.errors[e]);

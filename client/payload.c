@@ -10,7 +10,7 @@
 #include <string.h>
 
 #define PAYLOAD_MAX (1UL << 30) /* a request: 1 byte to 1 GiB */
-#define PATN 65521 /* prime period: a shifted stream never lines up again */
+#define PATN 65521              /* prime period: a shifted stream never lines up again */
 
 static uint8_t pat[PATN];
 
@@ -55,14 +55,13 @@ int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t err
         c->data = (uint8_t *)file_read(o->cls[i].file, PAYLOAD_MAX, &c->len, NULL, 0);
         if (!c->data && errno != EFBIG) {
             int e = errno;
-            snprintf(err, errlen, "cannot read payload file '%s': %s", o->cls[i].file,
-                     strerror(e));
+            snprintf(err, errlen, "cannot read payload file '%s': %s", o->cls[i].file, strerror(e));
             payload_free(p);
             return -e;
         }
         if (!c->data || c->len == 0) {
-            snprintf(err, errlen, "payload file '%s' is %s; give 1 byte to 1 GiB",
-                     o->cls[i].file, c->data ? "empty" : "over 1 GiB");
+            snprintf(err, errlen, "payload file '%s' is %s; give 1 byte to 1 GiB", o->cls[i].file,
+                     c->data ? "empty" : "over 1 GiB");
             payload_free(p);
             return -EINVAL;
         }

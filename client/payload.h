@@ -12,9 +12,9 @@
 struct pclass {
     const char *name; /* file name as given (bopt's, which outlives the payloads), or
                        * "generated"; any bytes, whole: whoever prints it escapes it */
-    uint8_t *data;   /* file contents; NULL for generated */
-    size_t len;      /* request length */
-    unsigned weight; /* mix weight */
+    uint8_t *data;    /* file contents; NULL for generated */
+    size_t len;       /* request length */
+    unsigned weight;  /* mix weight */
 };
 
 /* Read-only once loaded; shared by all threads. */

@@ -6,9 +6,9 @@
 #include <stdint.h>
 
 struct rate {
-    uint64_t start_ns;   /* time of send 0 */
-    double interval_ns;  /* 1e9 / rate */
-    uint64_t next;       /* index of the next send to take */
+    uint64_t start_ns;  /* time of send 0 */
+    double interval_ns; /* 1e9 / rate */
+    uint64_t next;      /* index of the next send to take */
 };
 
 void rate_init(struct rate *s, double rate_per_s, uint64_t start_ns);

@@ -3,9 +3,8 @@
 
 #include <string.h>
 
-void verify_start(struct verify *v, enum expect kind, size_t expect_bytes,
-                  const struct payloads *p, int cls, uint64_t stream, uint64_t seq,
-                  size_t req_len)
+void verify_start(struct verify *v, enum expect kind, size_t expect_bytes, const struct payloads *p,
+                  int cls, uint64_t stream, uint64_t seq, size_t req_len)
 {
     v->kind = kind;
     v->got = 0;

@@ -12,9 +12,9 @@
 /* The response being read on one connection. */
 struct verify {
     enum expect kind;
-    uint64_t need;   /* bytes the response has (echo, bytes N; len32 once the header is in) */
-    uint64_t got;    /* bytes of it seen so far */
-    uint8_t hdr[4];  /* len32 header */
+    uint64_t need;  /* bytes the response has (echo, bytes N; len32 once the header is in) */
+    uint64_t got;   /* bytes of it seen so far */
+    uint8_t hdr[4]; /* len32 header */
     /* echo: the request this response must equal */
     const struct payloads *p;
     int cls;
@@ -24,9 +24,8 @@ struct verify {
 #define VERIFY_MAX_FRAME (1u << 30) /* a len32 frame larger than this is garbage */
 
 /* Starts a response to request (cls, stream, seq) of req_len bytes. */
-void verify_start(struct verify *v, enum expect kind, size_t expect_bytes,
-                  const struct payloads *p, int cls, uint64_t stream, uint64_t seq,
-                  size_t req_len);
+void verify_start(struct verify *v, enum expect kind, size_t expect_bytes, const struct payloads *p,
+                  int cls, uint64_t stream, uint64_t seq, size_t req_len);
 
 enum verify_status { VERIFY_MORE, VERIFY_DONE, VERIFY_BAD };
 

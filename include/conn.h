@@ -4,8 +4,8 @@
 #define LFE_CONN_H
 
 #include <stddef.h>
-#include <sys/types.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "obuf.h"
 #include "stats.h"

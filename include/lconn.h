@@ -27,8 +27,8 @@ static inline struct lconn *lconn_of(struct conn *c)
  * --max-pending bytes wait for the peer); writes the replies. out is the worker's reply
  * buffer. Returns the events to re-arm with, or 0 when the connection is finished: then *end
  * says why, and the caller ends it with conn_close (which runs on_close). */
-uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io,
-                     struct script *sc, struct outbuf *out, enum conn_why *end);
+uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
+                     struct outbuf *out, enum conn_why *end);
 
 /* Frees the Lua-side buffers of a connection being closed (not the struct). */
 void lconn_release(struct lconn *lc);

@@ -30,15 +30,14 @@ struct script_opts {
 
 /* What the Lua side keeps per connection (inside the connection, owned by whoever owns it). */
 struct script_conn {
-    uint64_t id;           /* connection number, from 1 */
-    int fd;                /* the socket (conn.peer) */
-    uint32_t ctxlen;       /* bytes at ctx */
-    char *ctx;             /* conn.ctx serialized between callbacks; NULL when empty */
-    uint32_t ctx_ver;      /* bumped at each save */
-    const void *ctx_owner; /* the script whose state cached the table of that save, or NULL */
+    uint64_t id;            /* connection number, from 1 */
+    int fd;                 /* the socket (conn.peer) */
+    uint32_t ctxlen;        /* bytes at ctx */
+    char *ctx;              /* conn.ctx serialized between callbacks; NULL when empty */
+    uint32_t ctx_ver;       /* bumped at each save */
+    const void *ctx_owner;  /* the script whose state cached the table of that save, or NULL */
     struct script_env *env; /* what ctx is charged to (--lua-ctx-mb), set at the first save */
 };
-
 
 enum script_rc {
     SCRIPT_OK,      /* any reply was appended to out */

@@ -14,8 +14,8 @@ struct server;
  * closes them): one epoll fd and wake-up eventfd per group, the accept thread's epoll, and the
  * fd -> connection table sized by RLIMIT_NOFILE. Creates no thread. max_conns is the live
  * connection limit (over it: accept and close). lua, when not NULL, is the loaded script: each
- * worker gets its own lua_State from it (the caller frees lua after server_free). Returns the server, or NULL with err filled.
- * o and p must outlive the server. */
+ * worker gets its own lua_State from it (the caller frees lua after server_free). Returns the
+ * server, or NULL with err filled. o and p must outlive the server. */
 struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
                           long max_conns, struct script_env *lua, char *err, size_t errlen);
 

@@ -6,34 +6,34 @@
 #include <stdio.h>
 
 /* One worker's counters (memcached's per-thread stats). */
-#define WORKER_STATS(X)                                                                           \
-    X(accepted)     /* connections whose first event this worker took */                          \
-    X(events)       /* events handled */                                                          \
-    X(closed)       /* connections closed */                                                      \
-    X(reads)        /* read(2) calls that returned data */                                        \
-    X(bytes_in)     /* bytes read */                                                              \
-    X(bytes_out)    /* bytes written */                                                           \
-    X(rearms)       /* EPOLL_CTL_MOD calls */                                                     \
-    X(short_writes) /* writes the socket did not take whole: output went pending */               \
-    X(paused)       /* events after which reading paused at --max-pending */                      \
-    X(err_reset)    /* connections lost to ECONNRESET/EPIPE/ETIMEDOUT */                          \
-    X(err_io)       /* other read/write errors and EPOLLERR */                                    \
-    X(err_nomem)    /* output that could not be buffered: connection closed */                    \
-    X(err_epoll)    /* epoll_ctl failures: connection closed */                                  \
-    X(lua_calls)    /* Lua callbacks run */                                                       \
-    X(lua_errors)   /* callbacks that raised an error: connection closed */                       \
-    X(lua_timeouts) /* callbacks aborted by --lua-timeout-ms: connection closed */                \
-    X(lua_nomem)    /* callbacks over --lua-mem-mb: connection closed */                          \
-    X(frames_big)   /* frames over max_frame: connection closed */                                \
+#define WORKER_STATS(X)                                                                            \
+    X(accepted)     /* connections whose first event this worker took */                           \
+    X(events)       /* events handled */                                                           \
+    X(closed)       /* connections closed */                                                       \
+    X(reads)        /* read(2) calls that returned data */                                         \
+    X(bytes_in)     /* bytes read */                                                               \
+    X(bytes_out)    /* bytes written */                                                            \
+    X(rearms)       /* EPOLL_CTL_MOD calls */                                                      \
+    X(short_writes) /* writes the socket did not take whole: output went pending */                \
+    X(paused)       /* events after which reading paused at --max-pending */                       \
+    X(err_reset)    /* connections lost to ECONNRESET/EPIPE/ETIMEDOUT */                           \
+    X(err_io)       /* other read/write errors and EPOLLERR */                                     \
+    X(err_nomem)    /* output that could not be buffered: connection closed */                     \
+    X(err_epoll)    /* epoll_ctl failures: connection closed */                                    \
+    X(lua_calls)    /* Lua callbacks run */                                                        \
+    X(lua_errors)   /* callbacks that raised an error: connection closed */                        \
+    X(lua_timeouts) /* callbacks aborted by --lua-timeout-ms: connection closed */                 \
+    X(lua_nomem)    /* callbacks over --lua-mem-mb: connection closed */                           \
+    X(frames_big)   /* frames over max_frame: connection closed */                                 \
     X(lua_reloads)  /* script generations this worker switched to */
 
 /* The accept thread's counters; per-group "accepted" lives beside them. */
-#define ACCEPT_STATS(X)                                                                           \
-    X(accepted)     /* connections handed to a group */                                          \
-    X(shed)         /* accepted over --max-conns and closed at once */                            \
-    X(emfile)       /* accept4 EMFILE/ENFILE: accepting paused */                                 \
-    X(enomem)       /* accept4 ENOBUFS/ENOMEM, or no memory for a connection */                   \
-    X(err_other)    /* other accept4 or epoll_ctl errors */
+#define ACCEPT_STATS(X)                                                                            \
+    X(accepted)  /* connections handed to a group */                                               \
+    X(shed)      /* accepted over --max-conns and closed at once */                                \
+    X(emfile)    /* accept4 EMFILE/ENFILE: accepting paused */                                     \
+    X(enomem)    /* accept4 ENOBUFS/ENOMEM, or no memory for a connection */                       \
+    X(err_other) /* other accept4 or epoll_ctl errors */
 
 #define STATS_FIELD(name) uint64_t name;
 
@@ -47,8 +47,8 @@ struct accept_stats {
 
 /* Owner-only increment. Relaxed atomic load and store compile to a plain add (no lock prefix),
  * and a reader in another thread sees a torn-free value. */
-#define STAT_ADD(s, field, n)                                                                     \
-    __atomic_store_n(&(s)->field, __atomic_load_n(&(s)->field, __ATOMIC_RELAXED) + (n),          \
+#define STAT_ADD(s, field, n)                                                                      \
+    __atomic_store_n(&(s)->field, __atomic_load_n(&(s)->field, __ATOMIC_RELAXED) + (n),            \
                      __ATOMIC_RELAXED)
 
 /* Adds a snapshot of src into dst (dst is private to the caller). */

@@ -8,17 +8,17 @@
 
 /* What /sys/devices/system/cpu says about the online CPUs. */
 struct topo {
-    cpu_set_t online;        /* CPUs listed in <root>/online */
-    int core[CPU_SETSIZE];   /* topology/core_id, or the CPU number when unknown */
-    int pkg[CPU_SETSIZE];    /* topology/physical_package_id, or 0 when unknown */
+    cpu_set_t online;      /* CPUs listed in <root>/online */
+    int core[CPU_SETSIZE]; /* topology/core_id, or the CPU number when unknown */
+    int pkg[CPU_SETSIZE];  /* topology/physical_package_id, or 0 when unknown */
 };
 
 /* Which CPUs each group's workers run on. */
 struct plan {
-    int ngroups;             /* epoll groups */
-    int *nworkers;           /* ngroups counts: worker threads per group */
-    bool pin;                /* false: --no-pin, no affinity call is made */
-    cpu_set_t *cpus;         /* ngroups sets */
+    int ngroups;     /* epoll groups */
+    int *nworkers;   /* ngroups counts: worker threads per group */
+    bool pin;        /* false: --no-pin, no affinity call is made */
+    cpu_set_t *cpus; /* ngroups sets */
     /* nworkers and cpus are owned by the plan, freed by plan_free(). */
 };
 

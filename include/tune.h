@@ -80,8 +80,7 @@ struct tune_ctx {
  * RLIMIT_NOFILE and the ceilings that follow. With ctx->apply, first writes each applied key that
  * is not right, saying what it changed. Returns 0 when every key is right, 1 otherwise, 2 when
  * the text does not parse (err says why). */
-int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err,
-                size_t errlen);
+int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err, size_t errlen);
 
 /* One warning in the log for each listener (listen[i] as --listen gave it, lfds[i] its socket)
  * whose port lies in root's net.ipv4.ip_local_port_range and not in ip_local_reserved_ports: an

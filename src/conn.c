@@ -69,11 +69,16 @@ int conn_flush(struct conn *c, const struct conn_io *io)
 const char *conn_why_name(enum conn_why why)
 {
     static const char *const names[] = {
-        [CONN_WHY_NONE] = "",          [CONN_WHY_EOF] = "eof",
-        [CONN_WHY_CLOSED] = "closed",  [CONN_WHY_ERROR] = "error",
-        [CONN_WHY_TIMEOUT] = "timeout", [CONN_WHY_MEMORY] = "memory",
-        [CONN_WHY_FRAME_TOO_BIG] = "frame_too_big", [CONN_WHY_RESET] = "reset",
-        [CONN_WHY_IO_ERROR] = "io_error", [CONN_WHY_SHUTDOWN] = "shutdown",
+        [CONN_WHY_NONE] = "",
+        [CONN_WHY_EOF] = "eof",
+        [CONN_WHY_CLOSED] = "closed",
+        [CONN_WHY_ERROR] = "error",
+        [CONN_WHY_TIMEOUT] = "timeout",
+        [CONN_WHY_MEMORY] = "memory",
+        [CONN_WHY_FRAME_TOO_BIG] = "frame_too_big",
+        [CONN_WHY_RESET] = "reset",
+        [CONN_WHY_IO_ERROR] = "io_error",
+        [CONN_WHY_SHUTDOWN] = "shutdown",
     };
 
     return (unsigned)why < sizeof(names) / sizeof(names[0]) ? names[why] : "";

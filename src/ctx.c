@@ -15,8 +15,8 @@
  * from there instead of being rebuilt. A failed callback clears ctx_owner, so what it changed
  * is dropped.
  *
- * The form: one tagged value: 'T' / 'F' booleans, 'i' + 8-byte integer, 'd' + 8-byte double, 's' + 4-byte
- * length + bytes, 't' key value ... 'e' a table. Host byte order: the blob never leaves the
+ * The form: one tagged value: 'T' / 'F' booleans, 'i' + 8-byte integer, 'd' + 8-byte double, 's' +
+ * 4-byte length + bytes, 't' key value ... 'e' a table. Host byte order: the blob never leaves the
  * process. The decoder takes any bytes (a corrupt blob is refused, never trusted).
  */
 #include "ctx.h"

@@ -1,8 +1,7 @@
 /* dispatch: which epoll group gets the next connection. Used by the accept thread only. */
 #include "dispatch.h"
 
-void dispatch_init(struct dispatch *d, enum dispatch_policy policy, unsigned ngroups,
-                   uint64_t seed)
+void dispatch_init(struct dispatch *d, enum dispatch_policy policy, unsigned ngroups, uint64_t seed)
 {
     d->policy = policy;
     d->n = ngroups ? ngroups : 1;

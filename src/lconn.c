@@ -125,8 +125,8 @@ static void run_buffered(struct lconn *lc, const struct conn_io *io, struct scri
 
     if (!obuf_len(&lc->in))
         return;
-    used = run_frames(lc, lc->in.data + lc->in.off, obuf_len(&lc->in), &lc->scanned, io, sc,
-                      out, why);
+    used =
+        run_frames(lc, lc->in.data + lc->in.off, obuf_len(&lc->in), &lc->scanned, io, sc, out, why);
     obuf_consume(&lc->in, used);
 }
 
@@ -136,8 +136,8 @@ void lconn_release(struct lconn *lc)
     script_conn_release(&lc->sc);
 }
 
-uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io,
-                     struct script *sc, struct outbuf *out, enum conn_why *end)
+uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
+                     struct outbuf *out, enum conn_why *end)
 {
     struct conn *c = &lc->c;
     enum conn_why why = CONN_WHY_NONE;
@@ -168,8 +168,9 @@ uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io
     if (!emit_ok(lc, out, io, &why))
         goto finish;
     /* Only EPOLLOUT (on_connect first, or a flush): the re-arm reports input when it comes. */
-    for (int i = 0; i < CONN_READS_PER_EVENT && !why && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) &&
-                    !(c->flags & (CONN_RDCLOSED | CONN_CLOSING));
+    for (int i = 0;
+         i < CONN_READS_PER_EVENT && !why && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) &&
+         !(c->flags & (CONN_RDCLOSED | CONN_CLOSING));
          i++) {
         size_t want = io->bufsize;
         ssize_t n;

@@ -159,9 +159,8 @@ static int l_conn_tostring(lua_State *L)
 /* Sets the conn metatable up in the registry. */
 static void open_conn(lua_State *L)
 {
-    static const luaL_Reg meta[] = {{"__newindex", l_conn_newindex},
-                                    {"__tostring", l_conn_tostring},
-                                    {NULL, NULL}};
+    static const luaL_Reg meta[] = {
+        {"__newindex", l_conn_newindex}, {"__tostring", l_conn_tostring}, {NULL, NULL}};
 
     luaL_newmetatable(L, CONN_MT);
     luaL_setfuncs(L, meta, 0);
@@ -253,8 +252,9 @@ static int shared_err(lua_State *L, int rc, size_t klen, size_t vlen)
 {
     lua_pushnil(L);
     if (rc == -E2BIG)
-        lua_pushfstring(L, "no memory: the entry (%I bytes) is larger than a shard of lfe.shared "
-                           "holds; raise --lua-shared-mb",
+        lua_pushfstring(L,
+                        "no memory: the entry (%I bytes) is larger than a shard of lfe.shared "
+                        "holds; raise --lua-shared-mb",
                         (lua_Integer)(klen + vlen));
     else if (rc == -EINVAL)
         lua_pushliteral(L, "not a number");
@@ -384,8 +384,9 @@ static int l_load_text(lua_State *L)
     if (n >= 3 && !lua_isnil(L, 3)) {
         const char *mode = luaL_checkstring(L, 3);
         if (strcmp(mode, "t") != 0)
-            return luaL_error(L, "load: mode '%s' refused: only text chunks (\"t\") load in the "
-                                 "default sandbox; --lua-unsafe allows binary ones",
+            return luaL_error(L,
+                              "load: mode '%s' refused: only text chunks (\"t\") load in the "
+                              "default sandbox; --lua-unsafe allows binary ones",
                               mode);
     }
     if (n < 3)
@@ -426,9 +427,10 @@ static void wrap_global(lua_State *L, const char *name, lua_CFunction f)
 
 static void open_libs(lua_State *L, struct lstate *ls, bool unsafe)
 {
-    static const luaL_Reg safe[] = {{LUA_GNAME, luaopen_base},     {LUA_STRLIBNAME, luaopen_string},
-                                    {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-                                    {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
+    static const luaL_Reg safe[] = {
+        {LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
+        {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+        {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
 
     if (unsafe) {
         luaL_openlibs(L);
@@ -499,4 +501,3 @@ int luaopen_lfe(lua_State *L)
     open_lfe(L, ls);
     return 1;
 }
-

@@ -10,8 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdint.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +56,10 @@ static long count_open_fds(void)
 /* --check-sysctl / --apply-sysctl: the report, then exit with its status. */
 static int check_sysctl(const struct opt *o)
 {
-    struct tune_ctx ctx = {.root = "/proc/sys", .backlog = o->backlog,
-                           .port = tune_port_of(o->listen[0]), .apply = o->sysctl == 2};
+    struct tune_ctx ctx = {.root = "/proc/sys",
+                           .backlog = o->backlog,
+                           .port = tune_port_of(o->listen[0]),
+                           .apply = o->sysctl == 2};
     char err[256], *text = NULL;
     int rc;
 
@@ -160,8 +162,8 @@ int main(int argc, char **argv)
         rlim_t soft = rl.rlim_cur;
         rl.rlim_cur = rl.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-            log_warn("cannot raise RLIMIT_NOFILE from %llu to %llu: %s",
-                     (unsigned long long)soft, (unsigned long long)rl.rlim_max, strerror(errno));
+            log_warn("cannot raise RLIMIT_NOFILE from %llu to %llu: %s", (unsigned long long)soft,
+                     (unsigned long long)rl.rlim_max, strerror(errno));
             getrlimit(RLIMIT_NOFILE, &rl);
         }
     }
@@ -270,8 +272,8 @@ int main(int argc, char **argv)
                  o.lua, o.lua_mem >> 20, o.lua_timeout_ms, o.lua_shared >> 20,
                  o.lua_unsafe ? ", every library" : "");
     log_info("mode %s; %d group%s, %d worker%s, batch %d, dispatch %s; allowed CPUs %s",
-             o.lua ? "lua" : "echo", p.ngroups, p.ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o.batch,
-             o.dispatch == DISPATCH_RR ? "rr" : "least", cpus);
+             o.lua ? "lua" : "echo", p.ngroups, p.ngroups == 1 ? "" : "s", nthreads,
+             nthreads == 1 ? "" : "s", o.batch, o.dispatch == DISPATCH_RR ? "rr" : "least", cpus);
     for (int gi = 0; gi < p.ngroups; gi++) {
         cpulist_format(&p.cpus[gi], cpus, sizeof(cpus));
         log_info("group %d: %d worker%s on CPUs %s", gi, p.nworkers[gi],
@@ -279,7 +281,6 @@ int main(int argc, char **argv)
     }
     log_info("limits: max-conns %ld (RLIMIT_NOFILE %llu), max-pending %zu bytes per connection",
              max_conns, (unsigned long long)rl.rlim_cur, o.max_pending);
-
 
     for (;;) {
         int sig = sigwaitinfo(&main_sigs, NULL);

@@ -146,7 +146,8 @@ static bool hostport_ok(const char *s)
 
     if (!colon || colon == s)
         return false;
-    if (s[0] == '[' ? colon[-1] != ']' || colon - s < 3 : memchr(s, ':', (size_t)(colon - s)) != NULL)
+    if (s[0] == '[' ? colon[-1] != ']' || colon - s < 3
+                    : memchr(s, ':', (size_t)(colon - s)) != NULL)
         return false;
     return parse_long(colon + 1, 0, 65535, &port) == 0;
 }
@@ -154,10 +155,23 @@ static bool hostport_ok(const char *s)
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                              size_t errlen)
 {
-    static const char *const with_value[] = {
-        "--listen", "--backlog", "--groups", "--workers", "--cpus", "--max-conns",
-        "--max-pending", "--drain-timeout", "--batch", "--dispatch", "--lua", "--lua-mem-mb",
-        "--lua-timeout-ms", "--lua-shared-mb", "--lua-ctx-mb", "--sysctl-conf", NULL};
+    static const char *const with_value[] = {"--listen",
+                                             "--backlog",
+                                             "--groups",
+                                             "--workers",
+                                             "--cpus",
+                                             "--max-conns",
+                                             "--max-pending",
+                                             "--drain-timeout",
+                                             "--batch",
+                                             "--dispatch",
+                                             "--lua",
+                                             "--lua-mem-mb",
+                                             "--lua-timeout-ms",
+                                             "--lua-shared-mb",
+                                             "--lua-ctx-mb",
+                                             "--sysctl-conf",
+                                             NULL};
 
     memset(o, 0, sizeof(*o));
     o->backlog = 65535;
@@ -212,8 +226,7 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                          name, val, mem ? 0 : 1);
                 return OPT_ERROR;
             }
-            *(mem ? &o->lua_mem : name[6] == 's' ? &o->lua_shared : &o->lua_ctx) = (size_t)v
-                                                                                    << 20;
+            *(mem ? &o->lua_mem : name[6] == 's' ? &o->lua_shared : &o->lua_ctx) = (size_t)v << 20;
         } else if (!strcmp(name, "--lua-timeout-ms")) {
             if (parse_long(val, 0, 3600000, &v) < 0) {
                 snprintf(err, errlen,
@@ -317,8 +330,7 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     return OPT_RUN;
 }
 
-enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
-                          size_t errlen)
+enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err, size_t errlen)
 {
     enum opt_result r = parse(o, argc, argv, out, err, errlen);
 

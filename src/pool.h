@@ -10,10 +10,10 @@
 #include <sys/epoll.h>
 
 #include "conn.h"
-#include "lconn.h"
-#include "script.h"
 #include "dispatch.h"
+#include "lconn.h"
 #include "opt.h"
+#include "script.h"
 #include "stats.h"
 #include "topo.h"
 
@@ -53,29 +53,29 @@ struct group {
 };
 
 struct server {
-    const struct opt *opt;                 /* immutable configuration */
-    const struct plan *plan;               /* immutable CPU plan */
-    int ngroups;                           /* G */
-    struct group *groups;                  /* G groups */
-    int lfds[OPT_MAX_LISTEN];              /* listening sockets, -1 once closed */
-    int nlisten;                           /* how many */
-    int acc_epfd;                          /* accept thread's epoll: listeners + acc_wakefd */
-    int acc_wakefd;                        /* eventfd: stop, or a descriptor freed while paused */
-    bool acc_started;                      /* the accept thread exists */
-    pthread_t acc_tid;                     /* the accept thread */
-    struct dispatch disp;                  /* group choice; accept thread only */
-    struct accept_stats ast;               /* accept thread's counters */
-    long max_conns;                        /* live connection cap */
+    const struct opt *opt;                  /* immutable configuration */
+    const struct plan *plan;                /* immutable CPU plan */
+    int ngroups;                            /* G */
+    struct group *groups;                   /* G groups */
+    int lfds[OPT_MAX_LISTEN];               /* listening sockets, -1 once closed */
+    int nlisten;                            /* how many */
+    int acc_epfd;                           /* accept thread's epoll: listeners + acc_wakefd */
+    int acc_wakefd;                         /* eventfd: stop, or a descriptor freed while paused */
+    bool acc_started;                       /* the accept thread exists */
+    pthread_t acc_tid;                      /* the accept thread */
+    struct dispatch disp;                   /* group choice; accept thread only */
+    struct accept_stats ast;                /* accept thread's counters */
+    long max_conns;                         /* live connection cap */
     long live __attribute__((aligned(64))); /* atomic: live connections, all groups */
-    long npending;                         /* atomic: connections with output pending */
-    int draining;                          /* atomic: SIGTERM seen, stop accepting, finish up */
-    int accept_paused;                     /* atomic: accept thread out of descriptors */
-    size_t table_size;                     /* RLIMIT_NOFILE: no fd reaches it */
-    struct conn **table;                   /* fd -> connection; slots are atomic */
-    cpu_set_t all_cpus;                    /* union of the groups' CPUs: the accept thread's */
-    struct script_env *lua;                /* Lua mode: the script's shared environment */
-    int lua_connect_first;                 /* atomic: register new connections for EPOLLOUT */
-    uint64_t next_id;                      /* accept thread: the last connection id given */
+    long npending;                          /* atomic: connections with output pending */
+    int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
+    int accept_paused;                      /* atomic: accept thread out of descriptors */
+    size_t table_size;                      /* RLIMIT_NOFILE: no fd reaches it */
+    struct conn **table;                    /* fd -> connection; slots are atomic */
+    cpu_set_t all_cpus;                     /* union of the groups' CPUs: the accept thread's */
+    struct script_env *lua;                 /* Lua mode: the script's shared environment */
+    int lua_connect_first;                  /* atomic: register new connections for EPOLLOUT */
+    uint64_t next_id;                       /* accept thread: the last connection id given */
 };
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept

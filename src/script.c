@@ -85,16 +85,15 @@ static int l_msgh(lua_State *L)
 
 /* Logs a failed callback, at most ERR_LOGS_PER_SEC per second over all workers; the rest are
  * counted and summed up in the next line that is logged. */
-static void report(struct script *sc, const struct script_conn *c, const char *cb,
-                   const char *what)
+static void report(struct script *sc, const struct script_conn *c, const char *cb, const char *what)
 {
     struct script_env *e = sc->env;
     long sec = coarse_ms() / 1000, was = __atomic_load_n(&e->log_sec, __ATOMIC_RELAXED);
     long quiet = 0;
     char peer[64];
 
-    if (sec != was && __atomic_compare_exchange_n(&e->log_sec, &was, sec, false,
-                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    if (sec != was && __atomic_compare_exchange_n(&e->log_sec, &was, sec, false, __ATOMIC_RELAXED,
+                                                  __ATOMIC_RELAXED)) {
         __atomic_store_n(&e->log_n, 0, __ATOMIC_RELAXED);
         quiet = __atomic_exchange_n(&e->log_quiet, 0, __ATOMIC_RELAXED);
     }
@@ -126,8 +125,8 @@ struct load {
     char *err; /* a check that failed writes here and sets failed */
     size_t errlen;
     bool failed;
-    int ret_line;    /* the line of the main chunk's return statement, for "FILE:LINE:" */
-    long deadline;   /* coarse ms past which the main chunk is stopped; 0 = none */
+    int ret_line;  /* the line of the main chunk's return statement, for "FILE:LINE:" */
+    long deadline; /* coarse ms past which the main chunk is stopped; 0 = none */
 };
 
 static __thread struct load *cur_load; /* for the hook below */
@@ -212,9 +211,8 @@ static bool read_framing(lua_State *L, struct load *ld, struct framing *f)
         if (rawfield(L, 2, "delimiter") != LUA_TNIL) {
             d = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &dlen) : NULL;
             if (!d || dlen < 1 || dlen > FRAME_DELIM_MAX) {
-                snprintf(ld->err, ld->errlen,
-                         "%s:%d: delimiter must be a string of 1 to %d bytes", ld->path,
-                         ld->ret_line, FRAME_DELIM_MAX);
+                snprintf(ld->err, ld->errlen, "%s:%d: delimiter must be a string of 1 to %d bytes",
+                         ld->path, ld->ret_line, FRAME_DELIM_MAX);
                 return false;
             }
         } else {
@@ -324,8 +322,8 @@ void lstate_free(struct lstate *ls)
 
 /* Builds a state from src: libraries, lfe, the chunk run once, the returned table checked and
  * its callbacks kept as refs. Stack afterwards: the message handler at index 1. */
-struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s,
-                          char *err, size_t errlen)
+struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s, char *err,
+                          size_t errlen)
 {
     struct lstate *ls = calloc(1, sizeof(*ls));
     struct load ld = {.s = s, .path = e->path, .err = err, .errlen = errlen};
@@ -361,9 +359,11 @@ struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct 
     cur_load = NULL;
     if (rc != LUA_OK) {
         const char *m = lua_tostring(L, -1);
-        snprintf(err, errlen, "%s", rc == LUA_ERRMEM ? "not enough memory while loading the "
-                                                       "script (raise --lua-mem-mb)"
-                                                     : m ? m : "error while loading");
+        snprintf(err, errlen, "%s",
+                 rc == LUA_ERRMEM ? "not enough memory while loading the "
+                                    "script (raise --lua-mem-mb)"
+                 : m              ? m
+                                  : "error while loading");
         goto fail;
     }
     if (ld.failed)
@@ -430,8 +430,8 @@ int script_refresh(struct script *sc)
     sc->tried_gen = gen;
     ls = lstate_current(sc, err, sizeof(err));
     if (!ls) {
-        log_err("lua: worker %s cannot load generation %ld: %s; it keeps generation %ld",
-                sc->name, gen, err, sc->gen);
+        log_err("lua: worker %s cannot load generation %ld: %s; it keeps generation %ld", sc->name,
+                gen, err, sc->gen);
         return -1;
     }
     old = sc->ls;
@@ -481,14 +481,14 @@ static void after_nomem(struct script *sc)
 /* One callback, as invoke() hands it to call_protected(). */
 struct call {
     struct script *sc;
-    int ref;                /* the function */
-    const char *cb;         /* its name, for messages */
+    int ref;        /* the function */
+    const char *cb; /* its name, for messages */
     struct script_conn *c;
-    const char *arg;        /* the frame or the close reason, or NULL */
+    const char *arg; /* the frame or the close reason, or NULL */
     size_t arglen;
-    bool want_reply;        /* on_data/on_connect: the result is the reply; conn.ctx is saved */
+    bool want_reply; /* on_data/on_connect: the result is the reply; conn.ctx is saved */
     struct outbuf *out;
-    struct cud *u;          /* the conn object, once made (invoke kills it afterwards) */
+    struct cud *u; /* the conn object, once made (invoke kills it afterwards) */
 };
 
 /* The whole callback under lua_pcall: making the conn object and the frame string, the call,
@@ -530,8 +530,14 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
     lua_State *L = sc->ls->L;
     size_t mark = out->len;
     enum script_rc res = SCRIPT_OK;
-    struct call k = {.sc = sc, .ref = ref, .cb = cb, .c = c, .arg = arg, .arglen = arglen,
-                     .want_reply = want_reply, .out = out};
+    struct call k = {.sc = sc,
+                     .ref = ref,
+                     .cb = cb,
+                     .c = c,
+                     .arg = arg,
+                     .arglen = arglen,
+                     .want_reply = want_reply,
+                     .out = out};
     int rc;
 
     /* Neither push allocates (a light C function, a light userdata; the stack has room). */

@@ -28,7 +28,7 @@
 #include <string.h>
 
 static __thread struct script *tls_sc; /* the script this thread runs, for the signal handler */
-static int timeout_signal;            /* SIGRTMIN, set at start */
+static int timeout_signal;             /* SIGRTMIN, set at start */
 
 struct src *script_env_src_get(struct script_env *e)
 {
@@ -150,10 +150,10 @@ void script_env_print(struct script_env *e, FILE *f)
     uint64_t ev;
 
     shdict_usage(e->dict, &keys, &bytes, &cap, &ev);
-    fprintf(f, "stats: lua: generation=%ld shared_keys=%zu shared_bytes=%zu shared_capacity=%zu "
-               "shared_evictions=%llu\n",
-            __atomic_load_n(&e->gen, __ATOMIC_RELAXED), keys, bytes, cap,
-            (unsigned long long)ev);
+    fprintf(f,
+            "stats: lua: generation=%ld shared_keys=%zu shared_bytes=%zu shared_capacity=%zu "
+            "shared_evictions=%llu\n",
+            __atomic_load_n(&e->gen, __ATOMIC_RELAXED), keys, bytes, cap, (unsigned long long)ev);
 }
 
 int script_env_register(struct script_env *e, struct script *sc)
@@ -293,4 +293,3 @@ void script_bind(struct script *sc)
     __atomic_store_n(&sc->tid, pthread_self(), __ATOMIC_RELAXED);
     tls_sc = sc;
 }
-

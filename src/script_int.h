@@ -36,9 +36,9 @@ struct script_env {
     bool wd_started;
     pthread_cond_t wd_cv;
     bool wd_stop;
-    long log_sec;   /* atomic: second of the current error-log window */
-    int log_n;      /* atomic: errors logged in it */
-    long log_quiet; /* atomic: errors not logged */
+    long log_sec;    /* atomic: second of the current error-log window */
+    int log_n;       /* atomic: errors logged in it */
+    long log_quiet;  /* atomic: errors not logged */
     size_t ctx_used; /* atomic: bytes of saved conn.ctx, all connections (--lua-ctx-mb) */
 };
 
@@ -65,15 +65,15 @@ struct script {
     long gen, tried_gen;
     size_t mem; /* atomic: ls->used after the last call */
     /* The watchdog's view of the current call. */
-    uint64_t seq;             /* atomic: calls started */
-    uint64_t kill_seq;        /* atomic: the call the watchdog wants stopped */
-    uint64_t fired;           /* watchdog only: last call signalled */
-    long start_ms;            /* atomic: coarse start time of the current call */
-    int in_call;              /* atomic */
-    pthread_t tid;            /* atomic (an integer on Linux): the thread running sc */
+    uint64_t seq;                    /* atomic: calls started */
+    uint64_t kill_seq;               /* atomic: the call the watchdog wants stopped */
+    uint64_t fired;                  /* watchdog only: last call signalled */
+    long start_ms;                   /* atomic: coarse start time of the current call */
+    int in_call;                     /* atomic */
+    pthread_t tid;                   /* atomic (an integer on Linux): the thread running sc */
     volatile sig_atomic_t hooked;    /* set by the signal handler: the hook is armed */
     volatile sig_atomic_t timed_out; /* set with it */
-    struct outbuf ser; /* conn.ctx serialization scratch */
+    struct outbuf ser;               /* conn.ctx serialization scratch */
 };
 
 /* The conn object: a userdata made fresh for each callback (lfelib_push_conn), dead once it
@@ -82,8 +82,8 @@ struct cud {
     struct script_conn *c; /* NULL once the callback returned */
     struct script *sc;
     struct outbuf *out;
-    size_t mark;     /* out->len when the callback started */
-    int idx;         /* where the userdata sits on the stack of the protected call */
+    size_t mark; /* out->len when the callback started */
+    int idx;     /* where the userdata sits on the stack of the protected call */
     bool close;
     bool ctx_loaded; /* uservalue 1 holds the table */
 };
@@ -110,8 +110,8 @@ void script_env_unregister(struct script_env *e, struct script *sc);
 /* --- script.c: states --- */
 
 /* Builds a state from s (sc NULL: a scratch state, to check a source). NULL with err. */
-struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s,
-                          char *err, size_t errlen);
+struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s, char *err,
+                          size_t errlen);
 void lstate_free(struct lstate *ls);
 
 /* --- lfelib.c: the library scripts see --- */

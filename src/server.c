@@ -84,8 +84,8 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
     CPU_ZERO(&s->all_cpus);
 
     getrlimit(RLIMIT_NOFILE, &rl);
-    s->table_size = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 26) ? (1u << 26)
-                                                                              : rl.rlim_cur;
+    s->table_size =
+        rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 26) ? (1u << 26) : rl.rlim_cur;
     /* calloc of a large table is mmap'd zero pages: untouched slots cost no memory. */
     s->table = calloc(s->table_size, sizeof(*s->table));
     s->groups = calloc((size_t)s->ngroups, sizeof(*s->groups));
@@ -242,8 +242,7 @@ static uint64_t activity(struct server *s, bool *busy)
  * main) hears "shutdown", if it saw the connection at all, unless the deadline had passed
  * before (each call could take --lua-timeout-ms). Returns false when on_close was skipped for
  * lack of time. */
-static bool flush_and_close(struct server *s, struct conn *c, long deadline,
-                            struct worker *runner)
+static bool flush_and_close(struct server *s, struct conn *c, long deadline, struct worker *runner)
 {
     bool ask = now_ms() < deadline, told = ask || !(c->flags & CONN_STARTED) || !runner;
 
@@ -381,9 +380,8 @@ void server_print_stats(struct server *s, FILE *f)
             stats_add_worker(&one, &g->workers[wi].st);
             stats_add_worker(&gs, &one);
             if (g->workers[wi].script)
-                snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s lua_kb=%zu:", gi,
-                         wi, s->plan->pin ? cpus : "any",
-                         script_mem(g->workers[wi].script) >> 10);
+                snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s lua_kb=%zu:", gi, wi,
+                         s->plan->pin ? cpus : "any", script_mem(g->workers[wi].script) >> 10);
             else
                 snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s:", gi, wi,
                          s->plan->pin ? cpus : "any");
@@ -395,8 +393,8 @@ void server_print_stats(struct server *s, FILE *f)
         stats_print_worker(f, prefix, &gs);
         stats_add_worker(&total, &gs);
     }
-    snprintf(prefix, sizeof(prefix), "stats: total live=%ld:",
-             __atomic_load_n(&s->live, __ATOMIC_RELAXED));
+    snprintf(prefix, sizeof(prefix),
+             "stats: total live=%ld:", __atomic_load_n(&s->live, __ATOMIC_RELAXED));
     stats_print_worker(f, prefix, &total);
     stats_snap_accept(&acc, &s->ast);
     stats_print_accept(f, "stats: accept:", &acc);

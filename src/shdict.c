@@ -10,11 +10,11 @@
 #include <time.h>
 
 struct shent {
-    struct shent *hnext;      /* hash chain */
+    struct shent *hnext;       /* hash chain */
     struct shent *prev, *next; /* LRU list, most recent first */
     uint64_t hash;
-    uint32_t klen, vlen;      /* key bytes, string value bytes */
-    uint8_t type;             /* enum shv_type */
+    uint32_t klen, vlen; /* key bytes, string value bytes */
+    uint8_t type;        /* enum shv_type */
     union {
         int64_t i;
         double d;
@@ -36,22 +36,22 @@ struct shdict {
 };
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                                                  \
-    do {                                                                                          \
-        v0 += v1;                                                                                 \
-        v1 = ROTL(v1, 13);                                                                        \
-        v1 ^= v0;                                                                                 \
-        v0 = ROTL(v0, 32);                                                                        \
-        v2 += v3;                                                                                 \
-        v3 = ROTL(v3, 16);                                                                        \
-        v3 ^= v2;                                                                                 \
-        v0 += v3;                                                                                 \
-        v3 = ROTL(v3, 21);                                                                        \
-        v3 ^= v0;                                                                                 \
-        v2 += v1;                                                                                 \
-        v1 = ROTL(v1, 17);                                                                        \
-        v1 ^= v2;                                                                                 \
-        v2 = ROTL(v2, 32);                                                                        \
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = ROTL(v1, 13);                                                                         \
+        v1 ^= v0;                                                                                  \
+        v0 = ROTL(v0, 32);                                                                         \
+        v2 += v3;                                                                                  \
+        v3 = ROTL(v3, 16);                                                                         \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = ROTL(v3, 21);                                                                         \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = ROTL(v1, 17);                                                                         \
+        v1 ^= v2;                                                                                  \
+        v2 = ROTL(v2, 32);                                                                         \
     } while (0)
 
 /* SipHash-1-3 (the variant Rust's and Python's hash tables use). */
@@ -305,8 +305,8 @@ static void add_num(const struct shval *a, const struct shval *b, struct shval *
         out->i = (int64_t)((uint64_t)a->i + (uint64_t)b->i); /* wraps, as Lua integers do */
     } else {
         out->type = SHV_NUM;
-        out->d = (a->type == SHV_INT ? (double)a->i : a->d) + (b->type == SHV_INT ? (double)b->i
-                                                                                  : b->d);
+        out->d =
+            (a->type == SHV_INT ? (double)a->i : a->d) + (b->type == SHV_INT ? (double)b->i : b->d);
     }
 }
 

@@ -159,9 +159,8 @@ int tune_parse(const char *text, struct tune_key *keys, int max, char *err, size
             if (rc == -1)
                 snprintf(err, errlen, "line %d: not 'key = value'", line + 1);
             else
-                snprintf(err, errlen,
-                         "line %d: a key name over %zu characters or a value over %zu", line + 1,
-                         sizeof(pend.name) - 1, sizeof(pend.value) - 1);
+                snprintf(err, errlen, "line %d: a key name over %zu characters or a value over %zu",
+                         line + 1, sizeof(pend.name) - 1, sizeof(pend.value) - 1);
             return -1;
         }
         if (n == max) {
@@ -418,8 +417,7 @@ static int apply(FILE *out, const struct tune_key *keys, int n, const char *root
     return changed;
 }
 
-int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err,
-                size_t errlen)
+int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err, size_t errlen)
 {
     struct tune_key *keys = calloc(TUNE_MAX_KEYS, sizeof(*keys));
     const char *root = ctx->root;
@@ -446,8 +444,7 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
     uname(&u);
     fprintf(out, "kernel %s, network namespace %s, uid %d: %s%s\n", u.release, ns, (int)getuid(),
             root, getuid() ? " (not root: nothing can be changed)" : "");
-    fprintf(out, "%-36s %-24s %-24s %-9s %s\n", "key", "current", "recommended", "status",
-            "scope");
+    fprintf(out, "%-36s %-24s %-24s %-9s %s\n", "key", "current", "recommended", "status", "scope");
     for (int i = 0; i < n; i++) {
         const struct tune_key *k = &keys[i];
         bool have = tune_read(root, k->name, cur, sizeof(cur)) == 0;
@@ -455,8 +452,11 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
 
         tune_want(k, want, sizeof(want));
         fprintf(out, "%-36s %-24s %-24s %-9s %s%s\n", k->name,
-                !have ? "-" : cur[0] ? cur : "(empty)", want,
-                tune_status_name[st], tune_scope_name[k->scope], k->apply ? "" : ", check only");
+                !have    ? "-"
+                : cur[0] ? cur
+                         : "(empty)",
+                want, tune_status_name[st], tune_scope_name[k->scope],
+                k->apply ? "" : ", check only");
         if (st != TUNE_OK) {
             bad++;
             if (st != TUNE_MISSING && st != TUNE_READONLY)
@@ -503,8 +503,9 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
             hi - lo + 1, reuse, tune_port_ceiling(lo, hi, (int)reuse, delay, true),
             tune_port_ceiling(lo, hi, (int)reuse, delay, false),
             reuse ? "" : " (no reuse: each port waits out TIME_WAIT's 60 s)");
-    fprintf(out, "  descriptors: lfepolld can hold about %llu connections (RLIMIT_NOFILE hard); "
-                 "fs.nr_open %ld caps how far ulimit -n can go\n",
+    fprintf(out,
+            "  descriptors: lfepolld can hold about %llu connections (RLIMIT_NOFILE hard); "
+            "fs.nr_open %ld caps how far ulimit -n can go\n",
             (unsigned long long)(rl.rlim_max > 32 ? rl.rlim_max - 32 : 0), nr_open);
     if (tune_port_exposed(ctx->port, range, reserved))
         fprintf(out,
@@ -512,12 +513,14 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
                 "connect() can take it while lfepolld is down (net.ipv4.ip_local_reserved_ports)\n",
                 ctx->port, range);
     if (bad_applied)
-        fprintf(out, "%d key%s off: sudo make sysctl-apply (or sudo sysctl -p sysctl.conf), then "
-                     "check again\n",
+        fprintf(out,
+                "%d key%s off: sudo make sysctl-apply (or sudo sysctl -p sysctl.conf), then "
+                "check again\n",
                 bad_applied, bad_applied == 1 ? "" : "s");
     if (bad_checked)
-        fprintf(out, "%d checked key%s changed from what sysctl.conf expects (it does not set "
-                     "them): put %s back with sysctl -w KEY=VALUE\n",
+        fprintf(out,
+                "%d checked key%s changed from what sysctl.conf expects (it does not set "
+                "them): put %s back with sysctl -w KEY=VALUE\n",
                 bad_checked, bad_checked == 1 ? "" : "s", bad_checked == 1 ? "it" : "them");
     if (bad)
         fprintf(out, "%d of %d need attention\n", bad, n + 1);

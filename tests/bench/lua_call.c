@@ -39,7 +39,8 @@ int main(int argc, char **argv)
     log_threshold = LOG_ERR;
     o.path = argv[1];
     memset(frame, 'x', sizeof(frame));
-    if (!(e = script_env_new(&o, err, sizeof(err))) || !(sc = script_new(e, "0.0", &st, err, sizeof(err)))) {
+    if (!(e = script_env_new(&o, err, sizeof(err))) ||
+        !(sc = script_new(e, "0.0", &st, err, sizeof(err)))) {
         fprintf(stderr, "lua_call: %s\n", err);
         return 1;
     }

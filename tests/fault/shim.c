@@ -62,10 +62,10 @@ struct rule {
     unsigned long after;
     unsigned long times; /* 0: unlimited */
     bool drop;
-    bool exe;                 /* only calls from the main program's code */
-    char thread[16];          /* name prefix; "" = any thread */
-    unsigned long calls;      /* atomic: calls counted */
-    unsigned long faults;     /* atomic: faults injected */
+    bool exe;             /* only calls from the main program's code */
+    char thread[16];      /* name prefix; "" = any thread */
+    unsigned long calls;  /* atomic: calls counted */
+    unsigned long faults; /* atomic: faults injected */
 };
 
 static struct rule rules[MAX_RULES];
@@ -78,14 +78,16 @@ static const struct {
     const char *name;
     int value;
 } errnos[] = {
-#define E(x) {#x, x}
-    E(EAGAIN),       E(EWOULDBLOCK), E(EINTR),       E(ECONNABORTED), E(EMFILE),
-    E(ENFILE),       E(ENOBUFS),     E(ENOMEM),      E(EPROTO),       E(EPERM),
-    E(EBADF),        E(EINVAL),      E(ENOTSOCK),    E(EFAULT),       E(EOPNOTSUPP),
-    E(ENETDOWN),     E(ENOPROTOOPT), E(EHOSTDOWN),   E(ENONET),       E(EHOSTUNREACH),
-    E(ENETUNREACH),  E(ETIMEDOUT),   E(ECONNRESET),  E(EPIPE),        E(EIO),
-    E(ENOSPC),       E(EEXIST),      E(ENOENT),      E(ELOOP),        E(ENOTCONN),
-    E(EMSGSIZE),     E(EACCES),
+#define E(x)                                                                                       \
+    {                                                                                              \
+#x, x                                                                                      \
+    }
+    E(EAGAIN),   E(EWOULDBLOCK),  E(EINTR),       E(ECONNABORTED), E(EMFILE),      E(ENFILE),
+    E(ENOBUFS),  E(ENOMEM),       E(EPROTO),      E(EPERM),        E(EBADF),       E(EINVAL),
+    E(ENOTSOCK), E(EFAULT),       E(EOPNOTSUPP),  E(ENETDOWN),     E(ENOPROTOOPT), E(EHOSTDOWN),
+    E(ENONET),   E(EHOSTUNREACH), E(ENETUNREACH), E(ETIMEDOUT),    E(ECONNRESET),  E(EPIPE),
+    E(EIO),      E(ENOSPC),       E(EEXIST),      E(ENOENT),       E(ELOOP),       E(ENOTCONN),
+    E(EMSGSIZE), E(EACCES),
 #undef E
 };
 
@@ -328,9 +330,9 @@ static void *real(const char *name)
     return f;
 }
 
-#define REAL(type, name, args)                                                                    \
-    static type(*real_##name) args;                                                               \
-    if (!real_##name)                                                                             \
+#define REAL(type, name, args)                                                                     \
+    static type(*real_##name) args;                                                                \
+    if (!real_##name)                                                                              \
         real_##name = (type(*) args)real(#name);
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)

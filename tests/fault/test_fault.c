@@ -73,7 +73,8 @@ static void spawn_faulty(struct daemon *d, const char *rules, const char *const 
 
 static int tcp_connect(int port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 
@@ -222,8 +223,13 @@ static void assert_counters_add_up(struct daemon *d)
 /* A fresh load after the fault: 4 connections, 10 requests each, 1 B to 64 KiB, byte-exact. */
 static void assert_serves(struct daemon *d)
 {
-    struct load l = {.port = d->port, .conns = 4, .reqs = 10, .depth = 1, .min_size = 1,
-                     .max_size = 65536, .timeout_ms = 20000 * slow};
+    struct load l = {.port = d->port,
+                     .conns = 4,
+                     .reqs = 10,
+                     .depth = 1,
+                     .min_size = 1,
+                     .max_size = 65536,
+                     .timeout_ms = 20000 * slow};
 
     load_run(&l);
     if (l.timed_out || l.mismatches || l.early_eof || l.errors || l.requests != 40)
@@ -456,8 +462,7 @@ static void send_fails(const char *const *args, const char *err, const char *cou
     size_t n;
     int fd;
 
-    snprintf(rules, sizeof(rules), "send:short:nth=2:thread=lfe-g,send:%s:nth=3:thread=lfe-g",
-             err);
+    snprintf(rules, sizeof(rules), "send:short:nth=2:thread=lfe-g,send:%s:nth=3:thread=lfe-g", err);
     spawn_faulty(&d, rules, args);
     for (size_t i = 0; i < sizeof(req); i++)
         req[i] = (char)('a' + i % 26);
@@ -522,8 +527,12 @@ static void test_fault_epoll_mod_flood_rate_limited(void **state)
 
     (void)state;
     spawn_faulty(&d, "epoll_ctl_mod:ENOMEM:thread=lfe-g", NULL);
-    l = (struct load){.port = d.port, .conns = 10, .short_total = 300, .min_size = 64,
-                      .max_size = 64, .timeout_ms = 30000 * slow};
+    l = (struct load){.port = d.port,
+                      .conns = 10,
+                      .short_total = 300,
+                      .min_size = 64,
+                      .max_size = 64,
+                      .timeout_ms = 30000 * slow};
     load_run(&l); /* each echo goes out before the re-arm fails: all 300 verify */
     if (l.timed_out || l.mismatches || l.errors || l.requests != 300)
         fail_msg("requests %llu/300, mismatches %llu, errors %llu", (unsigned long long)l.requests,

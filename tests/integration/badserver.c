@@ -85,11 +85,12 @@ int main(int argc, char **argv)
                         "extra S N|stall F [T]|lifo K [CPU]|line|len32]\n");
         return 2;
     }
-    if ((!strcmp(mode, "extra") &&
-         (every < 1 || every > (long)sizeof(buf) || arg2 < 0 || every + arg2 > (long)sizeof(out))) ||
+    if ((!strcmp(mode, "extra") && (every < 1 || every > (long)sizeof(buf) || arg2 < 0 ||
+                                    every + arg2 > (long)sizeof(out))) ||
         (!strcmp(mode, "lifo") && (every < 1 || every > LIFO_MAX))) {
-        fprintf(stderr, "badserver: extra S N takes S up to %zu and S+N up to %zu; lifo K up to "
-                        "%d\n",
+        fprintf(stderr,
+                "badserver: extra S N takes S up to %zu and S+N up to %zu; lifo K up to "
+                "%d\n",
                 sizeof(buf), sizeof(out), LIFO_MAX);
         return 2;
     }

@@ -215,7 +215,8 @@ int harness_init(void)
         fprintf(stderr, "set LFEPOLLD to the lfepolld binary (make test does)\n");
         return -1;
     }
-    sanitizer = getenv("LFE_SANITIZER") && *getenv("LFE_SANITIZER") ? getenv("LFE_SANITIZER") : NULL;
+    sanitizer =
+        getenv("LFE_SANITIZER") && *getenv("LFE_SANITIZER") ? getenv("LFE_SANITIZER") : NULL;
     if (getenv("TEST_SLOW"))
         slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
     /* 1,000 connections and their server side need more than the usual 1024 descriptors. */

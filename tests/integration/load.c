@@ -22,9 +22,9 @@
 static unsigned char pat[PATN];
 
 struct lc {
-    int fd;           /* -1 when closed */
-    uint32_t id;      /* stream id: the pattern starts at id * 7919 */
-    uint64_t tx, rx;  /* bytes sent and received on this connection */
+    int fd;              /* -1 when closed */
+    uint32_t id;         /* stream id: the pattern starts at id * 7919 */
+    uint64_t tx, rx;     /* bytes sent and received on this connection */
     uint64_t ends[RING]; /* end offset of each issued request */
     uint32_t issued, done;
     uint64_t rng;

@@ -9,27 +9,27 @@
 
 struct load {
     /* what to do */
-    int port;           /* 127.0.0.1:port */
-    int ipv6;           /* connect to [::1] instead */
-    int conns;          /* concurrent connections */
-    int reqs;           /* requests per connection */
-    int depth;          /* requests in flight per connection (pipelining), >= 1 */
-    size_t min_size;    /* request sizes: log-uniform in [min_size, max_size] */
+    int port;        /* 127.0.0.1:port */
+    int ipv6;        /* connect to [::1] instead */
+    int conns;       /* concurrent connections */
+    int reqs;        /* requests per connection */
+    int depth;       /* requests in flight per connection (pipelining), >= 1 */
+    size_t min_size; /* request sizes: log-uniform in [min_size, max_size] */
     size_t max_size;
-    long short_total;   /* > 0: short connections, this many in all (reqs is 1 each) */
-    bool half_close;    /* shutdown(SHUT_WR) after the last byte; expect all back, then EOF */
-    int noread_ms;      /* do not read for this long at the start (a slow reader) */
-    int timeout_ms;     /* the whole run must finish within this */
+    long short_total; /* > 0: short connections, this many in all (reqs is 1 each) */
+    bool half_close;  /* shutdown(SHUT_WR) after the last byte; expect all back, then EOF */
+    int noread_ms;    /* do not read for this long at the start (a slow reader) */
+    int timeout_ms;   /* the whole run must finish within this */
     /* called every ~10 ms with the elapsed time; returning true stops new requests: each
      * connection finishes what it has in flight, then waits for the server to close it */
     bool (*tick)(long elapsed_ms, void *arg);
     void *tick_arg;
     /* results */
-    uint64_t requests;   /* requests echoed in full */
-    uint64_t bytes;      /* bytes verified */
-    uint64_t mismatches; /* bytes that differ from what was sent, or extra bytes */
-    uint64_t early_eof;  /* closes by the server before all in-flight bytes came back */
-    uint64_t errors;     /* connect/read/write errors */
+    uint64_t requests;      /* requests echoed in full */
+    uint64_t bytes;         /* bytes verified */
+    uint64_t mismatches;    /* bytes that differ from what was sent, or extra bytes */
+    uint64_t early_eof;     /* closes by the server before all in-flight bytes came back */
+    uint64_t errors;        /* connect/read/write errors */
     uint64_t server_closed; /* connections the server closed after finishing (tick mode) */
     bool timed_out;
 };

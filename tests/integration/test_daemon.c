@@ -116,8 +116,13 @@ static long stat_value(const char *text, const char *prefix, const char *field)
 
 static struct load base_load(const struct daemon *d)
 {
-    struct load l = {.port = d->port, .conns = 1, .reqs = 1, .depth = 1, .min_size = 1,
-                     .max_size = 1 << 20, .timeout_ms = 60000 * slow};
+    struct load l = {.port = d->port,
+                     .conns = 1,
+                     .reqs = 1,
+                     .depth = 1,
+                     .min_size = 1,
+                     .max_size = 1 << 20,
+                     .timeout_ms = 60000 * slow};
     return l;
 }
 
@@ -389,8 +394,8 @@ static void test_stays_inside_affinity(void **state)
     struct daemon d;
     cpu_set_t one;
     char got[128];
-    const char *names[] = {"lfepolld", "lfe-accept", "lfe-g0-w0", "lfe-g0-w1", "lfe-g1-w0",
-                           "lfe-g1-w1"};
+    const char *names[] = {"lfepolld",  "lfe-accept", "lfe-g0-w0",
+                           "lfe-g0-w1", "lfe-g1-w0",  "lfe-g1-w1"};
 
     (void)state;
     CPU_ZERO(&one);
@@ -486,7 +491,8 @@ static void test_sigterm_idle_and_sigusr1(void **state)
     (void)state;
     assert_int_equal(spawn(&d, NULL, 0, NULL), 0);
     for (int i = 0; i < 10; i++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port),
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)d.port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         fds[i] = socket(AF_INET, SOCK_STREAM, 0);
         assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
@@ -597,7 +603,8 @@ static void fd_exhaustion(const char *const *args, const char *counter, const ch
 
     assert_int_equal(spawn(&d, args, 64, NULL), 0);
     for (int i = 0; i < 200; i++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port),
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)d.port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
         connect(fds[i], (struct sockaddr *)&a, sizeof(a));

@@ -50,7 +50,8 @@ static int free_port(void)
 
 static bool port_open(int port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
@@ -190,8 +191,11 @@ static long jfield(const char *json, const char *name)
 static bool utf8_valid(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        unsigned c = s[i], len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                                               : (c & 0xf8) == 0xf0 ? 4 : 0;
+        unsigned c = s[i], len = c < 0x80             ? 1
+                                 : (c & 0xe0) == 0xc0 ? 2
+                                 : (c & 0xf0) == 0xe0 ? 3
+                                 : (c & 0xf8) == 0xf0 ? 4
+                                                      : 0;
         uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
         static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
 
@@ -240,7 +244,7 @@ static const char *json_string(const char *p)
                 v = v * 16 + (unsigned)(*p <= '9' ? *p - '0' : (*p | 0x20) - 'a' + 10);
             }
             if (v >= 0xdc00 && v <= 0xdfff)
-                return NULL; /* a low surrogate alone */
+                return NULL;                  /* a low surrogate alone */
             if (v >= 0xd800 && v <= 0xdbff) { /* a high surrogate: its low half follows */
                 if (p[0] != '\\' || p[1] != 'u' || strncasecmp(p + 2, "dc", 2) < 0 ||
                     strncasecmp(p + 2, "e0", 2) >= 0 || !strchr("0123456789abcdefABCDEF", p[4]) ||
@@ -316,14 +320,15 @@ static const char *json_value(const char *p, int depth)
 /* Whether text is one valid JSON document in valid UTF-8. */
 static bool json_valid(const char *text)
 {
-    const char *end = utf8_valid((const unsigned char *)text, strlen(text)) ? json_value(text, 0)
-                                                                             : NULL;
+    const char *end =
+        utf8_valid((const unsigned char *)text, strlen(text)) ? json_value(text, 0) : NULL;
     return end && !*json_ws(end);
 }
 
 static void expect_clean(int rc, long requests)
 {
-    if (rc != 0 || !strstr(out, "errors       0:") || (requests >= 0 && field("requests") != requests))
+    if (rc != 0 || !strstr(out, "errors       0:") ||
+        (requests >= 0 && field("requests") != requests))
         fail_msg("lfbench rc=%d, want 0 and no errors (%ld requests):\n%s", rc, requests, out);
 }
 
@@ -336,9 +341,9 @@ static void test_long_against_lfepolld(void **state)
     (void)state;
     start_server(srv);
     fd = mkstemp(json);
-    expect_clean(bench(server_port, "-c", "50", "-t", "2", "-n", "20000", "-q", "--json", json,
-                       NULL),
-                 20000);
+    expect_clean(
+        bench(server_port, "-c", "50", "-t", "2", "-n", "20000", "-q", "--json", json, NULL),
+        20000);
     /* --json holds the same figures as the summary */
     buf[read(fd, buf, sizeof(buf) - 1)] = '\0';
     close(fd);
@@ -366,9 +371,9 @@ static void test_short_and_pipelined(void **state)
     expect_clean(bench(server_port, "--pipeline", "8", "--size", "100000", "-c", "4", "-n", "400",
                        "-q", NULL),
                  400);
-    expect_clean(bench(server_port, "--mode", "short", "--linger0", "-c", "10", "-n", "500", "-q",
-                       NULL),
-                 500);
+    expect_clean(
+        bench(server_port, "--mode", "short", "--linger0", "-c", "10", "-n", "500", "-q", NULL),
+        500);
 }
 
 static void test_open_loop_rate(void **state)
@@ -389,13 +394,12 @@ static void test_open_loop_rate(void **state)
         const char *sp = strstr(out, "spread ");
         long lo = sp ? atol(sp + 7) : -1;
         if (lo < reqs / 10 / 2)
-            fail_msg("want every connection to carry its share (>= %ld requests):\n%s",
-                     reqs / 20, out);
+            fail_msg("want every connection to carry its share (>= %ld requests):\n%s", reqs / 20,
+                     out);
     }
     /* open loop with short connections: each due send is a new connection */
-    expect_clean(bench(server_port, "--mode", "short", "-R", "500", "-d", "1", "-c", "10", "-q",
-                       NULL),
-                 -1);
+    expect_clean(
+        bench(server_port, "--mode", "short", "-R", "500", "-d", "1", "-c", "10", "-q", NULL), -1);
     assert_in_range(field("requests"), 450, 520);
     assert_in_range(field("connections"), 450, 520);
 }
@@ -433,9 +437,8 @@ static void test_mismatch_fails(void **state)
     assert_true(field("mismatch") > 0);
     assert_non_null(strstr(out, "did not match"));
     /* even when errors are allowed, a mismatch fails the run */
-    assert_int_equal(bench(server_port, "-c", "4", "-n", "2000", "--max-errors", "1000000", "-q",
-                           NULL),
-                     1);
+    assert_int_equal(
+        bench(server_port, "-c", "4", "-n", "2000", "--max-errors", "1000000", "-q", NULL), 1);
 }
 
 static void test_dropped_byte_is_lost(void **state)
@@ -444,8 +447,8 @@ static void test_dropped_byte_is_lost(void **state)
 
     (void)state;
     start_server(srv);
-    assert_int_equal(bench(server_port, "-c", "4", "-n", "1000", "--timeout", "200",
-                           "--max-errors", "1000000", "-q", NULL),
+    assert_int_equal(bench(server_port, "-c", "4", "-n", "1000", "--timeout", "200", "--max-errors",
+                           "1000000", "-q", NULL),
                      1);
     assert_true(field("lost") > 0);
     assert_true(field("timeout") > 0);
@@ -492,9 +495,9 @@ static void test_timestamps_per_event(void **state)
     snprintf(cpu, sizeof(cpu), "%d", last);
     start_server(srv);
     close(mkstemp(path));
-    expect_clean(bench(server_port, "-c", "200", "--cpus", cpu, "-n", "40000", "-q", "--json",
-                       path, NULL),
-                 40000);
+    expect_clean(
+        bench(server_port, "-c", "200", "--cpus", cpu, "-n", "40000", "-q", "--json", path, NULL),
+        40000);
     j = slurp(path);
     lat = strstr(j, "\"latency\": {");
     assert_non_null(lat);
@@ -515,8 +518,9 @@ static void test_json_always_valid_utf8(void **state)
     char path[] = "/tmp/lfe-json-XXXXXX";
     /* overlong '/', a surrogate, past U+10FFFF, a cut 3-byte form, a lone 0xff; then a
      * control byte, a quote, a backslash and a valid 4-byte character */
-    static const char bad[] = "bad-\xc0\xaf-\xed\xa0\x80-\xf4\x90\x80\x80-\xe2\x82x-\xff-\x01-\"-\\-"
-                              "\xf0\x9f\x98\x80";
+    static const char bad[] =
+        "bad-\xc0\xaf-\xed\xa0\x80-\xf4\x90\x80\x80-\xe2\x82x-\xff-\x01-\"-\\-"
+        "\xf0\x9f\x98\x80";
     static const char bad_json[] =
         "bad-\\ufffd\\ufffd-\\ufffd\\ufffd\\ufffd-\\ufffd\\ufffd\\ufffd\\ufffd-\\ufffd\\ufffdx-"
         "\\ufffd-\\u0001-\\\"-\\\\-\xf0\x9f\x98\x80\"";
@@ -549,9 +553,8 @@ static void test_json_always_valid_utf8(void **state)
     snprintf(mix, sizeof(mix), "%s:1,%s:1", longname, badname);
     start_server(srv);
     close(mkstemp(path));
-    expect_clean(bench(server_port, "--mix", mix, "-c", "2", "-n", "200", "-q", "--json", path,
-                       NULL),
-                 200);
+    expect_clean(
+        bench(server_port, "--mix", mix, "-c", "2", "-n", "200", "-q", "--json", path, NULL), 200);
     j = slurp(path);
     if (!json_valid(j))
         fail_msg("--json is not valid UTF-8 JSON:\n%s", j);
@@ -722,8 +725,9 @@ static void test_framings(void **state)
  * with its hint and in --json. The counters are the namespace's: other traffic can only add. */
 static void test_counters_listen_overflow(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "--backlog", "1", "--groups",
-                         "1", "--workers", "1", "-q", NULL};
+    const char *srv[] = {lfepolld,   "--listen", "127.0.0.1:PORT", "--backlog", "1",
+                         "--groups", "1",        "--workers",      "1",         "-q",
+                         NULL};
     char json[] = "/tmp/lfe-k-XXXXXX", buf[8192];
     int fd = mkstemp(json);
     const char *p;

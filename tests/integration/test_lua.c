@@ -139,13 +139,24 @@ static void test_echo_script(void **state)
 
     (void)state;
     start(&d, args);
-    l = (struct load){.port = d.port, .conns = 50, .reqs = 100, .depth = 4, .min_size = 1,
-                      .max_size = 200000, .timeout_ms = 60000 * slow};
+    l = (struct load){.port = d.port,
+                      .conns = 50,
+                      .reqs = 100,
+                      .depth = 4,
+                      .min_size = 1,
+                      .max_size = 200000,
+                      .timeout_ms = 60000 * slow};
     assert_int_equal(load_run(&l), 0);
     assert_int_equal(l.requests, 5000);
     /* a reader that waits: the server holds at most --max-pending, then every byte comes */
-    l = (struct load){.port = d.port, .conns = 2, .reqs = 8, .depth = 8, .min_size = 1 << 20,
-                      .max_size = 1 << 20, .noread_ms = 500 * slow, .timeout_ms = 60000 * slow};
+    l = (struct load){.port = d.port,
+                      .conns = 2,
+                      .reqs = 8,
+                      .depth = 8,
+                      .min_size = 1 << 20,
+                      .max_size = 1 << 20,
+                      .noread_ms = 500 * slow,
+                      .timeout_ms = 60000 * slow};
     if ((size_t)l.reqs << 20 < 2 * tcp_wmem_max()) /* more than the kernel can hold for us */
         l.reqs = l.depth = (int)(2 * tcp_wmem_max() >> 20);
     assert_int_equal(load_run(&l), 0);
@@ -316,9 +327,8 @@ static void test_http_script_with_wrk(void **state)
 static void test_misbehaving_scripts(void **state)
 {
     char timeout[16];
-    const char *const args[] = {"--lua",           "tests/lua/bad.lua", "--workers", "2",
-                                "--lua-mem-mb",    "4",                 "--lua-timeout-ms",
-                                timeout,           NULL};
+    const char *const args[] = {"--lua", "tests/lua/bad.lua", "--workers", "2", "--lua-mem-mb",
+                                "4",     "--lua-timeout-ms",  timeout,     NULL};
     struct daemon d;
     int good, bad;
     long t0;
@@ -368,7 +378,8 @@ static void test_misbehaving_scripts(void **state)
     assert_int_equal(total_stat(&d, "lua_timeouts"), 1);
     assert_int_equal(total_stat(&d, "lua_nomem"), 1);
     t = log_text(&d);
-    assert_non_null(strstr(t, "bad.lua:10: bad request on purpose\\nstack traceback:")); /* escaped */
+    assert_non_null(
+        strstr(t, "bad.lua:10: bad request on purpose\\nstack traceback:")); /* escaped */
     assert_non_null(strstr(t, "aborted after --lua-timeout-ms"));
     assert_non_null(strstr(t, "out of memory"));
     close(good);
@@ -574,8 +585,9 @@ static long rss_kb(pid_t pid)
  * --lua-mem-mb 8 --max-pending 64K. */
 static void test_lua_send_flood_bounded(void **state)
 {
-    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", "--workers", "1",
-                                       "--lua-mem-mb", "8", "--max-pending", "64K", NULL};
+    static const char *const args[] = {
+        "--lua", "tests/lua/hostile.lua", "--workers", "1", "--lua-mem-mb",
+        "8",     "--max-pending",         "64K",       NULL};
     struct daemon d;
     int fd, good;
     long base;
@@ -604,8 +616,9 @@ static void test_lua_send_flood_bounded(void **state)
  * --drain-timeout + 1 s, names the worker and exits non-zero. */
 static void test_sigterm_with_wedged_worker(void **state)
 {
-    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", "--lua-unsafe",
-                                       "--workers", "2", "--drain-timeout", "500ms", NULL};
+    static const char *const args[] = {
+        "--lua", "tests/lua/hostile.lua", "--lua-unsafe", "--workers",
+        "2",     "--drain-timeout",       "500ms",        NULL};
     struct daemon d;
     int fd;
     long t0;

@@ -117,8 +117,9 @@ static void test_check_prints_every_key(void **state)
     assert_true(rc == 0 ? strstr(out, "ok\n") != NULL : strstr(out, "need attention") != NULL);
     free(out);
     /* the file given, not the built-in copy; a broken one is exit 2 with the line */
-    snprintf(cmd, sizeof(cmd), "printf 'net.core.somaxconn = 1\\n' >/tmp/lfe-bad.conf; %s "
-                               "--check-sysctl --sysctl-conf /tmp/lfe-bad.conf 2>&1",
+    snprintf(cmd, sizeof(cmd),
+             "printf 'net.core.somaxconn = 1\\n' >/tmp/lfe-bad.conf; %s "
+             "--check-sysctl --sysctl-conf /tmp/lfe-bad.conf 2>&1",
              lfepolld);
     assert_int_equal(run(cmd, &out), 2);
     assert_non_null(strstr(out, "line 1: a key needs a '# @ SCOPE CHECK: why' line"));

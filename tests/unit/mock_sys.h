@@ -19,14 +19,14 @@ struct mock_step {
 #define MOCK_STEPS 64
 
 struct mock_sys {
-    bool on;                                        /* fake read/send/getsockopt */
+    bool on; /* fake read/send/getsockopt */
     struct mock_step rsteps[MOCK_STEPS], wsteps[MOCK_STEPS];
-    int nr, nw, ir, iw;                             /* scripted, and used so far */
-    unsigned char in[1 << 20], out[1 << 20];        /* the peer's stream, and what came back */
+    int nr, nw, ir, iw;                      /* scripted, and used so far */
+    unsigned char in[1 << 20], out[1 << 20]; /* the peer's stream, and what came back */
     size_t in_off, out_len;
-    size_t read_asks[MOCK_STEPS];                   /* count argument of each read */
-    int sockerr;                                    /* SO_ERROR for getsockopt */
-    bool fail_malloc;                               /* the next malloc returns NULL */
+    size_t read_asks[MOCK_STEPS]; /* count argument of each read */
+    int sockerr;                  /* SO_ERROR for getsockopt */
+    bool fail_malloc;             /* the next malloc returns NULL */
 };
 
 extern struct mock_sys mock;

@@ -21,17 +21,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../src/pool.h"
 #include "net.h"
 #include "server.h"
-#include "../../src/pool.h"
 
 /* The faults, shared by the test and the accept thread (atomics). A budget counts down to 0
  * (no more faults); -1 fails every call. */
 static struct {
-    int acc_epfd;     /* the accept thread's epoll fd: only its MODs are faked */
-    int fail_arm;     /* MOD to EPOLLIN (re-arm a listener) fails with ENOMEM */
-    int fail_disarm;  /* MOD to 0 (stop polling a listener) fails with ENOMEM */
-    int accept_err;   /* the errno accept4 fails with while accept_budget lasts */
+    int acc_epfd;    /* the accept thread's epoll fd: only its MODs are faked */
+    int fail_arm;    /* MOD to EPOLLIN (re-arm a listener) fails with ENOMEM */
+    int fail_disarm; /* MOD to 0 (stop polling a listener) fails with ENOMEM */
+    int accept_err;  /* the errno accept4 fails with while accept_budget lasts */
     int accept_budget;
     int accept_calls; /* accept4 calls seen */
 } fk;
@@ -153,7 +153,8 @@ static void rig_start(struct rig *r)
 /* A client connected to the rig: connect() completes as soon as the kernel queues it. */
 static void rig_connect(struct rig *r)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)r->port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -328,8 +329,7 @@ static void test_defect16_listener_disarm_failure_does_not_spin(void **state)
     assert_true(calls >= 1); /* and still trying */
     stop_ms = rig_stop(r);
     assert_true(stop_ms < 1000); /* the sleep does not hold up the stop for long */
-    if (!strstr(rig_log(r), "cannot disarm listener") ||
-        count(rig_log(r), "accepting paused") > 3)
+    if (!strstr(rig_log(r), "cannot disarm listener") || count(rig_log(r), "accepting paused") > 3)
         fail_msg("want 'cannot disarm listener' and at most a pause line a second, got:\n%s",
                  rig_log(r));
 }
@@ -386,8 +386,8 @@ static void test_accept_each_errno(void **state)
             fail_msg("%s: the connection was never accepted", strerror(cases[i].err));
         stats_snap_accept(&st, &r->s->ast);
         if (cases[i].counter) {
-#define PICK(name)                                                                                \
-    if (strcmp(cases[i].counter, #name) == 0)                                                     \
+#define PICK(name)                                                                                 \
+    if (strcmp(cases[i].counter, #name) == 0)                                                      \
         moved = st.name;
             ACCEPT_STATS(PICK)
 #undef PICK
@@ -434,8 +434,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_defect16_listener_polled_while_rearm_fails, reset,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_defect16_listener_disarm_failure_does_not_spin,
-                                        reset, teardown),
+        cmocka_unit_test_setup_teardown(test_defect16_listener_disarm_failure_does_not_spin, reset,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_accept_each_errno, reset, teardown),
         cmocka_unit_test_setup_teardown(test_accept_error_flood_rate_limited, reset, teardown),
     };

@@ -68,10 +68,10 @@ static void test_every_flag(void **state)
 {
     (void)state;
     assert_int_equal(parse("-t", "2", "--cpus", "1", "-c", "50", "--mode", "long", "--pipeline",
-                           "8", "-n", "1000", "--warmup", "0.5", "--timeout", "250", "-R",
-                           "20000", "--connect-rate", "500", "--linger0", "--size", "128",
-                           "--expect", "bytes", "12", "--source", "127.0.0.2-127.0.0.9",
-                           "--json", "out.json", "--max-errors", "3", "-q", "127.0.0.1:80", NULL),
+                           "8", "-n", "1000", "--warmup", "0.5", "--timeout", "250", "-R", "20000",
+                           "--connect-rate", "500", "--linger0", "--size", "128", "--expect",
+                           "bytes", "12", "--source", "127.0.0.2-127.0.0.9", "--json", "out.json",
+                           "--max-errors", "3", "-q", "127.0.0.1:80", NULL),
                      BOPT_RUN);
     assert_int_equal(o.threads, 2);
     assert_true(o.have_cpus && CPU_ISSET(1, &o.cpus));
@@ -92,9 +92,9 @@ static void test_every_flag(void **state)
     assert_int_equal(o.max_errors, 3);
     assert_int_equal(parse("[::1]:80", NULL), BOPT_RUN);
     assert_int_equal(o.addr.ss_family, AF_INET6);
-    assert_int_equal(parse("--mode", "short", "--expect", "line", "--mix", "a:1,b:9",
-                           "127.0.0.1:1", NULL),
-                     BOPT_RUN);
+    assert_int_equal(
+        parse("--mode", "short", "--expect", "line", "--mix", "a:1,b:9", "127.0.0.1:1", NULL),
+        BOPT_RUN);
     assert_int_equal(o.mode, MODE_SHORT);
     assert_int_equal(o.expect, EXPECT_LINE);
     assert_int_equal(o.nclasses, 2);
@@ -137,9 +137,9 @@ static void test_bad_values(void **state)
     expect_error("--pipeline needs --mode long",
                  parse("--mode", "short", "--pipeline", "2", "127.0.0.1:1", NULL));
     /* issue 9, defect 10: short mode cannot keep -R on fewer connections per second */
-    expect_error("--connect-rate 100 is below -R 2000: in short mode each request opens its own",
-                 parse("--mode", "short", "-R", "2000", "--connect-rate", "100", "127.0.0.1:1",
-                       NULL));
+    expect_error(
+        "--connect-rate 100 is below -R 2000: in short mode each request opens its own",
+        parse("--mode", "short", "-R", "2000", "--connect-rate", "100", "127.0.0.1:1", NULL));
     expect_error("--size applies to generated payloads",
                  parse("--size", "10", "--payload", "f", "127.0.0.1:1", NULL));
     expect_error("--cpus: 'x'", parse("--cpus", "x", "127.0.0.1:1", NULL));

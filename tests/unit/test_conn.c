@@ -20,7 +20,8 @@
 static struct conn c;
 static struct worker_stats st;
 static char rbuf[1024];
-static struct conn_io io = {.buf = rbuf, .bufsize = sizeof(rbuf), .max_pending = 1 << 20, .st = &st};
+static struct conn_io io = {
+    .buf = rbuf, .bufsize = sizeof(rbuf), .max_pending = 1 << 20, .st = &st};
 
 static int setup(void **state)
 {

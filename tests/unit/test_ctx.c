@@ -64,9 +64,9 @@ static void test_round_trip(void **state_)
     static const char *const values[] = {
         "return {}",
         "return {1, 2.5, 'three', true, false, -0.0, math.maxinteger, math.mininteger}",
-        "return {a = {b = {c = {d = 'deep'}}}, [1.5] = 'f', [true] = 1, [false] = 'no', ['\\0'] = '\\0\\255'}",
-        "return {list = {'x', 'y'}, n = 1e300, s = string.rep('z', 70000)}",
-        NULL};
+        "return {a = {b = {c = {d = 'deep'}}}, [1.5] = 'f', [true] = 1, [false] = 'no', ['\\0'] = "
+        "'\\0\\255'}",
+        "return {list = {'x', 'y'}, n = 1e300, s = string.rep('z', 70000)}", NULL};
     lua_State *L = state();
     struct outbuf a = {0}, b = {0};
 
@@ -91,12 +91,9 @@ static void test_round_trip(void **state_)
 
 static void test_encode_refuses(void **state_)
 {
-    static const char *const bad[] = {
-        "return {f = print}",
-        "local t = {} t.me = t return t",
-        "return {[{}] = 1}",
-        "return {co = coroutine.create(print)}",
-        NULL};
+    static const char *const bad[] = {"return {f = print}", "local t = {} t.me = t return t",
+                                      "return {[{}] = 1}", "return {co = coroutine.create(print)}",
+                                      NULL};
     lua_State *L = state();
     struct outbuf b = {0};
 
@@ -166,9 +163,9 @@ static void test_decode_corrupt(void **state_)
  * raising (a function or a cycle put in after the save is just "not the same"). */
 static void test_same(void **state_)
 {
-    static const char *const changes[] = {
-        "t.n = 2", "t.sub.x = 'z'", "t.sub.y = 1", "t.n = nil", "t.f = print",
-        "t.sub.me = t.sub", "t[1.5] = false", "t.s = 'strin'", NULL};
+    static const char *const changes[] = {"t.n = 2",        "t.sub.x = 'z'", "t.sub.y = 1",
+                                          "t.n = nil",      "t.f = print",   "t.sub.me = t.sub",
+                                          "t[1.5] = false", "t.s = 'strin'", NULL};
     lua_State *L = state();
     struct outbuf b = {0};
 

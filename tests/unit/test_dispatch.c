@@ -89,7 +89,7 @@ static void test_least_pairs_distinct(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_robin),        cmocka_unit_test(test_one_group),
+        cmocka_unit_test(test_round_robin),           cmocka_unit_test(test_one_group),
         cmocka_unit_test(test_least_prefers_lighter), cmocka_unit_test(test_least_balances),
         cmocka_unit_test(test_least_pairs_distinct),
     };

@@ -37,8 +37,8 @@ static void test_raw(void **state)
 
 static void test_line_default(void **state)
 {
-    struct framing f = {.kind = FRAME_LINE, .dlen = 1, .strip_cr = true, .delim = "\n",
-                        .max_frame = 8};
+    struct framing f = {
+        .kind = FRAME_LINE, .dlen = 1, .strip_cr = true, .delim = "\n", .max_frame = 8};
     char out[16];
 
     (void)state;
@@ -48,13 +48,13 @@ static void test_line_default(void **state)
     assert_string_equal(out, "abc");
     assert_int_equal(next(&f, "\n", 1, out), 1); /* an empty line is a frame */
     assert_string_equal(out, "");
-    assert_int_equal(next(&f, "abc", 3, out), 0);      /* incomplete */
+    assert_int_equal(next(&f, "abc", 3, out), 0);        /* incomplete */
     assert_int_equal(next(&f, "12345678\n", 9, out), 9); /* exactly max_frame */
     assert_string_equal(out, "12345678");
     assert_int_equal(next(&f, "12345678\r\n", 10, out), 10);
     assert_int_equal(next(&f, "123456789\n", 10, out), -1); /* over */
     assert_int_equal(next(&f, "1234567890", 10, out), -1);  /* over, no delimiter yet */
-    assert_int_equal(next(&f, "123456789", 9, out), 0); /* 9 bytes: could be 8 and a CR */
+    assert_int_equal(next(&f, "123456789", 9, out), 0);     /* 9 bytes: could be 8 and a CR */
 }
 
 static void test_line_delimiter(void **state)
@@ -101,8 +101,10 @@ static void test_fixed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_raw),        cmocka_unit_test(test_line_default),
-        cmocka_unit_test(test_line_delimiter), cmocka_unit_test(test_len32),
+        cmocka_unit_test(test_raw),
+        cmocka_unit_test(test_line_default),
+        cmocka_unit_test(test_line_delimiter),
+        cmocka_unit_test(test_len32),
         cmocka_unit_test(test_fixed),
     };
 

@@ -68,9 +68,8 @@ static void test_parse_edges(void **state)
     memset(&k, 0, sizeof(k));
     /* the names line without its values line: nothing, no crash */
     assert_int_equal(kstat_parse_pairs("TcpExt: ListenOverflows ListenDrops\n", "TcpExt", &k), 0);
-    assert_int_equal(kstat_parse_pairs("TcpExt: ListenOverflows ListenDrops\nTcpExt: 5 6\n",
-                                       "TcpExt", &k),
-                     2);
+    assert_int_equal(
+        kstat_parse_pairs("TcpExt: ListenOverflows ListenDrops\nTcpExt: 5 6\n", "TcpExt", &k), 2);
     assert_int_equal(k.v[KS_LISTEN_OVERFLOWS], 5);
     assert_int_equal(k.v[KS_LISTEN_DROPS], 6);
     /* "Tcp" must not match "TcpExt" lines */

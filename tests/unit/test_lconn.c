@@ -17,10 +17,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../../src/pool.h" /* conn_close and the pool it updates */
 #include "lconn.h"
 #include "log.h"
 #include "mock_sys.h"
-#include "../../src/pool.h" /* conn_close and the pool it updates */
 
 static size_t scanned; /* bytes handed to memchr/memmem */
 
@@ -57,8 +57,8 @@ struct rig {
 
 static void rig_open(struct rig *r, const char *text)
 {
-    struct script_opts o = {.path = path, .mem_cap = 64 << 20, .shared_bytes = 1 << 20,
-                            .max_output = 1 << 20};
+    struct script_opts o = {
+        .path = path, .mem_cap = 64 << 20, .shared_bytes = 1 << 20, .max_output = 1 << 20};
     char err[512];
     int sv[2];
     FILE *f;
@@ -93,8 +93,8 @@ static void rig_open(struct rig *r, const char *text)
     assert_non_null(r->lc);
     r->lc->sc.id = 1;
     r->buf = malloc(64 * 1024);
-    r->io = (struct conn_io){.buf = r->buf, .bufsize = 64 * 1024, .max_pending = 1 << 20,
-                             .st = &st};
+    r->io =
+        (struct conn_io){.buf = r->buf, .bufsize = 64 * 1024, .max_pending = 1 << 20, .st = &st};
 }
 
 static void rig_close(struct rig *r)
@@ -243,12 +243,11 @@ static void test_on_close_without_on_connect_epollerr(void **state)
 
 /* --- with read/send scripted (mock_sys) ------------------------------------------------------ */
 
-static const char echo_lines[] =
-    "return {framing = 'line', max_frame = 8,\n"
-    "on_data = function(conn, f)\n"
-    "  if f == 'bye' then conn:send('ciao\\n'); return false end\n"
-    "  return '<' .. f .. '>\\n'\n"
-    "end}\n";
+static const char echo_lines[] = "return {framing = 'line', max_frame = 8,\n"
+                                 "on_data = function(conn, f)\n"
+                                 "  if f == 'bye' then conn:send('ciao\\n'); return false end\n"
+                                 "  return '<' .. f .. '>\\n'\n"
+                                 "end}\n";
 
 /* A rig whose socket is fake: the peer's bytes are text, the fd a number nobody opened. */
 static void mock_rig(struct rig *r, const char *script, const char *peer_says, size_t max_pending)
@@ -328,7 +327,7 @@ static void test_lconn_backpressure_at_max_pending(void **state)
     assert_int_equal(event(&r, EPOLLIN), EPOLLOUT);
     assert_true(obuf_len(&r.lc->c.out) >= 8);
     assert_true(obuf_len(&r.lc->c.out) < 8 + 8); /* never more than the cap and one reply */
-    assert_true(obuf_len(&r.lc->in) > 0);          /* frames held back */
+    assert_true(obuf_len(&r.lc->in) > 0);        /* frames held back */
     assert_int_equal(st.paused, paused + 1);
     /* the peer reads: every frame runs, in order */
     mock.nw = mock.iw;
@@ -371,7 +370,6 @@ static void test_lconn_oversized_frame(void **state)
     r.lc = NULL;
     mock_done(&r);
 }
-
 
 static int cleanup(void **state)
 {

@@ -65,8 +65,8 @@ static void test_every_flag(void **state)
     (void)state;
     assert_int_equal(parse("--listen", "127.0.0.1:1", "--listen=[::1]:2", "--backlog", "128",
                            "--groups", "3", "--workers=2", "--cpus", "0,2-3", "--no-pin",
-                           "--max-conns", "500", "--max-pending", "64K", "--drain-timeout",
-                           "250ms", "--batch", "1", "--dispatch", "least", "-q", NULL),
+                           "--max-conns", "500", "--max-pending", "64K", "--drain-timeout", "250ms",
+                           "--batch", "1", "--dispatch", "least", "-q", NULL),
                      OPT_RUN);
     assert_int_equal(o.nlisten, 2);
     assert_string_equal(o.listen[0], "127.0.0.1:1");
@@ -190,9 +190,12 @@ static void test_error_quoting_newline_is_one_line(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),      cmocka_unit_test(test_every_flag),
-        cmocka_unit_test(test_help_version),  cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_too_many_listen), cmocka_unit_test(test_sizes_durations),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_flag),
+        cmocka_unit_test(test_help_version),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_too_many_listen),
+        cmocka_unit_test(test_sizes_durations),
         cmocka_unit_test(test_error_quoting_newline_is_one_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

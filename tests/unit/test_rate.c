@@ -14,7 +14,7 @@ static void test_due_and_take(void **state)
     (void)state;
     rate_init(&r, 1000, 1000000000ull); /* 1000/s: one every 1 ms from t = 1 s */
     assert_int_equal(rate_due(&r, 999999999ull), 0);
-    assert_int_equal(rate_due(&r, 1000000000ull), 1);   /* send 0 at exactly 1 s */
+    assert_int_equal(rate_due(&r, 1000000000ull), 1); /* send 0 at exactly 1 s */
     assert_int_equal(rate_due(&r, 1000999999ull), 1);
     assert_int_equal(rate_due(&r, 1001000000ull), 2);
     assert_int_equal(rate_take(&r), 1000000000ull);

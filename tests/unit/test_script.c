@@ -39,8 +39,8 @@ static void write_script(const char *text)
 
 static struct script_opts opts(void)
 {
-    return (struct script_opts){.path = path, .mem_cap = 8 << 20, .timeout_ms = 0,
-                                .shared_bytes = 1 << 20};
+    return (struct script_opts){
+        .path = path, .mem_cap = 8 << 20, .timeout_ms = 0, .shared_bytes = 1 << 20};
 }
 
 static struct script_env *env_of(const char *text, const struct script_opts *o, char *err)
@@ -303,16 +303,17 @@ static void test_ctx_cache(void **state)
 
 static void test_memory_cap(void **state)
 {
-    static const char text[] = "keep = {}\n"
-                               "return {on_data = function(conn, f)\n"
-                               "  if f == 'grow' then local t = {}\n"
-                               "    while true do t[#t + 1] = string.rep('x', 1000) .. #t end\n"
-                               "  end\n"
-                               "  if f == 'hoard' then\n"
-                               "    while true do keep[#keep + 1] = string.rep('y', 1000) .. #keep end\n"
-                               "  end\n"
-                               "  return 'ok'\n"
-                               "end}\n";
+    static const char text[] =
+        "keep = {}\n"
+        "return {on_data = function(conn, f)\n"
+        "  if f == 'grow' then local t = {}\n"
+        "    while true do t[#t + 1] = string.rep('x', 1000) .. #t end\n"
+        "  end\n"
+        "  if f == 'hoard' then\n"
+        "    while true do keep[#keep + 1] = string.rep('y', 1000) .. #keep end\n"
+        "  end\n"
+        "  return 'ok'\n"
+        "end}\n";
     struct script_opts o = opts();
     char err[512];
     struct script_env *e;
@@ -651,13 +652,12 @@ static void test_gc_metamethods_refused(void **state)
  * output, ignoring --max-pending. */
 static void test_lua_send_bounded_by_max_pending(void **state)
 {
-    static const char text[] =
-        "return {on_data = function(conn, f)\n"
-        "  local mib = string.rep('x', 1024 * 1024)\n"
-        "  if f == 'flood' then for i = 1, 400 do conn:send(mib) end end\n"
-        "  if f == 'reply' then return mib end\n"
-        "  return string.rep('y', 60000)\n"
-        "end}\n";
+    static const char text[] = "return {on_data = function(conn, f)\n"
+                               "  local mib = string.rep('x', 1024 * 1024)\n"
+                               "  if f == 'flood' then for i = 1, 400 do conn:send(mib) end end\n"
+                               "  if f == 'reply' then return mib end\n"
+                               "  return string.rep('y', 60000)\n"
+                               "end}\n";
     struct script_opts o = opts();
     char err[512];
     struct script_env *e;
@@ -688,11 +688,10 @@ static void test_lua_send_bounded_by_max_pending(void **state)
  * are bounded by --lua-ctx-mb (ctx_total). */
 static void test_ctx_total_bounded(void **state)
 {
-    static const char text[] =
-        "return {on_data = function(conn, f)\n"
-        "  conn.ctx.pad = string.rep('p', tonumber(f))\n"
-        "  return 'ok'\n"
-        "end}\n";
+    static const char text[] = "return {on_data = function(conn, f)\n"
+                               "  conn.ctx.pad = string.rep('p', tonumber(f))\n"
+                               "  return 'ok'\n"
+                               "end}\n";
     struct script_opts o = opts();
     char err[512];
     struct script_env *e;
@@ -710,7 +709,7 @@ static void test_ctx_total_bounded(void **state)
     assert_null(c[1].ctx);
     assert_int_equal(data(sc, &c[0], "100", &out), SCRIPT_OK); /* shrinks: refunded */
     assert_int_equal(data(sc, &c[1], "600000", &out), SCRIPT_OK);
-    script_conn_release(&c[1]);                                /* released: refunded */
+    script_conn_release(&c[1]); /* released: refunded */
     assert_int_equal(data(sc, &c[2], "600000", &out), SCRIPT_OK);
     assert_non_null(strstr(capture_end(), "--lua-ctx-mb"));
     for (int i = 0; i < 3; i++)
@@ -826,7 +825,8 @@ static void test_sandbox_holes(void **state)
     log = capture_end();
     out.len = 0;
     assert_non_null(strstr(log, "print: hello\\tfrom\\nprint\n"));
-    assert_non_null(strstr(log, "client said: evil\\n12:00:00.000 lfepolld[1]: error: forged\\x1b[2J\n"));
+    assert_non_null(
+        strstr(log, "client said: evil\\n12:00:00.000 lfepolld[1]: error: forged\\x1b[2J\n"));
     assert_null(strstr(log, "\nforged"));
     assert_null(strstr(log, "\n12:00:00.000"));
     script_free(sc);
@@ -845,11 +845,15 @@ static int cleanup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_load_errors),    cmocka_unit_test(test_calls),
-        cmocka_unit_test(test_dead_conn),      cmocka_unit_test(test_ctx_across_states),
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_dead_conn),
+        cmocka_unit_test(test_ctx_across_states),
         cmocka_unit_test(test_ctx_cache),
-        cmocka_unit_test(test_memory_cap),     cmocka_unit_test(test_timeout),
-        cmocka_unit_test(test_reload),         cmocka_unit_test(test_sandbox_and_shared),
+        cmocka_unit_test(test_memory_cap),
+        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_reload),
+        cmocka_unit_test(test_sandbox_and_shared),
         cmocka_unit_test(test_alloc_outside_pcall_at_cap),
         cmocka_unit_test(test_max_frame_that_cannot_fit_is_refused),
         cmocka_unit_test(test_strict_index_on_load_and_reload),

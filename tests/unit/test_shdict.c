@@ -102,7 +102,8 @@ static void test_lru_eviction(void **state)
     for (int i = 0; i < 1000; i++) {
         int rc;
         snprintf(key, sizeof(key), "k%d", i);
-        rc = shdict_set(d, key, strlen(key), &(struct shval){.type = SHV_STR, .s = val, .len = 100});
+        rc =
+            shdict_set(d, key, strlen(key), &(struct shval){.type = SHV_STR, .s = val, .len = 100});
         assert_true(rc >= 0);
         evicted += rc;
         get(d, "k0"); /* k0 stays the most recently used: never evicted */
@@ -178,8 +179,8 @@ static void test_incr_is_atomic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_set_get_types), cmocka_unit_test(test_incr),
-        cmocka_unit_test(test_lru_eviction),  cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_set_get_types),  cmocka_unit_test(test_incr),
+        cmocka_unit_test(test_lru_eviction),   cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_incr_is_atomic),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -179,7 +179,8 @@ static void test_compare(void **state)
     assert_int_equal(tune_compare(&k, "65535", true), TUNE_OK);
     assert_int_equal(tune_compare(&k, "1000000", true), TUNE_OK);
     assert_int_equal(tune_compare(&k, "4096", false), TUNE_READONLY);
-    assert_int_equal(tune_compare(&k, "65535", false), TUNE_OK); /* right is right, writable or not */
+    assert_int_equal(tune_compare(&k, "65535", false),
+                     TUNE_OK); /* right is right, writable or not */
     assert_int_equal(tune_compare(&k, NULL, true), TUNE_MISSING);
     k = key(TUNE_MIN, "4096 131072 6291456");
     assert_int_equal(tune_compare(&k, "4096 131072 33554432", true), TUNE_OK);
@@ -363,9 +364,9 @@ static void test_warn_exposed(void **state)
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
     assert_string_equal(warnings(listen, lfd), ""); /* no range in the tree: nothing to say */
     put("net.ipv4.ip_local_port_range", "1024\t65535");
-    snprintf(want, sizeof(want),
-             "listen port %d is inside the ephemeral port range 1024 65535 and not reserved: ",
-             port);
+    snprintf(
+        want, sizeof(want),
+        "listen port %d is inside the ephemeral port range 1024 65535 and not reserved: ", port);
     assert_non_null(strstr(warnings(listen, lfd), want));
     snprintf(want, sizeof(want), "net.ipv4.ip_local_reserved_ports=%d\n", port);
     assert_non_null(strstr(warnings(listen, lfd), want));
@@ -415,12 +416,13 @@ static bool row_says(const char *text, const char *name, const char *what)
 
 static void test_report_and_apply(void **state)
 {
-    static const char conf[] = "# @ netns min: accept queue\nnet.core.somaxconn = 65535\n"
-                               "# @ netns range: ports\nnet.ipv4.ip_local_port_range = 1024 65535\n"
-                               "# @ netns has: our port\nnet.ipv4.ip_local_reserved_ports = 9876\n"
-                               "# @ netns max: idle\nnet.ipv4.tcp_slow_start_after_idle = 0\n"
-                               "# @ netns min: checked only\n#= net.ipv4.tcp_max_tw_buckets = 65536\n"
-                               "# @ host min: not here\nnet.core.netdev_max_backlog = 16384\n";
+    static const char conf[] =
+        "# @ netns min: accept queue\nnet.core.somaxconn = 65535\n"
+        "# @ netns range: ports\nnet.ipv4.ip_local_port_range = 1024 65535\n"
+        "# @ netns has: our port\nnet.ipv4.ip_local_reserved_ports = 9876\n"
+        "# @ netns max: idle\nnet.ipv4.tcp_slow_start_after_idle = 0\n"
+        "# @ netns min: checked only\n#= net.ipv4.tcp_max_tw_buckets = 65536\n"
+        "# @ host min: not here\nnet.core.netdev_max_backlog = 16384\n";
     struct rlimit rl;
     char *out;
     int rc;
@@ -520,16 +522,22 @@ static void test_report_bad_conf(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shipped_conf),     cmocka_unit_test(test_parse_errors),
-        cmocka_unit_test(test_parse_forms),      cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_shipped_conf),
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_forms),
+        cmocka_unit_test(test_compare),
         cmocka_unit_test(test_parse_long_value_refused_not_cut),
         cmocka_unit_test(test_parse_dash_alone_is_not_a_key),
         cmocka_unit_test(test_compare_has_range_beyond_ports),
-        cmocka_unit_test(test_want_text),        cmocka_unit_test(test_ceilings),
-        cmocka_unit_test(test_read_write),       cmocka_unit_test(test_port_of),
-        cmocka_unit_test(test_conf_read),        cmocka_unit_test(test_warn_exposed),
+        cmocka_unit_test(test_want_text),
+        cmocka_unit_test(test_ceilings),
+        cmocka_unit_test(test_read_write),
+        cmocka_unit_test(test_port_of),
+        cmocka_unit_test(test_conf_read),
+        cmocka_unit_test(test_warn_exposed),
         cmocka_unit_test(test_report_and_apply),
-        cmocka_unit_test(test_apply_failure),    cmocka_unit_test(test_report_bad_conf),
+        cmocka_unit_test(test_apply_failure),
+        cmocka_unit_test(test_report_bad_conf),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 

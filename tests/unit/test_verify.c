@@ -187,14 +187,15 @@ static void check_equal(const struct payloads *p, size_t len)
             req[off + n - 1] ^= 1;
         }
     }
-    assert_false(payload_equal(p, 0, 5, seq + 1, 0, req, len)); /* another request */
+    assert_false(payload_equal(p, 0, 5, seq + 1, 0, req, len));        /* another request */
     assert_false(payload_equal(p, 0, 6, seq, 16, req + 16, len - 16)); /* another stream */
 }
 
 static void test_payload_equal(void **state)
 {
     struct payloads gp, lp;
-    struct bopt go = {.size = 70000, .expect = EXPECT_ECHO}, lo = {.size = 300, .expect = EXPECT_LINE};
+    struct bopt go = {.size = 70000, .expect = EXPECT_ECHO},
+                lo = {.size = 300, .expect = EXPECT_LINE};
     char err[128];
 
     (void)state;
@@ -248,10 +249,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_payload_zero_bytes_at_the_end),
         cmocka_unit_test(test_payload_offset_wrap),
-        cmocka_unit_test(test_echo_any_split),     cmocka_unit_test(test_echo_detects_every_fault),
-        cmocka_unit_test(test_echo_stops_at_boundary), cmocka_unit_test(test_line),
-        cmocka_unit_test(test_len32),              cmocka_unit_test(test_bytes),
-        cmocka_unit_test(test_line_payloads_end_in_newline), cmocka_unit_test(test_payload_equal),
+        cmocka_unit_test(test_echo_any_split),
+        cmocka_unit_test(test_echo_detects_every_fault),
+        cmocka_unit_test(test_echo_stops_at_boundary),
+        cmocka_unit_test(test_line),
+        cmocka_unit_test(test_len32),
+        cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_line_payloads_end_in_newline),
+        cmocka_unit_test(test_payload_equal),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
