@@ -149,6 +149,8 @@ static int decode_value(lua_State *L, const char **p, const char *end, int depth
         return 0;
     }
     case 't':
+        if (depth >= CTX_DEPTH) /* what ctx_encode never writes: decode -> encode holds */
+            return -1;
         luaL_checkstack(L, 3, "conn.ctx");
         lua_newtable(L);
         for (;;) {
@@ -234,7 +236,7 @@ static bool same_value(lua_State *L, int idx, const char **p, const char *end, i
         return true;
     }
     case LUA_TTABLE:
-        if (tag != 't' || !lua_checkstack(L, 3))
+        if (tag != 't' || depth >= CTX_DEPTH || !lua_checkstack(L, 3))
             return false;
         lua_pushnil(L);
         while (lua_next(L, idx)) {

@@ -151,6 +151,19 @@ static void test_decode_corrupt(void **state_)
         for (int d = 0; d < CTX_DEPTH + 2; d++)
             deep[n++] = 'e';
         assert_int_equal(ctx_decode(L, deep, n), -1);
+        /* regression (found by fuzz_ctx): 33 nested tables, the last empty, decoded though
+         * ctx_encode can never write them */
+        n = 0;
+        for (int d = 0; d < CTX_DEPTH + 1; d++) {
+            deep[n++] = 't';
+            if (d < CTX_DEPTH)
+                deep[n++] = 'T';
+        }
+        for (int d = 0; d < CTX_DEPTH + 1; d++)
+            deep[n++] = 'e';
+        assert_int_equal(ctx_decode(L, deep, n), -1);
+        assert_int_equal(ctx_decode(L, deep + 2, n - 3), 0); /* 32 nested: encodable */
+        lua_pop(L, 1);
         assert_int_equal(ctx_decode(L, deep + 2 * 4, n - 2 * 4 - 4), 0); /* shallower: fine */
         lua_pop(L, 1);
     }
