@@ -59,8 +59,8 @@ static bool ref_target(const char *s, struct sockaddr_storage *ss)
         host[hl] = '\0';
         a->sin_family = AF_INET;
         a->sin_port = htons((uint16_t)port);
-        return inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1",
-                         &a->sin_addr) == 1;
+        return inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1", &a->sin_addr) ==
+               1;
     }
 }
 
@@ -70,8 +70,8 @@ static void check_target(const char *s)
     socklen_t len = 0;
     bool ok = bopt_parse_target(s, &a, &len) == 0, ref = ref_target(s, &b);
 
-    FZ_CHECK(ok == ref, "bopt_parse_target('%s') %s, the reference %s", s, ok ? "took it" : "refused",
-             ref ? "takes it" : "refuses it");
+    FZ_CHECK(ok == ref, "bopt_parse_target('%s') %s, the reference %s", s,
+             ok ? "took it" : "refused", ref ? "takes it" : "refuses it");
     if (ok) {
         FZ_CHECK(len == (a.ss_family == AF_INET ? sizeof(struct sockaddr_in)
                                                 : sizeof(struct sockaddr_in6)),

@@ -60,8 +60,8 @@ static int l_encode(lua_State *Ls)
 /* lua_pcall'd: decode(blob pointer, length) -> [value,] rc */
 static int l_decode(lua_State *Ls)
 {
-    int top = lua_gettop(Ls), rc = ctx_decode(Ls, lua_touserdata(Ls, 1),
-                                              (size_t)lua_tointeger(Ls, 2));
+    int top = lua_gettop(Ls),
+        rc = ctx_decode(Ls, lua_touserdata(Ls, 1), (size_t)lua_tointeger(Ls, 2));
 
     lua_pushinteger(Ls, rc);
     return lua_gettop(Ls) - top;
@@ -226,8 +226,8 @@ static void decode_mode(const char *blob, size_t n)
     }
     cost = used - before;
     lua_gc(L, LUA_GCRESTART);
-    FZ_CHECK(cost <= ctx_cost(n), "a %zu-byte blob costs the state %zu bytes, ctx_cost says %zu",
-             n, cost, ctx_cost(n));
+    FZ_CHECK(cost <= ctx_cost(n), "a %zu-byte blob costs the state %zu bytes, ctx_cost says %zu", n,
+             cost, ctx_cost(n));
     FZ_CHECK(encode(-1, &b, n + 64) == LUA_OK, "a decoded value does not encode: %s",
              lua_tostring(L, -1));
     FZ_CHECK(b.len <= n, "a %zu-byte blob encodes again to %zu bytes", n, b.len);
@@ -348,8 +348,7 @@ static void build_mode(struct fz *f)
     } else {
         FZ_CHECK(st == LUA_OK, "a storable value of %lld bytes (limit %zu) did not encode: %s",
                  want, limit, lua_tostring(L, -1));
-        FZ_CHECK(b.len == (size_t)want, "encoded to %zu bytes, the walk counts %lld", b.len,
-                 want);
+        FZ_CHECK(b.len == (size_t)want, "encoded to %zu bytes, the walk counts %lld", b.len, want);
         FZ_CHECK(ctx_same(L, -1, b.data, b.len), "ctx_same: no for its own encoding");
         FZ_CHECK(decode(b.data, b.len), "an encoded value does not decode");
         FZ_CHECK(equal(-2, -1, 0), "encoded and decoded: another value");
@@ -357,8 +356,7 @@ static void build_mode(struct fz *f)
         if (b.len) {
             size_t at = fz_u32(f) % b.len;
             b.data[at] ^= (char)(1 + fz_u8(f) % 255);
-            FZ_CHECK(!ctx_same(L, -1, b.data, b.len), "ctx_same: yes with byte %zu changed",
-                     at);
+            FZ_CHECK(!ctx_same(L, -1, b.data, b.len), "ctx_same: yes with byte %zu changed", at);
             FZ_CHECK(!ctx_same(L, -1, b.data, b.len - 1), "ctx_same: yes for a cut blob");
         }
     }

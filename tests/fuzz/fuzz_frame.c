@@ -10,8 +10,8 @@
  * pieces; every frame lies inside what was given, within max_frame, and takes > 0 bytes; after
  * "need more", *scanned covers what was looked at (less a delimiter's length), so a long line
  * is not scanned again from its start; after a frame it is 0 again (lconn frames on with it);
- * what waits for the rest of a frame stays under frame_max_partial. Raw: each piece gives frames of 1..max_frame bytes that
- * put back together are the stream. */
+ * what waits for the rest of a frame stays under frame_max_partial. Raw: each piece gives frames
+ * of 1..max_frame bytes that put back together are the stream. */
 #include "fuzz.h"
 
 #include "frame.h"
@@ -203,8 +203,8 @@ static void raw(const struct framing *f, const uint8_t *s, size_t n, uint64_t rn
             size_t scanned = 0;
             const char *frame = NULL;
             size_t flen = 0;
-            long k = frame_next(f, (const char *)s + at + used, piece - used, &scanned, &frame,
-                                &flen);
+            long k =
+                frame_next(f, (const char *)s + at + used, piece - used, &scanned, &frame, &flen);
 
             FZ_CHECK(k > 0 && (size_t)k == flen && flen <= f->max_frame &&
                          frame == (const char *)s + at + used,
@@ -215,8 +215,7 @@ static void raw(const struct framing *f, const uint8_t *s, size_t n, uint64_t rn
     }
 }
 
-static void same(const struct frames *a, const struct frames *b, const uint8_t *s,
-                 const char *what)
+static void same(const struct frames *a, const struct frames *b, const uint8_t *s, const char *what)
 {
     FZ_CHECK(a->n == b->n, "%s: %d frames, the reference %d", what, a->n, b->n);
     for (int i = 0; i < a->n; i++)

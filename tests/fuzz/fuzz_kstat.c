@@ -64,10 +64,11 @@ static uint64_t value(struct fz *f)
  * of the names kstat looks for among others. Sets exp to what the parser must find. */
 static void gen_pairs(struct fz *f, struct text *t, const char *want, struct kstat *exp)
 {
-    static const char *const others[] = {"Ip", "IpExt", "Udp", "TcpExtra", "Tc", "MPTcpExt",
-                                         "Tcp", "TcpExt"};
-    static const char *const junk[] = {"InSegs", "OutRsts", "TW", "DelayedACKs", "MaxConn",
-                                       "TCPTimeouts", "ListenOverflowsX", "Listen"};
+    static const char *const others[] = {"Ip", "IpExt",    "Udp", "TcpExtra",
+                                         "Tc", "MPTcpExt", "Tcp", "TcpExt"};
+    static const char *const junk[] = {"InSegs",           "OutRsts", "TW",
+                                       "DelayedACKs",      "MaxConn", "TCPTimeouts",
+                                       "ListenOverflowsX", "Listen"};
     int nsec = 1 + fz_u8(f) % 4, at = fz_u8(f) % nsec;
 
     for (int s = 0; s < nsec; s++) {
@@ -158,8 +159,8 @@ static void check_same(const struct kstat *a, const struct kstat *b, const char 
     for (int i = 0; i < KS_N; i++) {
         FZ_CHECK(a->have[i] == b->have[i], "%s: %s %s, expected %s", what, kstat_name[i],
                  a->have[i] ? "found" : "missing", b->have[i] ? "found" : "missing");
-        FZ_CHECK(!b->have[i] || a->v[i] == b->v[i], "%s: %s = %" PRIu64 ", expected %" PRIu64,
-                 what, kstat_name[i], a->v[i], b->v[i]);
+        FZ_CHECK(!b->have[i] || a->v[i] == b->v[i], "%s: %s = %" PRIu64 ", expected %" PRIu64, what,
+                 kstat_name[i], a->v[i], b->v[i]);
     }
 }
 
@@ -171,9 +172,9 @@ static void parse_all(const char *netstat, const char *snmp, const char *softnet
 
     memset(k, 0, sizeof(*k));
     n = kstat_parse_pairs(netstat, "TcpExt", k);
-    FZ_CHECK(n >= present(k, 0, NPAIRS), "netstat: found %d, %d present", n,
-             present(k, 0, NPAIRS));
+    FZ_CHECK(n >= present(k, 0, NPAIRS), "netstat: found %d, %d present", n, present(k, 0, NPAIRS));
     n = kstat_parse_pairs(snmp, "Tcp", k);
+    FZ_CHECK(n >= 0, "snmp: found %d", n);
     n = kstat_parse_softnet(softnet, k);
     FZ_CHECK(n == 2 * k->have[KS_SOFTNET_DROPPED] &&
                  k->have[KS_SOFTNET_DROPPED] == k->have[KS_SOFTNET_SQUEEZED],

@@ -23,9 +23,9 @@
 
 enum { S_ECHO, S_KV, S_HTTP, S_COMPUTE, S_CTX, S_N };
 
-static const char *const script_path[S_N] = {
-    FUZZ_LUA_DIR "/echo.lua", FUZZ_LUA_DIR "/kv.lua", FUZZ_LUA_DIR "/http_hello.lua",
-    FUZZ_LUA_DIR "/compute.lua", FUZZ_DIR "/ctx.lua"};
+static const char *const script_path[S_N] = {FUZZ_LUA_DIR "/echo.lua", FUZZ_LUA_DIR "/kv.lua",
+                                             FUZZ_LUA_DIR "/http_hello.lua",
+                                             FUZZ_LUA_DIR "/compute.lua", FUZZ_DIR "/ctx.lua"};
 
 struct fconn {
     bool open;
@@ -64,8 +64,7 @@ static bool is_rc(enum script_rc rc)
 /* kv.lua: one line, "VALUE ...", "NOT_FOUND", "STORED", "DELETED", "ERROR ..." or a number. */
 static void check_kv(const char *r, size_t n)
 {
-    static const char *const forms[] = {"VALUE ", "NOT_FOUND\n", "STORED\n", "DELETED\n",
-                                        "ERROR "};
+    static const char *const forms[] = {"VALUE ", "NOT_FOUND\n", "STORED\n", "DELETED\n", "ERROR "};
     bool ok = false;
 
     FZ_CHECK(n >= 2 && r[n - 1] == '\n' && memchr(r, '\n', n) == r + n - 1,
@@ -139,8 +138,8 @@ static void conn_open(struct run *R, struct fconn *c)
 }
 
 /* One callback's checks. Returns false when the connection is to close. */
-static bool after(struct run *R, struct fconn *c, enum script_rc rc, size_t mark,
-                  const char *frame, size_t flen, int st)
+static bool after(struct run *R, struct fconn *c, enum script_rc rc, size_t mark, const char *frame,
+                  size_t flen, int st)
 {
     FZ_CHECK(is_rc(rc), "callback returned %d", (int)rc);
     if (getenv("FUZZ_VERBOSE")) /* to follow a reproducer */
@@ -178,8 +177,8 @@ static bool data(struct run *R, struct fconn *c, const char *frame, size_t flen,
         memset(fixed + 2, 0, 6);
         frame = fixed;
     }
-    return after(R, c, script_on_data(R->st[st], &c->sc, frame, flen, &R->out), mark, frame,
-                 flen, st);
+    return after(R, c, script_on_data(R->st[st], &c->sc, frame, flen, &R->out), mark, frame, flen,
+                 st);
 }
 
 /* Bytes p[0, n) arrive on c: framed as lconn frames them (in place when nothing waits, else
@@ -270,8 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data_, size_t size)
             if (!c->open) {
                 size_t mark = R.out.len;
                 conn_open(&R, c);
-                if (!after(&R, c, script_on_connect(R.st[st], &c->sc, &R.out), mark, NULL, 0,
-                           st))
+                if (!after(&R, c, script_on_connect(R.st[st], &c->sc, &R.out), mark, NULL, 0, st))
                     break;
             }
             if (n)

@@ -131,8 +131,8 @@ static void check_helpers(const char *s)
     long ms = -1;
     int ra = opt_parse_size(s, &a), rb = ref_size(s, &b);
 
-    FZ_CHECK(ra == rb && (ra < 0 || a == b), "opt_parse_size('%s') = %d %zu, reference %d %zu",
-             s, ra, a, rb, b);
+    FZ_CHECK(ra == rb && (ra < 0 || a == b), "opt_parse_size('%s') = %d %zu, reference %d %zu", s,
+             ra, a, rb, b);
     if (opt_parse_duration_ms(s, &ms) == 0)
         FZ_CHECK(ms >= 0 && ms <= 86400000, "opt_parse_duration_ms('%s') = %ld", s, ms);
 }

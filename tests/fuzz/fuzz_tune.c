@@ -20,12 +20,10 @@ static void check_folded(const char *s, size_t cap, const char *what, bool empty
 
     FZ_CHECK(len < cap, "%s not terminated", what);
     FZ_CHECK(empty_ok || len > 0, "%s empty", what);
-    FZ_CHECK(!len || (s[0] != ' ' && s[len - 1] != ' '), "%s '%s' has a blank at an end", what,
-             s);
+    FZ_CHECK(!len || (s[0] != ' ' && s[len - 1] != ' '), "%s '%s' has a blank at an end", what, s);
     FZ_CHECK(!strstr(s, "  "), "%s '%s' has two blanks in a row", what, s);
     for (size_t i = 0; i < len; i++) /* folded: every blank is one ' ' */
-        FZ_CHECK(!strchr("\t\n\v\f\r", s[i]), "%s has a blank 0x%02x", what,
-                 (unsigned char)s[i]);
+        FZ_CHECK(!strchr("\t\n\v\f\r", s[i]), "%s has a blank 0x%02x", what, (unsigned char)s[i]);
 }
 
 static const char *const scope_word[] = {"netns", "host"};

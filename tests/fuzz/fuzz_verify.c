@@ -39,7 +39,7 @@ struct events {
     size_t done[4096];
     int ndone;
     bool bad;
-    size_t bad_at;          /* reference: the first wrong byte */
+    size_t bad_at;           /* reference: the first wrong byte */
     size_t call_lo, call_hi; /* feed: the call that said so */
 };
 
@@ -73,8 +73,8 @@ static void check_payload(int cls, uint64_t stream, uint64_t seq, struct fz *f)
     payload_bytes(&pl, cls, stream, seq, off, part, len);
     FZ_CHECK(!memcmp(part, whole + off, len), "payload_bytes [%zu, +%zu) is not that range", off,
              len);
-    FZ_CHECK(payload_equal(&pl, cls, stream, seq, off, part, len), "payload_equal [%zu, +%zu)",
-             off, len);
+    FZ_CHECK(payload_equal(&pl, cls, stream, seq, off, part, len), "payload_equal [%zu, +%zu)", off,
+             len);
     {
         size_t at = fz_u32(f) % len;
         part[at] ^= (uint8_t)(1 + fz_u8(f) % 255);
@@ -84,8 +84,8 @@ static void check_payload(int cls, uint64_t stream, uint64_t seq, struct fz *f)
 }
 
 /* Where the responses end in s[0, n) and the first wrong byte, the plain way. */
-static void reference(enum expect kind, size_t expect_bytes, int cls, uint64_t stream,
-                      uint64_t seq, const uint8_t *s, size_t n, struct events *ev)
+static void reference(enum expect kind, size_t expect_bytes, int cls, uint64_t stream, uint64_t seq,
+                      const uint8_t *s, size_t n, struct events *ev)
 {
     static uint8_t want[MAX_REQ + 256];
     size_t at = 0;
@@ -228,7 +228,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     s[n + k] = fz_u8(&f);
             } else {
                 for (size_t k = 0; k < len; k++)
-                    s[n + k] = (uint8_t)(kind == EXPECT_LINE && fz_u8(&f) == '\n' ? 'x' : fz_u8(&f));
+                    s[n + k] =
+                        (uint8_t)(kind == EXPECT_LINE && fz_u8(&f) == '\n' ? 'x' : fz_u8(&f));
                 if (kind == EXPECT_LINE)
                     s[n + len++] = '\n';
             }
