@@ -216,9 +216,11 @@ C_FILES = $(wildcard src/*.c src/*.h include/*.h client/*.c client/*.h tests/uni
 format: format-deps
 	clang-format -i $(C_FILES)
 
-# CI: fails, naming each place, where a file is not as clang-format would write it.
+# CI: a file is a test: it fails, naming each place, where it is not as clang-format writes it.
 format-check: format-deps
-	@clang-format --dry-run --Werror $(C_FILES) && echo "format-check: $(words $(C_FILES)) files formatted"
+	@p=0; f=0; for c in $(C_FILES); do \
+	  if clang-format --dry-run --Werror "$$c"; then p=$$((p + 1)); else f=$$((f + 1)); fi; \
+	done; echo "$$p passed, $$f failed"; [ "$$f" -eq 0 ]
 
 format-deps:
 	@command -v clang-format >/dev/null 2>&1 || { \

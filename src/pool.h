@@ -69,13 +69,15 @@ struct server {
     long live __attribute__((aligned(64))); /* atomic: live connections, all groups */
     long npending;                          /* atomic: connections with output pending */
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
-    int accept_paused;                      /* atomic: accept thread out of descriptors */
-    size_t table_size;                      /* RLIMIT_NOFILE: no fd reaches it */
-    struct conn **table;                    /* fd -> connection; slots are atomic */
-    cpu_set_t all_cpus;                     /* union of the groups' CPUs: the accept thread's */
-    struct script_env *lua;                 /* Lua mode: the script's shared environment */
-    int lua_connect_first;                  /* atomic: register new connections for EPOLLOUT */
-    uint64_t next_id;                       /* accept thread: the last connection id given */
+    int accept_paused;      /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
+                             * waiting on the listeners (out of descriptors or memory, a listener
+                             * refused, or one that could not be re-armed) */
+    size_t table_size;      /* RLIMIT_NOFILE: no fd reaches it */
+    struct conn **table;    /* fd -> connection; slots are atomic */
+    cpu_set_t all_cpus;     /* union of the groups' CPUs: the accept thread's */
+    struct script_env *lua; /* Lua mode: the script's shared environment */
+    int lua_connect_first;  /* atomic: register new connections for EPOLLOUT */
+    uint64_t next_id;       /* accept thread: the last connection id given */
 };
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept

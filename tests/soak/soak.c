@@ -50,13 +50,13 @@
 #include "harness.h"
 
 #define THREADS_PER_TARGET 6
-#define NKEYS 32  /* kv: keys each client thread owns */
-#define NCTR 8    /* kv: counters each client thread owns */
+#define NKEYS 32   /* kv: keys each client thread owns */
+#define NCTR 8     /* kv: counters each client thread owns */
 #define PATN 65521 /* echo pattern table: prime, so a shifted byte never lines up again */
-#define BIG 32768 /* kv: the value a slow reader asks for, again and again */
+#define BIG 32768  /* kv: the value a slow reader asks for, again and again */
 
 enum kind { LONG, SHORT, PIPELINED, SLOW, HALF, RESET, GARBAGE, NKINDS };
-static const char *const kind_name[NKINDS] = {"long",      "short",      "pipelined", "slow",
+static const char *const kind_name[NKINDS] = {"long",       "short", "pipelined", "slow",
                                               "half-close", "reset", "garbage"};
 static const int kind_weight[NKINDS] = {15, 25, 15, 10, 15, 10, 10};
 
@@ -76,7 +76,7 @@ struct target {
     bool kv;
     struct daemon d;
     uint64_t ok[NKINDS], failed[NKINDS]; /* atomics: sessions */
-    struct mem base, end; /* after the warm-up, at the end */
+    struct mem base, end;                /* after the warm-up, at the end */
 };
 
 /* One client thread and what it owns: its random stream and, in kv mode, the state its keys
@@ -92,7 +92,7 @@ struct cli {
 };
 
 static unsigned char pat[PATN];
-static uint64_t slow_bytes; /* what an echo slow reader sends: past tcp_wmem's max, twice */
+static uint64_t slow_bytes;   /* what an echo slow reader sends: past tcp_wmem's max, twice */
 static volatile int stopping; /* atomic: the phase is over, sessions wind down */
 static int nfail_printed;     /* atomic */
 
@@ -130,7 +130,8 @@ static int failf(char *why, size_t wl, const char *fmt, ...)
 
 static int dial(struct cli *c, bool small_rcvbuf)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->t->d.port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)c->t->d.port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
@@ -191,8 +192,8 @@ static int xfer(int fd, uint32_t seed, uint64_t total, size_t chunk, long noread
         ssize_t n;
 
         if (wait <= 0) {
-            snprintf(why, wlen, "timed out: sent %llu, got %llu of %llu",
-                     (unsigned long long)tx, (unsigned long long)rx, (unsigned long long)total);
+            snprintf(why, wlen, "timed out: sent %llu, got %llu of %llu", (unsigned long long)tx,
+                     (unsigned long long)rx, (unsigned long long)total);
             return -1;
         }
         if (tx < total)
@@ -223,13 +224,13 @@ static int xfer(int fd, uint32_t seed, uint64_t total, size_t chunk, long noread
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (n < 0)
-            return failf(why, wlen, "recv after %llu of %llu bytes: %s",
-                            (unsigned long long)rx, (unsigned long long)total, strerror(errno));
+            return failf(why, wlen, "recv after %llu of %llu bytes: %s", (unsigned long long)rx,
+                         (unsigned long long)total, strerror(errno));
         if (n == 0) {
             if (rx == total && shut_done)
                 return 0; /* everything back, then the server's close */
-            return failf(why, wlen, "early EOF after %llu of %llu bytes",
-                            (unsigned long long)rx, (unsigned long long)total);
+            return failf(why, wlen, "early EOF after %llu of %llu bytes", (unsigned long long)rx,
+                         (unsigned long long)total);
         }
         if (rx + (uint64_t)n > total)
             return failf(why, wlen, "%zd bytes more than were sent", n);
@@ -265,8 +266,7 @@ struct lines {
 };
 
 /* Reads one line (without its \n) within deadline: 1, 0 at EOF, -1 on error or timeout. */
-static int read_line(int fd, struct lines *r, long deadline, char *line, size_t cap,
-                     size_t *llen)
+static int read_line(int fd, struct lines *r, long deadline, char *line, size_t cap, size_t *llen)
 {
     for (;;) {
         char *nl = memchr(r->buf, '\n', r->len);
@@ -371,7 +371,7 @@ static int kv_expect(int fd, struct lines *r, const char *want, size_t wlen, lon
 
         if (rc <= 0)
             return failf(why, whylen, "%s waiting for '%.60s'",
-                            rc == 0 ? "EOF" : "error or timeout", want + off);
+                         rc == 0 ? "EOF" : "error or timeout", want + off);
         if (l != wl || memcmp(line, want + off, l) != 0)
             return failf(why, whylen, "want '%.60s', got '%.60s'", want + off, line);
         off += wl + 1;
@@ -595,7 +595,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
 
             if (got <= 0 || strncmp(line, "ERROR", 5) != 0)
                 rc = failf(why, wl, "garbage line %d: want ERROR, got %s", j,
-                              got <= 0 ? "no reply" : line);
+                           got <= 0 ? "no reply" : line);
         }
         if (rc == 0 && oversize) {
             memset(cmd, '#', 70000);
@@ -653,9 +653,9 @@ static int kv_prime(struct cli *c, char *why, size_t wl)
             n = (size_t)snprintf(cmd, sizeof(cmd), "SET s%dbig v%0*d\n", c->id, BIG - 1, 0);
             snprintf(want, sizeof(want), "STORED\n");
         }
-        rc = send_all(fd, cmd, n, deadline) < 0 ? failf(why, wl, "send: %s", strerror(errno))
-                                                : kv_expect(fd, &r, want, strlen(want),
-                                                            deadline, why, wl);
+        rc = send_all(fd, cmd, n, deadline) < 0
+                 ? failf(why, wl, "send: %s", strerror(errno))
+                 : kv_expect(fd, &r, want, strlen(want), deadline, why, wl);
     }
     close(fd);
     return rc;
@@ -676,7 +676,8 @@ static void *client_main(void *arg)
 
     while (!over()) {
         enum kind k = pick(c);
-        int rc = c->t->kv ? kv_session(c, k, why, sizeof(why)) : echo_session(c, k, why, sizeof(why));
+        int rc =
+            c->t->kv ? kv_session(c, k, why, sizeof(why)) : echo_session(c, k, why, sizeof(why));
 
         if (rc == 0) {
             __atomic_add_fetch(&c->t->ok[k], 1, __ATOMIC_RELAXED);
@@ -684,8 +685,8 @@ static void *client_main(void *arg)
         }
         __atomic_add_fetch(&c->t->failed[k], 1, __ATOMIC_RELAXED);
         if (__atomic_add_fetch(&nfail_printed, 1, __ATOMIC_RELAXED) <= 20)
-            fprintf(stderr, "soak: %s client %d, %s session: %s\n", c->t->name, c->id,
-                    kind_name[k], why);
+            fprintf(stderr, "soak: %s client %d, %s session: %s\n", c->t->name, c->id, kind_name[k],
+                    why);
     }
     return NULL;
 }
@@ -944,10 +945,15 @@ static void check(bool ok, const char *fmt, ...)
  * max_frame (and its rate limit). Anything else, warnings and errors above all, is not. */
 static bool expected_line(const char *l, bool kv)
 {
-    static const char *const ok[] = {
-        "info: listening on ",   "info: mode ",        "info: group ",     "info: limits: ",
-        "info: draining ",       "info: SIGTERM: stopping", "info: stopped",
-        "exceeds net.core.somaxconn", NULL};
+    static const char *const ok[] = {"info: listening on ",
+                                     "info: mode ",
+                                     "info: group ",
+                                     "info: limits: ",
+                                     "info: draining ",
+                                     "info: SIGTERM: stopping",
+                                     "info: stopped",
+                                     "exceeds net.core.somaxconn",
+                                     NULL};
     static const char *const ok_kv[] = {"framing: a frame is over max_frame",
                                         "more failed callbacks were not logged", NULL};
 
@@ -980,8 +986,8 @@ static void check_target(struct target *t, long duration_ms)
     printf("\n");
     check(bad == 0 && ok > 0, "%s: %llu client sessions verified, %llu failed", t->name,
           (unsigned long long)ok, (unsigned long long)bad);
-    check(t->end.fds == t->base.fds, "%s: descriptors %ld at the baseline, %ld at the end",
-          t->name, t->base.fds, t->end.fds);
+    check(t->end.fds == t->base.fds, "%s: descriptors %ld at the baseline, %ld at the end", t->name,
+          t->base.fds, t->end.fds);
     if (sanitizer) {
         check(true, "%s: memory not compared under the %s sanitizer (RSS %ld KiB, then %ld KiB)",
               t->name, sanitizer, t->base.rss, t->end.rss);
@@ -1013,8 +1019,8 @@ static void check_target(struct target *t, long duration_ms)
     {
         /* what the mix cannot cause: every one of these must still be 0 */
         static const char *const acc_zero[] = {"shed", "emfile", "enomem", "err_other", NULL};
-        static const char *const tot_zero[] = {"err_io",     "err_nomem",    "err_epoll",
-                                               "lua_errors", "lua_timeouts", "lua_nomem", NULL};
+        static const char *const tot_zero[] = {
+            "err_io", "err_nomem", "err_epoll", "lua_errors", "lua_timeouts", "lua_nomem", NULL};
         char list[512] = "";
 
         for (const char *const *p = acc_zero; *p; p++)
@@ -1043,7 +1049,7 @@ static void check_target(struct target *t, long duration_ms)
         const char *text = strstr(line, "]: ");
 
         text = text && strlen(line) > 22 && strncmp(line + 12, " lfepolld[", 10) == 0 ? text + 3
-                                                                                  : line;
+                                                                                      : line;
         if (!expected_line(text, t->kv) && unexpected++ < 10)
             printf("%s: unexpected log line: %s\n", t->name, line);
     }
@@ -1100,7 +1106,8 @@ int main(void)
             return 1;
         }
     for (int i = 0; i < 2 * THREADS_PER_TARGET; i++)
-        clis[i] = (struct cli){.t = &targets[i / THREADS_PER_TARGET], .id = i,
+        clis[i] = (struct cli){.t = &targets[i / THREADS_PER_TARGET],
+                               .id = i,
                                .rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)};
     printf("soak: %ld s: echo on port %d (pid %d), kv on port %d (pid %d); warm-up %ld s, %d "
            "client threads each\n",
