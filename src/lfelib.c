@@ -120,13 +120,11 @@ static int l_conn_index(lua_State *L)
 
     luaL_checkstring(L, 2);
     lua_settop(L, 2);
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
-        return 1;
-    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 2); /* fields first: conn.ctx is what a callback reads most */
     if (lua_rawget(L, lua_upvalueindex(2)) == LUA_TNUMBER)
         return conn_fields[lua_tointeger(L, -1)].get(L, u);
-    lua_pushnil(L);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1)); /* a method, or nil */
     return 1;
 }
 
@@ -181,7 +179,8 @@ struct cud *lfelib_push_conn(lua_State *L, struct script *sc, struct script_conn
     struct cud *u = lua_newuserdatauv(L, sizeof(*u), 1);
 
     *u = (struct cud){.c = c, .sc = sc, .out = out, .mark = out->len, .idx = lua_gettop(L)};
-    luaL_setmetatable(L, CONN_MT);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, sc->ls->ref_mt); /* by ref: no lookup by name */
+    lua_setmetatable(L, -2);
     return u;
 }
 
