@@ -7,8 +7,9 @@
  *
  * Timeline: both daemons start (--max-pending 64K, see main); a warm-up (a tenth of the time,
  * 20 to 60 s) brings the allocator, the workers' buffers and lfe.shared to their working size;
- * the clients stop, and once no connection is left the baseline is taken. The main phase runs
- * in rounds of a minute, each followed by the same measurement (a checkpoint line: a leak is a
+ * the clients stop, and once no connection is left the baseline is taken (raised to the first
+ * round's anonymous memory where that is higher: a high-water mark, not a trend). The main phase
+ * runs in rounds of a minute, each followed by the same measurement (a checkpoint line: a leak is a
  * trend, a high-water mark a step that stays); the last one is compared with the baseline.
  * Prints "ok"/"FAIL" per check and ends with "N passed, N failed" (exit 1 if any failed).
  *
@@ -1128,12 +1129,24 @@ int main(void)
         long main_ms = total_ms - warm_ms, round = main_ms > 180000 ? 60000 : main_ms / 3;
         struct mem now[2];
 
-        for (long done = 0; done < main_ms;) {
+        for (long done = 0, rounds = 0; done < main_ms; rounds++) {
             long ms = main_ms - done < round + round / 2 ? main_ms - done : round;
 
             run_phase(ms);
             done += ms;
             checkpoint(warm_ms + done, now);
+            /* A high-water mark the first round reaches (a worker's buffers at their ceiling,
+             * the allocator's arenas around the Lua states) is not a leak: the baseline takes
+             * it, and a leak has the other rounds to show. A 60 s run's warm-up is 20 s. */
+            for (int i = 0; rounds == 0 && done < main_ms && i < 2; i++) {
+                struct target *t = &targets[i];
+
+                if (now[i].anon - now[i].lua_kb > t->base.anon - t->base.lua_kb) {
+                    t->base.anon = now[i].anon;
+                    t->base.lua_kb = now[i].lua_kb;
+                    print_mem(t, "baseline raised to the first round's", &t->base);
+                }
+            }
         }
         for (int i = 0; i < 2; i++) {
             targets[i].end = now[i];
