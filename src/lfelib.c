@@ -162,6 +162,11 @@ static void open_conn(lua_State *L)
 
     luaL_newmetatable(L, CONN_MT);
     luaL_setfuncs(L, meta, 0);
+    /* getmetatable(conn) gives this string, not the table: a script that could reach it could
+     * give it a __gc, and every conn object made after would carry a finalizer (hooks off,
+     * out of the timeout's reach), or replace __index and read another connection's data. */
+    lua_pushliteral(L, "lfepoll.conn: protected");
+    lua_setfield(L, -2, "__metatable");
     luaL_newlib(L, conn_methods);
     lua_createtable(L, 0, (int)(sizeof(conn_fields) / sizeof(conn_fields[0])));
     for (size_t i = 0; i < sizeof(conn_fields) / sizeof(conn_fields[0]); i++) {

@@ -801,6 +801,12 @@ static void test_sandbox_holes(void **state)
         "    return load('return 1 + 1')() .. ' ' .. load('return x', 'c', 't', env)()\n"
         "  end\n"
         "  if f == 'print' then print('hello', 'from\\nprint'); return 'p' end\n"
+        "  if f == 'meta' then\n"
+        "    local mt = getmetatable(conn)\n"
+        "    local ok = pcall(function() mt.__gc = function() while true do end end end)\n"
+        "    local set = pcall(setmetatable, conn, {})\n"
+        "    return type(mt) .. ' ' .. tostring(ok) .. ' ' .. tostring(set)\n"
+        "  end\n"
         "  lfe.log('client said: ' .. f)\n"
         "  return 'l'\n"
         "end}\n";
@@ -818,6 +824,9 @@ static void test_sandbox_holes(void **state)
     out_is(&out, "false nil true");
     assert_int_equal(data(sc, &c, "text", &out), SCRIPT_OK);
     out_is(&out, "2 5");
+    /* the conn metatable is out of reach: no __gc on it, no other __index */
+    assert_int_equal(data(sc, &c, "meta", &out), SCRIPT_OK);
+    out_is(&out, "string false false");
     capture_start();
     assert_int_equal(data(sc, &c, "print", &out), SCRIPT_OK);
     assert_int_equal(data(sc, &c, "evil\n12:00:00.000 lfepolld[1]: error: forged\x1b[2J", &out),
