@@ -630,6 +630,82 @@ static void test_timeout_bounds_pattern_matching(void **state)
     free(out.data);
 }
 
+/* Found attacking the change: C loops of the standard library that allocate nothing, so the
+ * memory cap does not bound them and the count hook never runs: string.rep of empty strings,
+ * table.move over absent keys, table.insert/remove under a __len that lies. The timeout stops
+ * them now, and they still do what Lua's do (moves in slices, both directions). */
+static void test_stdlib_loops_stop(void **state)
+{
+    static const char text[] =
+        "local big = 1 << 62\n"
+        "local liar = {__len = function() return big end}\n"
+        "local function same(a, b, n) for i = 1, n do if a[i] ~= b[i] then return false end end\n"
+        "  return true end\n"
+        "return {on_data = function(conn, f)\n"
+        "  if f == 'rep' then return string.rep('', big) .. string.rep('', big, '') end\n"
+        "  if f == 'move' then table.move({}, 1, big, 1, {}) end\n"
+        "  if f == 'insert' then table.insert(setmetatable({}, liar), 1, 'x') end\n"
+        "  if f == 'remove' then table.remove(setmetatable({}, liar), 1) end\n"
+        "  if f == 'works' then\n"
+        "    local n, a, b, r = 10000, {}, {}, {}\n"
+        "    for i = 1, n do a[i] = i; b[i] = i end\n"
+        "    table.move(a, 1, 9000, 500)                      -- overlapping: backward\n"
+        "    for i = 9000, 1, -1 do b[i + 499] = b[i] end\n"
+        "    local ok1 = same(a, b, n + 500)\n"
+        "    for i = 1, n do a[i] = i; b[i] = i end\n"
+        "    table.move(a, 500, 9999, 1)                      -- overlapping: forward\n"
+        "    for i = 500, 9999 do b[i - 499] = b[i] end\n"
+        "    local ok2 = same(a, b, n)\n"
+        "    table.move(a, 1, n, 1, r)                        -- another table\n"
+        "    local ok3 = same(a, r, n)\n"
+        "    for i = 1, n do a[i] = i end\n"
+        "    table.insert(a, 1, 0); table.insert(a, 'last')\n"
+        "    local ok4 = a[1] == 0 and a[2] == 1 and a[n + 1] == n and a[n + 2] == 'last'\n"
+        "    local x = table.remove(a, 1); local y = table.remove(a)\n"
+        "    local ok5 = x == 0 and y == 'last' and #a == n and a[1] == 1 and a[n] == n\n"
+        "    local e1 = select(2, pcall(table.insert, a, n + 5, 1))\n"
+        "    local e2 = select(2, pcall(table.move, a, 1, math.maxinteger, 2))\n"
+        "    return tostring(ok1 and ok2 and ok3 and ok4 and ok5) .. ' ' .. string.rep('ab', 3, "
+        "'-')\n"
+        "           .. ' ' .. tostring(e1:find('position out of bounds') ~= nil)\n"
+        "           .. ' ' .. tostring(e2:find('wrap around') ~= nil)\n"
+        "  end\n"
+        "  return 'ok'\n"
+        "end}\n";
+    static const char *const calls[] = {"rep", "move", "insert", "remove"};
+    struct script_opts o = opts();
+    char err[512];
+    struct script_env *e;
+    struct script *sc;
+    struct script_conn c = {.id = 1, .fd = -1};
+    struct outbuf out = {0};
+
+    (void)state;
+    o.timeout_ms = 100;
+    e = env_of(text, &o, err);
+    assert_non_null(e);
+    sc = script_new(e, "0.0", &st, err, sizeof(err));
+    assert_int_equal(script_env_start(e), 0);
+    script_bind(sc);
+    assert_int_equal(data(sc, &c, "works", &out), SCRIPT_OK);
+    out_is(&out, "true ab-ab-ab true true");
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+        long t0 = mono_ms();
+        enum script_rc rc = data(sc, &c, calls[i], &out);
+
+        out.len = 0;
+        if (i == 0) /* string.rep of empty strings: "" at once */
+            assert_int_equal(rc, SCRIPT_OK);
+        else
+            assert_int_equal(rc, SCRIPT_TIMEOUT);
+        if (mono_ms() - t0 > 10000) /* unbounded, each runs for centuries */
+            fail_msg("%s ran %ld ms at --lua-timeout-ms 100", calls[i], mono_ms() - t0);
+    }
+    script_free(sc);
+    script_env_free(e);
+    free(out.data);
+}
+
 static void test_gc_metamethods_refused(void **state)
 {
     struct script_opts o = opts();
@@ -868,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_strict_index_on_load_and_reload),
         cmocka_unit_test(test_timeout_bounds_pattern_matching),
         cmocka_unit_test(test_gc_metamethods_refused),
+        cmocka_unit_test(test_stdlib_loops_stop),
         cmocka_unit_test(test_lua_send_bounded_by_max_pending),
         cmocka_unit_test(test_ctx_total_bounded),
         cmocka_unit_test(test_shared_incr_numeric_strings),
