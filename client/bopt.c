@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char usage[] =
     "usage: lfbench [options] HOST:PORT\n"
@@ -39,11 +40,31 @@ static const char usage[] =
     "  --expect line        a response is everything up to and including '\\n'\n"
     "  --expect len32       a response is a 4-byte big-endian length, then that many bytes\n"
     "  --expect bytes N     a response is exactly N bytes\n"
+    "  --expect http        HTTP/1.1 responses framed by Content-Length or chunked encoding;\n"
+    "                       non-2xx statuses counted; keep-alive and Connection: close\n"
+    "                       honoured (a close is a reconnect, not an error)\n"
+    "  --request FILE       the raw HTTP/1.1 request to send with --expect http (default:\n"
+    "                       GET / with the target as Host)\n"
+    "  --reconnect-every N  long mode: close and reopen a connection after N requests\n"
     "  --source A[-B]       spread connections over these IPv4 source addresses\n"
-    "  --json FILE          write the results and the per-second series as JSON\n"
+    "  --json FILE          write the results, the per-second series and the full\n"
+    "                       histograms as JSON (lfbench merge and plot read it)\n"
+    "  --json-stream FILE   one JSON object per second as the run goes, flushed ('-': stdout)\n"
+    "  --hdr-log FILE       HdrHistogram interval log (format 1.3), one histogram per second\n"
+    "  --start-at TIME      begin at TIME (epoch seconds, or +N seconds from now), so that\n"
+    "                       several lfbench processes measure the same window\n"
+    "  --open-timeout S     long mode: the measured window starts when every connection is\n"
+    "                       open, or after S seconds of opening (default 10 + 1 per 1,000)\n"
+    "  --rate-sweep F:T:S   open-loop steps from F to T requests/s by S, each with its own\n"
+    "                       warm-up and -d, on the same connections; a row per step\n"
+    "  --find-rate pP=LAT   the highest rate whose pP latency stays within LAT (e.g. p99=1ms);\n"
+    "                       searches within --rate-sweep's range if given\n"
     "  --max-errors N       exit non-zero when errors exceed N (default 0)\n"
     "  -q                   no per-second progress lines\n"
     "  -h, --help           this text\n"
+    "\n"
+    "       lfbench merge [--json FILE] RUN.json...   one summary of several runs, exact\n"
+    "       lfbench plot [-o FILE.png] RUN.json...    latency over time, percentiles, sweeps\n"
     "\n"
     "Exit status: 0 when every response verified, none lost or unsent, and errors <=\n"
     "--max-errors; 1 otherwise; 2 for bad usage.\n";
@@ -145,6 +166,80 @@ static int parse_int(const char *s, long min, long max, long *out)
     return 0;
 }
 
+/* "1700000000.5" (CLOCK_REALTIME seconds) or "+N" (seconds from now), at most a day ahead and
+ * not in the past. */
+static int parse_start_at(const char *s, double *out)
+{
+    struct timespec ts;
+    double now, v;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    if (s[0] == '+') {
+        if (parse_num(s + 1, 0, 86400, &v) < 0)
+            return -EINVAL;
+        *out = now + v;
+        return 0;
+    }
+    if (parse_num(s, now - 1, now + 86400, &v) < 0)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_sweep(const char *s, struct bopt *o)
+{
+    char buf[128], *a, *b, *c;
+    double from, to, step;
+
+    if (strlen(s) >= sizeof(buf))
+        return -EINVAL;
+    strcpy(buf, s);
+    a = buf;
+    if (!(b = strchr(a, ':')) || !(c = strchr(b + 1, ':')))
+        return -EINVAL;
+    *b++ = '\0';
+    *c++ = '\0';
+    if (parse_num(a, 0.001, 1e9, &from) < 0 || parse_num(b, from, 1e9, &to) < 0 ||
+        parse_num(c, 0.001, 1e9, &step) < 0 || (to - from) / step + 1 > BOPT_MAX_STEPS)
+        return -EINVAL;
+    o->sweep_from = from;
+    o->sweep_to = to;
+    o->sweep_step = step;
+    return 0;
+}
+
+/* "p99=1ms": the percentile (0 < p < 100, or 100 for the max) and the bound in µs. */
+static int parse_find(const char *s, double *pct, double *bound_us)
+{
+    static const struct {
+        const char *unit;
+        double us;
+    } units[] = {{"ns", 1e-3}, {"us", 1}, {"µs", 1}, {"ms", 1e3}, {"s", 1e6}};
+    char buf[64], *eq, *end;
+    double p, v;
+
+    if (strlen(s) >= sizeof(buf) || s[0] != 'p')
+        return -EINVAL;
+    strcpy(buf, s + 1);
+    if (!(eq = strchr(buf, '=')))
+        return -EINVAL;
+    *eq = '\0';
+    if (parse_num(buf, 0.001, 100, &p) < 0)
+        return -EINVAL;
+    errno = 0;
+    v = strtod(eq + 1, &end);
+    if (errno || end == eq + 1 || !isfinite(v) || v <= 0)
+        return -EINVAL;
+    for (size_t k = 0; k < sizeof(units) / sizeof(units[0]); k++)
+        if (!strcmp(end, units[k].unit)) {
+            *pct = p;
+            *bound_us = v * units[k].us;
+            return *bound_us >= 1 ? 0 : -EINVAL;
+        }
+    return -EINVAL;
+}
+
 void bopt_free(struct bopt *o)
 {
     free(o->mixbuf);
@@ -157,8 +252,10 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
     static const char *const with_value[] = {
         "-t",       "-c",        "--cpus", "--mode",         "--pipeline", "-d",        "-n",
         "--warmup", "--timeout", "-R",     "--connect-rate", "--size",     "--payload", "--mix",
-        "--expect", "--source",  "--json", "--max-errors",   NULL};
-    bool have_d = false, have_n = false, have_size = false;
+        "--expect", "--source",  "--json", "--max-errors",   "--json-stream", "--hdr-log",
+        "--request", "--start-at", "--reconnect-every", "--rate-sweep", "--find-rate",
+        "--open-timeout", NULL};
+    bool have_d = false, have_n = false, have_size = false, have_request = false;
 
     memset(o, 0, sizeof(*o));
     o->threads = 1;
@@ -288,6 +385,8 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                 o->expect = EXPECT_LINE;
             else if (!strcmp(val, "len32"))
                 o->expect = EXPECT_LEN32;
+            else if (!strcmp(val, "http"))
+                o->expect = EXPECT_HTTP;
             else if (!strcmp(val, "bytes")) {
                 if (i + 1 >= argc || parse_int(argv[i + 1], 1, 1 << 30, &v) < 0)
                     BAD("--expect bytes needs a byte count from 1 to %d", 1 << 30);
@@ -295,7 +394,7 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                 o->expect_bytes = (size_t)v;
                 i++;
             } else
-                BAD("--expect: '%s' is not echo, line, len32 or bytes N", val);
+                BAD("--expect: '%s' is not echo, line, len32, bytes N or http", val);
         } else if (!strcmp(name, "--source")) {
             int n = bopt_parse_sources(val, o->sources, BOPT_MAX_SOURCES);
             if (n < 0)
@@ -304,6 +403,40 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
             o->nsources = n;
         } else if (!strcmp(name, "--json")) {
             o->json = val;
+        } else if (!strcmp(name, "--json-stream")) {
+            o->json_stream = val;
+        } else if (!strcmp(name, "--hdr-log")) {
+            o->hdr_log = val;
+        } else if (!strcmp(name, "--request")) {
+            if (o->nclasses)
+                BAD("--request: give one of --request, --payload or --mix, once");
+            o->cls[0] = (struct bclass){val, 1};
+            o->nclasses = 1;
+            o->request = val;
+            have_request = true;
+        } else if (!strcmp(name, "--start-at")) {
+            if (parse_start_at(val, &o->start_at) < 0)
+                BAD("--start-at: '%s' is not a time within the next day: epoch seconds (date "
+                    "+%%s) or +SECONDS from now",
+                    val);
+        } else if (!strcmp(name, "--reconnect-every")) {
+            if (parse_int(val, 1, 1e15, &v) < 0)
+                BAD("--reconnect-every: '%s' is not a request count of at least 1", val);
+            o->reconnect_every = (uint64_t)v;
+        } else if (!strcmp(name, "--open-timeout")) {
+            if (parse_num(val, 0, 3600, &d) < 0)
+                BAD("--open-timeout: '%s' is not a duration in seconds (0 to 3600)", val);
+            o->open_timeout = d;
+        } else if (!strcmp(name, "--rate-sweep")) {
+            if (parse_sweep(val, o) < 0)
+                BAD("--rate-sweep: '%s' is not FROM:TO:STEP in requests/s with 0 < FROM <= TO, "
+                    "STEP > 0 and at most %d steps",
+                    val, BOPT_MAX_STEPS);
+        } else if (!strcmp(name, "--find-rate")) {
+            if (parse_find(val, &o->find_pct, &o->find_bound_us) < 0)
+                BAD("--find-rate: '%s' is not pP=LATENCY, e.g. p99=1ms or p99.9=500us (units "
+                    "ns, us, ms, s)",
+                    val);
         } else if (!strcmp(name, "--max-errors")) {
             if (parse_int(val, 0, 1e15, &v) < 0)
                 BAD("--max-errors: '%s' is not a count of 0 or more", val);
@@ -331,6 +464,15 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
             o->connect_rate, o->rate);
     if (o->nsources && o->addr.ss_family != AF_INET)
         BAD("--source takes IPv4 addresses; the target is IPv6");
+    if (have_request && o->expect != EXPECT_HTTP)
+        BAD("--request is an HTTP request file and needs --expect http; for other protocols "
+            "use --payload");
+    if (o->reconnect_every && o->mode != MODE_LONG)
+        BAD("--reconnect-every needs --mode long: a short connection carries one request");
+    if ((o->sweep_step > 0 || o->find_pct > 0) && o->rate > 0)
+        BAD("-R with --rate-sweep or --find-rate: the steps set the rate; give one or the other");
+    if ((o->sweep_step > 0 || o->find_pct > 0) && have_n)
+        BAD("-n with --rate-sweep or --find-rate: each step runs for -d seconds");
     if (o->threads > o->conns)
         o->threads = o->conns; /* a thread with no connection would idle */
     return BOPT_RUN;

@@ -14,7 +14,9 @@
 #define BOPT_MAX_PIPELINE 1024
 
 enum bmode { MODE_LONG, MODE_SHORT };
-enum expect { EXPECT_ECHO, EXPECT_LINE, EXPECT_LEN32, EXPECT_BYTES };
+enum expect { EXPECT_ECHO, EXPECT_LINE, EXPECT_LEN32, EXPECT_BYTES, EXPECT_HTTP };
+
+#define BOPT_MAX_STEPS 1000 /* --rate-sweep steps */
 
 struct bclass {
     const char *file; /* payload file (argv-owned), NULL: generated */
@@ -44,6 +46,15 @@ struct bopt {
     struct in_addr sources[BOPT_MAX_SOURCES]; /* --source range */
     int nsources;                             /* 0: the kernel picks */
     const char *json;                         /* --json FILE */
+    const char *json_stream;                  /* --json-stream FILE ("-": stdout) */
+    const char *hdr_log;                      /* --hdr-log FILE */
+    const char *request;                      /* --request FILE (the --payload of HTTP) */
+    double start_at;                          /* --start-at: CLOCK_REALTIME seconds, 0 = now */
+    uint64_t reconnect_every;                 /* --reconnect-every N requests, 0 = never */
+    double sweep_from, sweep_to, sweep_step;  /* --rate-sweep FROM:TO:STEP (sweep_step 0: off) */
+    double find_pct;                          /* --find-rate pP=BOUND: the percentile (0: off) */
+    double find_bound_us;                     /* ... and its bound, µs */
+    double open_timeout;                      /* --open-timeout seconds: wait for connections */
     uint64_t max_errors;                      /* --max-errors */
     bool quiet;                               /* -q: no progress lines */
     char *mixbuf;                 /* --mix list, split in place: cls[].file point into it */

@@ -1,0 +1,109 @@
+/* result: one lfbench run's results (or several runs merged), as the summary prints them and
+ * --json writes them; read back from --json files by `lfbench merge` and `lfbench plot`. */
+#ifndef LFE_RESULT_H
+#define LFE_RESULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bopt.h"
+#include "engine.h"
+#include "hist.h"
+#include "kstat.h"
+
+/* A histogram in compact form: the non-empty buckets only (a second's latencies fill a few
+ * hundred of hist's 4,480), for the per-second series and for --json. */
+struct hcompact {
+    uint64_t count, min, max; /* min is UINT64_MAX when empty */
+    double sum;
+    uint32_t n;     /* non-empty buckets */
+    uint16_t *idx;  /* their indexes, ascending (hist_index) */
+    uint64_t *cnt;  /* their counts */
+};
+
+int hcompact_from(struct hcompact *c, const struct hist *h); /* 0 or -ENOMEM */
+void hcompact_add_to(const struct hcompact *c, struct hist *h); /* h += c */
+void hcompact_free(struct hcompact *c);
+
+/* One second of the run (the last may be shorter). */
+struct bsecond {
+    double t;    /* seconds since the run's start, at the end of this second */
+    double wall; /* the same instant, CLOCK_REALTIME seconds since the epoch: merge aligns by it */
+    struct bcount c;
+    struct hcompact lat; /* latencies completed in this second, warm-up included */
+    int open;            /* connections open at its end */
+};
+
+/* One step of --rate-sweep or --find-rate: its own measured window on the same connections. */
+struct bstep {
+    double rate;     /* intended requests/s */
+    double measured; /* seconds */
+    struct bcount c;
+    struct hist *lat; /* owned */
+    uint64_t intended, behind, unsent;
+    double cpu_percent; /* the client's CPU over the step, % of one core */
+    bool kept;          /* --find-rate: the step met the bound */
+};
+
+struct bresult {
+    /* the configuration (strings owned) */
+    char *target, *mode, *expect;
+    int conns, threads, pipeline, timeout_ms;
+    double duration, warmup, rate;
+    uint64_t requests_asked; /* -n, 0 with -d */
+    int agents;              /* runs merged into this one: 1 for a plain run */
+    double start_wall;       /* the measured window, CLOCK_REALTIME seconds since the epoch */
+    double end_wall;
+    double window_spread; /* merged: the largest difference between the agents' start_wall */
+    /* opening (long mode): how long it took until the connections were open */
+    double open_s;       /* seconds from the start until the last connection opened */
+    int open_at_start;   /* connections open when the measured window began */
+    double connect_busy; /* seconds the client spent inside connect() itself */
+    /* the totals of the measured window */
+    double measured; /* seconds */
+    double wall;     /* seconds of the whole run */
+    struct bcount total;
+    struct hist *lat, *clat; /* request and connect latency (owned) */
+    int nclasses;
+    struct {
+        char *name;
+        unsigned weight;
+        size_t bytes;
+        struct hist *lat; /* owned; NULL when there is one class (it is lat) */
+    } cls[BOPT_MAX_CLASSES];
+    uint64_t intended, behind, unsent; /* open loop */
+    uint64_t conn_min, conn_max;       /* requests per connection */
+    uint64_t reconnects;               /* --reconnect-every */
+    uint64_t http_non2xx;              /* --expect http */
+    uint64_t all_requests;             /* issued, warm-up included: the CPU is per one of these */
+    double cpu_s;                      /* client CPU seconds over wall */
+    bool have_k;
+    struct kstat kd; /* kernel deltas over the whole run */
+    struct kstat_run kr;
+    struct bsecond *series;
+    size_t nseries;
+    struct bstep *steps; /* --rate-sweep, --find-rate */
+    size_t nsteps;
+    double found_rate; /* --find-rate: the answer, 0 when none kept the bound */
+    char *found_why;   /* --find-rate: why the search stopped (owned) */
+};
+
+void result_init(struct bresult *r);
+void result_free(struct bresult *r);
+
+/* The human summary (lfbench's stdout). */
+void result_print(FILE *f, const struct bresult *r);
+
+/* --json: everything above, histograms included in compact form, so that merge is exact.
+ * Returns 0 or -errno. */
+int result_write_json(FILE *f, const struct bresult *r);
+
+/* Reads a file result_write_json wrote. Returns 0, or -1 with one line in err. */
+int result_read_json(const char *path, struct bresult *r, char *err, size_t errlen);
+
+/* dst += src: counts summed, histograms merged, series aligned by wall clock. */
+int result_merge(struct bresult *dst, const struct bresult *src);
+
+#endif /* LFE_RESULT_H */
