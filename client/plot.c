@@ -1,0 +1,832 @@
+/* plot: `lfbench plot RUN.json... -o FILE.png`: reads --json runs, writes a gnuplot script with
+ * the data inline ($name << EOD datablocks) and runs gnuplot on it as a child process.
+ *
+ * The script is built here, not by gnuplot: every number it plots is computed in C from the
+ * histograms (per-second p50 and p99, the percentile spectrum, each sweep step's percentiles),
+ * so `--script` shows exactly what is drawn and a test can check it without gnuplot. */
+#include "plot.h"
+
+#include "hist.h"
+#include "result.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char usage[] =
+    "usage: lfbench plot [options] RUN.json...\n"
+    "Draws one PNG of one or more `lfbench --json` runs with gnuplot, each run in its own\n"
+    "colour: latency (p50, p99, max) and throughput per second, latency by percentile over\n"
+    "the measured window, and for --rate-sweep/--find-rate latency against throughput.\n"
+    "  -o FILE.png       the image to write (required unless --script)\n"
+    "  --size WxH        its size in pixels (default: 1200 wide, as high as the panels need)\n"
+    "  --label A,B,...   the runs' names in the legend, one per file (default: each file's name\n"
+    "                    without its directory and .json)\n"
+    "  --title TEXT      the title (default: the run and its settings, or the names compared)\n"
+    "  --script FILE     write the gnuplot script to FILE (- for stdout) instead of running\n"
+    "                    gnuplot; with -o it sets that output, without it writes the PNG to\n"
+    "                    gnuplot's stdout\n"
+    "  -h, --help        this text\n"
+    "Needs gnuplot 5.2 or later (Debian: apt-get install gnuplot-nox); $GNUPLOT overrides the\n"
+    "program. Exit status: 0 drawn, 1 gnuplot missing or failed, 2 bad usage or input.\n";
+
+/* Distinct at a glance, and for the common kinds of colour blindness (Tableau 10). */
+static const char *const colour[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+#define NCOLOURS (sizeof(colour) / sizeof(colour[0]))
+#define COLOUR(i) colour[(size_t)(i) % NCOLOURS]
+
+/* Percentile axis ticks: 1/(1 - p) and their labels (HdrHistogram's plots). */
+static const struct {
+    double x;
+    const char *label;
+} pct_tick[] = {{1, "0"},          {2, "50"},          {10, "90"},         {100, "99"},
+                {1e3, "99.9"},     {1e4, "99.99"},     {1e5, "99.999"},    {1e6, "99.9999"},
+                {1e7, "99.99999"}, {1e8, "99.999999"}, {1e9, "99.9999999"}};
+
+struct popt {
+    const char *out, *script, *title, *labels;
+    int w, h; /* 0: the default */
+};
+
+/* One run read back, with its name in the legend. */
+struct prun {
+    struct bresult r;
+    char *label; /* owned */
+};
+
+/* What the panels need, computed once: units and ranges over every run. */
+struct scale {
+    double lat_div; /* ns per latency unit */
+    const char *lat_unit;
+    double qps_div; /* requests/s per throughput unit */
+    const char *qps_unit;
+    bool series, spectrum, sweep; /* some run has data for the panel */
+    double t_max;                 /* the longest series, seconds */
+    double x_max;                 /* the spectrum's largest 1/(1 - p) */
+    double warmup;                /* shaded on the time axis when every run had the same */
+};
+
+/* Writes s as a gnuplot single-quoted string: nothing is processed inside one (a double-quoted
+ * one would run `command` substitution and backslash escapes), a quote is doubled. Control
+ * characters, which would end the command, and bytes that are not UTF-8, which cairo draws as
+ * garbage, become '?'. The text itself is drawn noenhanced: @, &, ^ and _ stay as they are. */
+static void gp_str(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+
+    putc('\'', f);
+    while (*p) {
+        unsigned n = *p < 0x80             ? 0
+                     : (*p & 0xe0) == 0xc0 ? 1
+                     : (*p & 0xf0) == 0xe0 ? 2
+                     : (*p & 0xf8) == 0xf0 ? 3
+                                           : 4;
+        unsigned k = 1;
+
+        if (n == 0) {
+            if (*p == '\'')
+                fputs("''", f);
+            else
+                putc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+            p++;
+            continue;
+        }
+        while (n < 4 && k <= n && (p[k] & 0xc0) == 0x80)
+            k++;
+        if (n == 4 || k <= n || (n == 1 && *p < 0xc2)) {
+            putc('?', f); /* invalid or overlong lead byte, or a sequence cut short */
+            p++;
+            continue;
+        }
+        fwrite(p, 1, n + 1, f);
+        p += n + 1;
+    }
+    putc('\'', f);
+}
+
+/* The legend's name of a file: its base name without ".json". */
+static char *label_of(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    size_t n;
+
+    b = b && b[1] ? b + 1 : path;
+    n = strlen(b);
+    if (n > 5 && !strcmp(b + n - 5, ".json"))
+        n -= 5;
+    return strndup(b, n);
+}
+
+/* A bucket's value as hist_percentile reports it: its midpoint, within the exact extremes. */
+static uint64_t bucket_value(const struct hist *h, unsigned i)
+{
+    uint64_t lo, hi, v;
+
+    hist_range(i, &lo, &hi);
+    v = lo + (hi - lo) / 2;
+    return v < h->min ? h->min : v > h->max ? h->max : v;
+}
+
+/* HdrHistogram's outputPercentileDistribution with 5 ticks per half distance: percentiles
+ * 0, 10 .. 50, 55 .. 75, 77.5 .. , each halving of the distance to 100% in 10 steps, a point
+ * at every level the recorded values reach, the last bucket's first, then the maximum. The
+ * maximum, at 100% (1/(1 - p) infinite), is drawn at x = count: the one value in count above
+ * all others. Calls emit(percentile, x, value ns); returns the largest x. */
+static double spectrum(const struct hist *h, void (*emit)(void *, double, double, uint64_t),
+                       void *arg)
+{
+    double level = 0, x = 1, cur;
+    uint64_t cum = 0;
+
+    if (!h || h->count == 0)
+        return 0;
+    for (unsigned i = 0; i < HIST_BUCKETS && cum < h->count; i++) {
+        if (h->b[i] == 0)
+            continue;
+        cum += h->b[i];
+        cur = 100.0 * (double)cum / (double)h->count;
+        while (level <= cur) {
+            x = 1.0 / (1.0 - level / 100.0);
+            emit(arg, level, x, bucket_value(h, i));
+            if (cum == h->count)
+                break; /* HdrHistogram's iterator: one level in the last bucket, then 100% */
+            /* ilogb is floor(log2) exactly; log2 of a power of two may not round to it */
+            level += 100.0 / (5.0 * (double)(2L << ilogb(100.0 / (100.0 - level))));
+        }
+    }
+    if ((double)h->count > x)
+        x = (double)h->count;
+    emit(arg, 100.0, x, h->max);
+    return x;
+}
+
+struct emit_ctx {
+    FILE *f;
+    double div;
+    double lat_max; /* ns */
+};
+
+static void emit_row(void *arg, double p, double x, uint64_t v)
+{
+    struct emit_ctx *e = arg;
+
+    if (e->f)
+        fprintf(e->f, "%.10g %.10g %.6g\n", p, x, (double)v / e->div);
+    if ((double)v > e->lat_max)
+        e->lat_max = (double)v;
+}
+
+static double step_qps(const struct bstep *s)
+{
+    return s->measured > 0 ? (double)s->c.requests / s->measured : 0;
+}
+
+/* The duration of series[i]: the first starts at 0, the last may be short. */
+static double second_len(const struct bresult *r, size_t i)
+{
+    return r->series[i].t - (i ? r->series[i - 1].t : 0);
+}
+
+/* A second too short to give a rate (the tail of the run) is left out of the throughput. */
+#define MIN_SECOND 0.2
+
+/* Units and ranges over all runs. */
+static void measure(struct scale *s, const struct prun *runs, int n)
+{
+    struct emit_ctx e = {NULL, 1, 0};
+    double qps_max = 0;
+    bool same_warmup = true;
+
+    memset(s, 0, sizeof(*s));
+    for (int k = 0; k < n; k++) {
+        const struct bresult *r = &runs[k].r;
+
+        for (size_t i = 0; i < r->nseries; i++) {
+            const struct bsecond *b = &r->series[i];
+            double len = second_len(r, i);
+
+            if (b->lat.count && (double)b->lat.max > e.lat_max)
+                e.lat_max = (double)b->lat.max;
+            if (len >= MIN_SECOND && (double)b->c.requests / len > qps_max)
+                qps_max = (double)b->c.requests / len;
+            if (b->t > s->t_max)
+                s->t_max = b->t;
+            if (b->lat.count)
+                s->series = true;
+        }
+        if (r->lat && r->lat->count) {
+            double x = spectrum(r->lat, emit_row, &e);
+
+            if (x > s->x_max)
+                s->x_max = x;
+            s->spectrum = true;
+        }
+        for (size_t i = 0; i < r->nsteps; i++) {
+            const struct bstep *st = &r->steps[i];
+
+            if (st->lat && st->lat->count && (double)hist_percentile(st->lat, 99.9) > e.lat_max)
+                e.lat_max = (double)hist_percentile(st->lat, 99.9);
+            if (step_qps(st) > qps_max)
+                qps_max = step_qps(st);
+            if (r->found_rate > qps_max)
+                qps_max = r->found_rate;
+            if (st->lat && st->lat->count)
+                s->sweep = true;
+        }
+        if (r->warmup != runs[0].r.warmup)
+            same_warmup = false;
+    }
+    /* One unit for the whole figure: µs unless that takes six digits */
+    s->lat_div = e.lat_max >= 1e8 ? 1e6 : 1e3;
+    s->lat_unit = e.lat_max >= 1e8 ? "ms" : "µs";
+    s->qps_div = qps_max >= 1e4 ? 1e3 : 1;
+    s->qps_unit = qps_max >= 1e4 ? "thousand requests/s" : "requests/s";
+    s->warmup = same_warmup && n > 0 ? runs[0].r.warmup : 0;
+}
+
+static void print_lat(FILE *f, uint64_t v, const struct scale *s)
+{
+    if (v == 0)
+        fputs(" NaN", f); /* nothing on a log axis */
+    else
+        fprintf(f, " %.6g", (double)v / s->lat_div);
+}
+
+static void datablocks(FILE *f, const struct prun *runs, int n, const struct scale *s,
+                       struct hist *h)
+{
+    for (int k = 0; k < n; k++) {
+        const struct bresult *r = &runs[k].r;
+        struct emit_ctx e = {f, s->lat_div, 0};
+
+        fprintf(f, "\n# run %d: ", k);
+        gp_str(f, runs[k].label);
+        fprintf(f, "\n");
+        if (r->nseries) {
+            fprintf(f, "# t (s), p50, p99, max (%s), throughput (%s), connections open\n",
+                    s->lat_unit, s->qps_unit);
+            fprintf(f, "$series%d << EOD\n", k);
+            for (size_t i = 0; i < r->nseries; i++) {
+                const struct bsecond *b = &r->series[i];
+                double len = second_len(r, i);
+
+                fprintf(f, "%.3f", b->t);
+                if (b->lat.count) {
+                    hist_init(h);
+                    hcompact_add_to(&b->lat, h);
+                    print_lat(f, hist_percentile(h, 50), s);
+                    print_lat(f, hist_percentile(h, 99), s);
+                    print_lat(f, h->max, s);
+                } else {
+                    fputs(" NaN NaN NaN", f);
+                }
+                if (len >= MIN_SECOND)
+                    fprintf(f, " %.6g", (double)b->c.requests / len / s->qps_div);
+                else
+                    fputs(" NaN", f);
+                fprintf(f, " %d\n", b->open);
+            }
+            fprintf(f, "EOD\n");
+        }
+        if (r->lat && r->lat->count) {
+            fprintf(f, "# percentile (%%), 1/(1 - p), latency (%s)\n", s->lat_unit);
+            fprintf(f, "$spectrum%d << EOD\n", k);
+            spectrum(r->lat, emit_row, &e);
+            fprintf(f, "EOD\n");
+        }
+        if (r->nsteps) {
+            fprintf(f, "# achieved (%s), p50, p99, p99.9 (%s), intended (%s), kept\n", s->qps_unit,
+                    s->lat_unit, s->qps_unit);
+            fprintf(f, "$sweep%d << EOD\n", k);
+            for (size_t i = 0; i < r->nsteps; i++) {
+                const struct bstep *st = &r->steps[i];
+
+                fprintf(f, "%.6g", step_qps(st) / s->qps_div);
+                if (st->lat && st->lat->count) {
+                    print_lat(f, hist_percentile(st->lat, 50), s);
+                    print_lat(f, hist_percentile(st->lat, 99), s);
+                    print_lat(f, hist_percentile(st->lat, 99.9), s);
+                } else {
+                    fputs(" NaN NaN NaN", f);
+                }
+                fprintf(f, " %.6g %d\n", st->rate / s->qps_div, st->kept);
+            }
+            fprintf(f, "EOD\n");
+        }
+    }
+}
+
+/* The default title: the one run and how it was run, or the runs compared. */
+static void title(FILE *f, const struct popt *o, const struct prun *runs, int n)
+{
+    char buf[1024];
+    size_t len = 0;
+
+    if (o->title) {
+        gp_str(f, o->title);
+        return;
+    }
+    if (n == 1) {
+        const struct bresult *r = &runs[0].r;
+
+        len = (size_t)snprintf(buf, sizeof(buf), "%s: %s, %s, %d connections", runs[0].label,
+                               r->target ? r->target : "?", r->mode ? r->mode : "?", r->conns);
+        if (len < sizeof(buf) && r->rate > 0)
+            len += (size_t)snprintf(buf + len, sizeof(buf) - len, ", -R %.0f/s", r->rate);
+        if (len < sizeof(buf) && r->measured > 0)
+            snprintf(buf + len, sizeof(buf) - len, ", %.0f s measured", r->measured);
+        gp_str(f, buf);
+        return;
+    }
+    for (int k = 0; k < n && len < sizeof(buf); k++)
+        len +=
+            (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s", k ? " vs " : "", runs[k].label);
+    gp_str(f, buf);
+}
+
+/* Black key entries that say what each line style is: style[i] is the plot's "with" part. */
+static void style_key(FILE *f, const char *const *names, const char *const *style, int n)
+{
+    for (int i = 0; i < n; i++)
+        fprintf(f, ", \\\n     keyentry with %s lc rgb 'black' title '%s'", style[i], names[i]);
+}
+
+/* Pixels around the plots: the figure's title, a panel's, tick labels, tick labels and xlabel */
+#define TOP 50
+#define TITLE 30
+#define LAT_AXIS 28
+#define AXIS 62
+
+/* Pixels of the figure, top to bottom; a panel's tmargin/bmargin in screen coordinates. */
+struct layout {
+    double w, h, y; /* y: pixels used from the top */
+    double key;     /* pixels right of the plots, for the legend */
+};
+
+static void panel(FILE *f, struct layout *L, double title_px, double plot_px, double axis_px,
+                  const char *name)
+{
+    double top = L->y + title_px, bottom = top + plot_px;
+
+    fprintf(f, "\n# %s\nreset\n", name);
+    fprintf(f, "set tmargin at screen %.4f\nset bmargin at screen %.4f\n", 1 - top / L->h,
+            1 - bottom / L->h);
+    fprintf(f, "set lmargin at screen %.4f\nset rmargin at screen %.4f\n", 80 / L->w,
+            1 - L->key / L->w);
+    fprintf(f,
+            "set key at screen %.4f,%.4f left top Left reverse samplen 3 spacing 1.1 "
+            "width -2\n",
+            1 - (L->key - 10) / L->w, 1 - top / L->h);
+    fprintf(f, "set grid xtics ytics mytics lc rgb '#e0e0e0' lw 1, lc rgb '#f0f0f0' lw 1\n");
+    fprintf(f, "set border 3 lc rgb '#404040'\nset tics nomirror out\n");
+    L->y = bottom + axis_px;
+}
+
+/* The whole script. output: the PNG's name for `set output`, or NULL for gnuplot's stdout. */
+static void script(FILE *f, const struct popt *o, const struct prun *runs, int n,
+                   const char *output, struct hist *h)
+{
+    static const char *const lat3[] = {"p50", "p99", "max"};
+    static const char *const sweep3[] = {"p50", "p99", "p99.9"};
+    static const char *const lat_style[] = {"lines lw 1.5 dt 1", "lines lw 1.5 dt 2",
+                                            "lines lw 1 dt 3"};
+    static const char *const sweep_style[] = {"linespoints lw 1.5 dt 1 pt 7 ps 0.8",
+                                              "linespoints lw 1.5 dt 2 pt 5 ps 0.8",
+                                              "linespoints lw 1.5 dt 3 pt 9 ps 0.8"};
+    struct scale s;
+    struct layout L;
+    double big = 330, small = 170; /* plot heights, pixels, at the default size */
+    double fixed, want, k;
+    int w = o->w ? o->w : 1200, hh;
+
+    measure(&s, runs, n);
+    /* The default height fits the panels; --size scales the plots, not the text around them */
+    fixed = TOP + (s.series ? 2 * TITLE + LAT_AXIS + AXIS : 0) + (s.spectrum ? TITLE + AXIS : 0) +
+            (s.sweep ? TITLE + AXIS : 0);
+    want = (s.series ? big + small : 0) + (s.spectrum ? big : 0) + (s.sweep ? big : 0);
+    hh = o->h ? o->h : (int)(fixed + want);
+    k = (hh - fixed) / want;
+    if (k < 0.2)
+        k = 0.2;
+    L.w = w, L.h = hh, L.y = TOP;
+    /* The legend's column fits the longest name (about 7 pixels a character at 10 points and
+     * the line sample), within half the width */
+    L.key = 6 * 7 + 70;
+    for (int r = 0; r < n; r++)
+        if ((double)strlen(runs[r].label) * 7 + 70 > L.key)
+            L.key = (double)strlen(runs[r].label) * 7 + 70;
+    if (L.key > w / 2.0)
+        L.key = w / 2.0;
+
+    fprintf(f, "# lfbench plot: %d run%s; gnuplot 5.2 or later\n", n, n == 1 ? "" : "s");
+    fprintf(f, "# latencies in %s, throughput in %s\n", s.lat_unit, s.qps_unit);
+    datablocks(f, runs, n, &s, h);
+
+    fprintf(f, "\nset encoding utf8\n");
+    fprintf(f,
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+            "    set terminal pngcairo size %d,%d font 'sans,10' noenhanced\n"
+            "} else {\n"
+            "    set terminal png size %d,%d noenhanced\n"
+            "}\n",
+            w, hh, w, hh);
+    if (output) {
+        fprintf(f, "set output ");
+        gp_str(f, output);
+        fprintf(f, "\n");
+    } else {
+        fprintf(f, "set output # stdout: gnuplot THIS > FILE.png\n");
+    }
+    fprintf(f, "set multiplot title ");
+    title(f, o, runs, n);
+    fprintf(f, " font ',13'\n");
+
+    if (s.series) {
+        panel(f, &L, TITLE, big * k, LAT_AXIS, "latency per second");
+        fprintf(f, "set title 'latency per second, warm-up included' offset 0,-0.5\n");
+        fprintf(f, "set logscale y\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
+        fprintf(f, "set xrange [0:%.6g]\n", s.t_max);
+        if (s.warmup > 0)
+            fprintf(f,
+                    "set object 1 rect from 0, graph 0 to %.6g, graph 1 behind "
+                    "fc rgb '#eeeeee' fs solid noborder\n"
+                    "set label 1 'warm-up' at %.6g, graph 0.97 center textcolor rgb "
+                    "'#808080'\n",
+                    s.warmup, s.warmup / 2);
+        fprintf(f, "plot");
+        for (int r = 0, first = 1; r < n; r++) {
+            if (!runs[r].r.nseries)
+                continue;
+            for (int c = 0; c < 3; c++) {
+                fprintf(f, "%s \\\n     $series%d using 1:%d with %s lc rgb '%s' ",
+                        first ? "" : ",", r, c + 2, lat_style[c], COLOUR(r));
+                if (c == 0)
+                    fputs("title ", f), gp_str(f, runs[r].label);
+                else
+                    fputs("notitle", f);
+                first = 0;
+            }
+        }
+        style_key(f, lat3, lat_style, 3);
+        fprintf(f, "\n");
+
+        panel(f, &L, TITLE, small * k, AXIS, "throughput per second");
+        fprintf(f, "set title 'throughput per second' offset 0,-0.5\n");
+        fprintf(f, "set format y '%%g'\nset ylabel '%s'\nset yrange [0:*]\n", s.qps_unit);
+        fprintf(f, "set xlabel 'seconds since the start'\nset xrange [0:%.6g]\n", s.t_max);
+        if (s.warmup > 0)
+            fprintf(f,
+                    "set object 1 rect from 0, graph 0 to %.6g, graph 1 behind "
+                    "fc rgb '#eeeeee' fs solid noborder\n",
+                    s.warmup);
+        fprintf(f, "plot");
+        for (int r = 0, first = 1; r < n; r++) {
+            if (!runs[r].r.nseries)
+                continue;
+            fprintf(f, "%s \\\n     $series%d using 1:5 with lines lc rgb '%s' lw 1.5 title ",
+                    first ? "" : ",", r, COLOUR(r));
+            gp_str(f, runs[r].label);
+            first = 0;
+        }
+        fprintf(f, "\n");
+    }
+
+    if (s.spectrum) {
+        panel(f, &L, TITLE, big * k, AXIS, "percentile spectrum");
+        fprintf(f, "set title 'latency by percentile, measured window' offset 0,-0.5\n");
+        fprintf(f, "set logscale xy\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
+        fprintf(f, "set xlabel 'percentile'\nset xrange [1:%.6g]\nset xtics (", s.x_max * 1.5);
+        for (size_t i = 0; i < sizeof(pct_tick) / sizeof(pct_tick[0]); i++) {
+            /* a tic label is a format: %% is a percent sign */
+            fprintf(f, "%s'%s%%%%' %g", i ? ", " : "", pct_tick[i].label, pct_tick[i].x);
+            if (pct_tick[i].x >= s.x_max)
+                break;
+        }
+        fprintf(f, ")\nset mxtics 10\n");
+        fprintf(f, "plot");
+        for (int r = 0, first = 1; r < n; r++) {
+            if (!runs[r].r.lat || !runs[r].r.lat->count)
+                continue;
+            fprintf(f, "%s \\\n     $spectrum%d using 2:3 with lines lc rgb '%s' lw 1.5 title ",
+                    first ? "" : ",", r, COLOUR(r));
+            gp_str(f, runs[r].label);
+            first = 0;
+        }
+        fprintf(f, "\n");
+    }
+
+    if (s.sweep) {
+        panel(f, &L, TITLE, big * k, AXIS, "rate sweep");
+        fprintf(f, "set title 'latency against throughput, one point per step' offset 0,-0.5\n");
+        fprintf(f, "set logscale y\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
+        fprintf(f, "set format x '%%g'\nset xlabel 'achieved throughput (%s)'\n", s.qps_unit);
+        fprintf(f, "set xrange [0:*]\n");
+        for (int r = 0; r < n; r++) {
+            double fr = runs[r].r.found_rate / s.qps_div;
+
+            if (runs[r].r.nsteps == 0 || fr <= 0)
+                continue;
+            fprintf(f, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead lc rgb '%s' dt 4\n",
+                    fr, fr, COLOUR(r));
+            fprintf(f,
+                    "set label 'found %.0f/s' at %.6g, graph 0.04 left offset 0.5,%d "
+                    "textcolor rgb '%s'\n",
+                    runs[r].r.found_rate, fr, r, COLOUR(r));
+        }
+        fprintf(f, "plot");
+        for (int r = 0, first = 1; r < n; r++) {
+            if (!runs[r].r.nsteps)
+                continue;
+            for (int c = 0; c < 3; c++) {
+                fprintf(f, "%s \\\n     $sweep%d using 1:%d with %s lc rgb '%s' ", first ? "" : ",",
+                        r, c + 2, sweep_style[c], COLOUR(r));
+                if (c == 0)
+                    fputs("title ", f), gp_str(f, runs[r].label);
+                else
+                    fputs("notitle", f);
+                first = 0;
+            }
+        }
+        style_key(f, sweep3, sweep_style, 3);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\nunset multiplot\n");
+}
+
+/* Runs gnuplot with the script on stdin and the PNG on stdout; err gets one line on failure.
+ * Returns 0, 1 (gnuplot missing or failed) or 2 (the output cannot be written). */
+static int run_gnuplot(FILE *sf, const char *out, char *err, size_t errlen)
+{
+    const char *prog = getenv("GNUPLOT");
+    char name[] = "gnuplot", *argv[] = {name, NULL}, *tmp = NULL, line[512] = "";
+    posix_spawn_file_actions_t fa;
+    FILE *ef = NULL;
+    int ofd = -1, rc = 2, status, e;
+    struct stat st;
+    mode_t mask;
+    pid_t pid;
+
+    if (!prog || !*prog)
+        prog = "gnuplot";
+    /* A temporary beside the output, renamed over it once gnuplot succeeds: a failure leaves
+     * whatever was there */
+    if (asprintf(&tmp, "%s.XXXXXX", out) < 0) {
+        tmp = NULL;
+        snprintf(err, errlen, "%s", strerror(ENOMEM));
+        goto out;
+    }
+    ofd = mkostemp(tmp, O_CLOEXEC);
+    if (ofd < 0) {
+        snprintf(err, errlen, "cannot write %s: %s", out, strerror(errno));
+        goto out_tmp;
+    }
+    mask = umask(0); /* mkostemp makes it 0600: give it the mode open(2) would */
+    umask(mask);
+    fchmod(ofd, 0666 & ~mask);
+    rc = 1; /* from here on, what fails is not the user's doing */
+    ef = tmpfile();
+    if (!ef || fflush(sf) != 0 || fseek(sf, 0, SEEK_SET) != 0) {
+        snprintf(err, errlen, "temporary file: %s", strerror(errno));
+        goto out_unlink;
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fileno(sf), 0);
+    posix_spawn_file_actions_adddup2(&fa, ofd, 1);
+    posix_spawn_file_actions_adddup2(&fa, fileno(ef), 2);
+    e = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e == ENOENT) {
+        snprintf(err, errlen,
+                 "%s not found: install gnuplot (Debian: apt-get install gnuplot-nox), or use "
+                 "--script",
+                 prog);
+        goto out_unlink;
+    }
+    if (e) {
+        snprintf(err, errlen, "cannot run %s: %s", prog, strerror(e));
+        goto out_unlink;
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            snprintf(err, errlen, "waitpid: %s", strerror(errno));
+            goto out_unlink;
+        }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        /* gnuplot echoes the offending command first: the line naming the error is better */
+        char first[512] = "";
+
+        rewind(ef);
+        while (fgets(line, sizeof(line), ef)) {
+            line[strcspn(line, "\n")] = '\0';
+            if (!first[0] && line[strspn(line, " \t^")])
+                snprintf(first, sizeof(first), "%s", line + strspn(line, " \t"));
+            if (strstr(line, "line ") && strchr(line, ':'))
+                break;
+            line[0] = '\0';
+        }
+        if (WIFEXITED(status))
+            snprintf(err, errlen, "%s failed (exit %d): %s", prog, WEXITSTATUS(status),
+                     line[0]    ? line + strspn(line, " \t")
+                     : first[0] ? first
+                                : "no message");
+        else
+            snprintf(err, errlen, "%s killed by signal %d", prog, WTERMSIG(status));
+        goto out_unlink;
+    }
+    if (fstat(ofd, &st) == 0 && st.st_size == 0) {
+        snprintf(err, errlen, "%s wrote no image", prog);
+        goto out_unlink;
+    }
+    if (fsync(ofd) != 0 || rename(tmp, out) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", out, strerror(errno));
+        goto out_unlink;
+    }
+    rc = 0;
+    goto out_ofd;
+out_unlink:
+    unlink(tmp);
+out_ofd:
+    if (ef)
+        fclose(ef);
+    close(ofd);
+out_tmp:
+    free(tmp);
+out:
+    return rc;
+}
+
+/* "WxH", each 100 to 20000 pixels. */
+static bool parse_size(const char *s, int *w, int *h)
+{
+    char *end;
+    long a, b;
+
+    errno = 0;
+    a = strtol(s, &end, 10);
+    if (end == s || (*end != 'x' && *end != 'X'))
+        return false;
+    s = end + 1;
+    b = strtol(s, &end, 10);
+    if (end == s || *end || errno || a < 100 || b < 100 || a > 20000 || b > 20000)
+        return false;
+    *w = (int)a, *h = (int)b;
+    return true;
+}
+
+int plot_main(int argc, char **argv)
+{
+    static const struct option lopt[] = {
+        {"size", required_argument, NULL, 's'},  {"label", required_argument, NULL, 'l'},
+        {"title", required_argument, NULL, 'T'}, {"script", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+    struct popt o = {0};
+    struct prun *runs = NULL;
+    struct hist *h = NULL;
+    char err[1024], *labels = NULL, *save = NULL, *tok;
+    FILE *sf = NULL;
+    int c, n = 0, rc = 2;
+
+    opterr = 0;
+    optind = 0; /* a fresh getopt: nothing has parsed before, but say so */
+    while ((c = getopt_long(argc, argv, ":o:h", lopt, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            o.out = optarg;
+            break;
+        case 's':
+            if (!parse_size(optarg, &o.w, &o.h)) {
+                fprintf(stderr,
+                        "lfbench plot: --size wants WxH in pixels (100 to 20000), not "
+                        "'%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'l':
+            o.labels = optarg;
+            break;
+        case 'T':
+            o.title = optarg;
+            break;
+        case 'S':
+            o.script = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case ':':
+            fprintf(stderr, "lfbench plot: %s wants a value (lfbench plot --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "lfbench plot: unknown option %s (lfbench plot --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+    }
+    n = argc - optind;
+    if (n <= 0) {
+        fprintf(stderr, "lfbench plot: no RUN.json given (lfbench plot --help)\n");
+        return 2;
+    }
+    if (!o.out && !o.script) {
+        fprintf(stderr, "lfbench plot: -o FILE.png is required (lfbench plot --help)\n");
+        return 2;
+    }
+    runs = calloc((size_t)n, sizeof(*runs));
+    h = malloc(sizeof(*h));
+    if (!runs || !h) {
+        fprintf(stderr, "lfbench plot: %s\n", strerror(ENOMEM));
+        goto out;
+    }
+    for (int k = 0; k < n; k++)
+        result_init(&runs[k].r);
+    if (o.labels) {
+        int k = 0;
+
+        labels = strdup(o.labels);
+        for (tok = labels ? strtok_r(labels, ",", &save) : NULL; tok && k < n;
+             tok = strtok_r(NULL, ",", &save))
+            runs[k++].label = strdup(tok);
+        if (k != n || tok) {
+            fprintf(stderr, "lfbench plot: --label has %d name%s for %d file%s\n",
+                    k + (tok != NULL), k + (tok != NULL) == 1 ? "" : "s", n, n == 1 ? "" : "s");
+            goto out;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        const char *path = argv[optind + k];
+
+        if (result_read_json(path, &runs[k].r, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfbench plot: %s\n", err);
+            goto out;
+        }
+        if (!runs[k].label)
+            runs[k].label = label_of(path);
+        if (!runs[k].label) {
+            fprintf(stderr, "lfbench plot: %s\n", strerror(ENOMEM));
+            goto out;
+        }
+        if (!runs[k].r.nseries && !(runs[k].r.lat && runs[k].r.lat->count) && !runs[k].r.nsteps) {
+            fprintf(stderr, "lfbench plot: %s: no latencies to plot (no request completed)\n",
+                    path);
+            goto out;
+        }
+    }
+
+    if (o.script) {
+        bool std = !strcmp(o.script, "-");
+
+        sf = std ? stdout : fopen(o.script, "we");
+        if (!sf) {
+            fprintf(stderr, "lfbench plot: cannot write %s: %s\n", o.script, strerror(errno));
+            goto out;
+        }
+        script(sf, &o, runs, n, o.out, h);
+        if ((ferror(sf) | (std ? fflush(sf) : fclose(sf))) != 0) {
+            fprintf(stderr, "lfbench plot: cannot write %s: %s\n", o.script, strerror(errno));
+            sf = NULL;
+            goto out;
+        }
+        sf = NULL;
+        rc = 0;
+        goto out;
+    }
+    sf = tmpfile();
+    if (!sf) {
+        fprintf(stderr, "lfbench plot: temporary file: %s\n", strerror(errno));
+        goto out;
+    }
+    script(sf, &o, runs, n, NULL, h);
+    if (ferror(sf)) {
+        fprintf(stderr, "lfbench plot: temporary file: %s\n", strerror(errno));
+        goto out;
+    }
+    rc = run_gnuplot(sf, o.out, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "lfbench plot: %s\n", err);
+out:
+    if (sf)
+        fclose(sf);
+    for (int k = 0; runs && k < n; k++) {
+        result_free(&runs[k].r);
+        free(runs[k].label);
+    }
+    free(runs);
+    free(labels);
+    free(h);
+    return rc;
+}

@@ -1,0 +1,668 @@
+/* Integration tests of `lfbench plot`: the script's datablocks against numbers computed here from
+ * the raw latencies (a synthetic run written with result_write_json) and from a real run's
+ * --json; the PNG gnuplot draws (signature, IHDR size); bad input, a missing and a failing
+ * gnuplot, each one line on stderr and its exit status. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "hist.h"
+#include "result.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *lfbench, *lfepolld;
+static char dir[] = "/tmp/lfe-plot-XXXXXX";
+static char out[1 << 20], err[1 << 16]; /* the last command's stdout and stderr */
+static int slow = 1;
+
+static const char *path_in(const char *name)
+{
+    static char buf[4][512];
+    static int next;
+    char *p = buf[next++ % 4];
+
+    snprintf(p, sizeof(buf[0]), "%s/%s", dir, name);
+    return p;
+}
+
+static void slurp_fd(int fd, char *buf, size_t size)
+{
+    ssize_t n = pread(fd, buf, size - 1, 0);
+
+    buf[n > 0 ? n : 0] = '\0';
+}
+
+/* Runs lfbench with the NULL-terminated args, $GNUPLOT set to gnuplot unless NULL; returns its
+ * exit status, its stdout in out and its stderr in err. */
+static int run(const char *gnuplot, ...)
+{
+    const char *args[32] = {lfbench};
+    char po[] = "/tmp/lfe-plot-out-XXXXXX", pe[] = "/tmp/lfe-plot-err-XXXXXX";
+    int n = 1, fo = mkstemp(po), fe = mkstemp(pe), status;
+    va_list ap;
+    pid_t pid;
+
+    assert_true(fo >= 0 && fe >= 0);
+    va_start(ap, gnuplot);
+    for (const char *a = va_arg(ap, const char *); a && n < 31; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fo, STDOUT_FILENO);
+        dup2(fe, STDERR_FILENO);
+        if (gnuplot)
+            setenv("GNUPLOT", gnuplot, 1);
+        else
+            unsetenv("GNUPLOT");
+        alarm(60 * (unsigned)slow); /* a hung child fails the test, not the suite */
+        execv(lfbench, (char *const *)args);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    slurp_fd(fo, out, sizeof(out));
+    slurp_fd(fe, err, sizeof(err));
+    close(fo);
+    close(fe);
+    unlink(po);
+    unlink(pe);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* stderr is exactly one line, and it says what. */
+static void one_line(const char *what)
+{
+    char *nl = strchr(err, '\n');
+
+    if (!nl || nl[1] || !strstr(err, what))
+        fail_msg("want one line saying '%s' on stderr, got:\n%s", what, err);
+}
+
+static bool have_gnuplot(void)
+{
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+/* --- the synthetic run: latencies chosen here, so every plotted number is known ------------ */
+
+static uint64_t lcg = 12345;
+
+static uint64_t next_lat(uint64_t base)
+{
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    /* spread over a decade, with one in 500 a tail of up to 8 ms */
+    if ((lcg >> 33) % 500 == 0)
+        return 1000000 + (lcg >> 40) % 7000000;
+    return base + (lcg >> 35) % (9 * base);
+}
+
+struct raw {
+    uint64_t *v;
+    size_t n;
+};
+
+static void raw_add(struct raw *r, uint64_t v)
+{
+    r->v = realloc(r->v, (r->n + 1) * sizeof(*r->v));
+    assert_non_null(r->v);
+    r->v[r->n++] = v;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The exact value at rank (1-based, clamped) of the sorted raw values. */
+static double at_rank(const struct raw *r, long rank)
+{
+    if (rank < 1)
+        rank = 1;
+    if (rank > (long)r->n)
+        rank = (long)r->n;
+    return (double)r->v[rank - 1];
+}
+
+/* got (ns) is the p-th percentile of r as the histogram reports it: the value at rank
+ * ceil(p * n / 100) within the histogram's 0.4%, allowing the neighbour ranks for the rounding
+ * of p * n at a boundary. */
+static void check_pct(const struct raw *r, double p, double got, const char *where)
+{
+    long rank = (long)ceil(p / 100.0 * (double)r->n - 1e-9);
+
+    for (long k = rank - 1; k <= rank + 1; k++) {
+        double want = at_rank(r, k);
+
+        if (fabs(got - want) <= want * 0.004 + 1)
+            return;
+    }
+    fail_msg("%s: p%g is %.0f ns, want about %.0f (rank %ld of %zu)", where, p, got,
+             at_rank(r, rank), rank, r->n);
+}
+
+#define NSEC 4
+#define NSTEP 3
+static struct raw sec_raw[NSEC], total_raw, step_raw[NSTEP];
+static const double sec_t[NSEC] = {1, 2, 3, 3.5};
+static const int sec_n[NSEC] = {3000, 5000, 4000, 500};
+static const int step_n[NSTEP] = {2000, 4000, 3000};
+static const double step_rate[NSTEP] = {1000, 2000, 3000};
+
+static struct hist *hist_of(const struct raw *r)
+{
+    struct hist *h = malloc(sizeof(*h));
+
+    assert_non_null(h);
+    hist_init(h);
+    for (size_t i = 0; i < r->n; i++)
+        hist_record(h, r->v[i]);
+    return h;
+}
+
+/* Writes the synthetic run to path with result_write_json: 4 seconds (the last half of one),
+ * the first a warm-up; 3 sweep steps of 2 s; found_rate 2000. */
+static void write_synthetic(const char *path)
+{
+    struct bresult r;
+    struct hist *h;
+    FILE *f;
+
+    lcg = 12345; /* the same run each time */
+    for (int s = 0; s < NSEC; s++)
+        free(sec_raw[s].v), sec_raw[s] = (struct raw){0};
+    for (int s = 0; s < NSTEP; s++)
+        free(step_raw[s].v), step_raw[s] = (struct raw){0};
+    free(total_raw.v), total_raw = (struct raw){0};
+    result_init(&r);
+    r.target = strdup("127.0.0.1:9");
+    r.mode = strdup("long");
+    r.expect = strdup("echo");
+    r.conns = 8, r.threads = 1, r.pipeline = 1, r.timeout_ms = 1000;
+    r.duration = 2.5, r.warmup = 1, r.agents = 1;
+    r.measured = 2.5, r.wall = 3.5;
+    r.nseries = NSEC;
+    r.series = calloc(NSEC, sizeof(*r.series));
+    assert_non_null(r.series);
+    for (int s = 0; s < NSEC; s++) {
+        for (int i = 0; i < sec_n[s]; i++) {
+            uint64_t v = next_lat(s == 2 ? 40000 : 10000); /* second 3 slower */
+
+            raw_add(&sec_raw[s], v);
+            if (s > 0)
+                raw_add(&total_raw, v);
+        }
+        h = hist_of(&sec_raw[s]);
+        r.series[s].t = sec_t[s];
+        r.series[s].wall = 1.7e9 + sec_t[s];
+        r.series[s].c.requests = (uint64_t)sec_n[s];
+        r.series[s].open = 8;
+        assert_int_equal(hcompact_from(&r.series[s].lat, h), 0);
+        free(h);
+    }
+    r.lat = hist_of(&total_raw);
+    r.clat = malloc(sizeof(*r.clat));
+    assert_non_null(r.clat);
+    hist_init(r.clat);
+    r.total.requests = total_raw.n;
+    r.nsteps = NSTEP;
+    r.steps = calloc(NSTEP, sizeof(*r.steps));
+    assert_non_null(r.steps);
+    for (int s = 0; s < NSTEP; s++) {
+        for (int i = 0; i < step_n[s]; i++)
+            raw_add(&step_raw[s], next_lat(10000 * (uint64_t)(s + 1)));
+        r.steps[s].rate = step_rate[s];
+        r.steps[s].measured = 2;
+        r.steps[s].c.requests = (uint64_t)step_n[s];
+        r.steps[s].lat = hist_of(&step_raw[s]);
+        r.steps[s].kept = s < 2;
+    }
+    r.found_rate = 2000;
+    r.found_why = strdup("the next step missed the bound");
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(result_write_json(f, &r), 0);
+    assert_int_equal(fclose(f), 0);
+    result_free(&r);
+    for (int s = 0; s < NSEC; s++)
+        qsort(sec_raw[s].v, sec_raw[s].n, sizeof(uint64_t), cmp_u64);
+    qsort(total_raw.v, total_raw.n, sizeof(uint64_t), cmp_u64);
+    for (int s = 0; s < NSTEP; s++)
+        qsort(step_raw[s].v, step_raw[s].n, sizeof(uint64_t), cmp_u64);
+}
+
+/* The rows of datablock name in the script (in out), up to max rows of up to 8 numbers;
+ * "NaN" reads as NAN. Returns the number of rows; fails when the block is missing. */
+static int block(const char *name, double rows[][8], int max, int *cols)
+{
+    char head[64];
+    const char *p;
+    int n = 0;
+
+    snprintf(head, sizeof(head), "\n$%s << EOD\n", name);
+    p = strstr(out, head);
+    if (!p)
+        fail_msg("no datablock $%s in the script:\n%.2000s", name, out);
+    p += strlen(head);
+    while (strncmp(p, "EOD\n", 4) && *p) {
+        char *end;
+        int c = 0;
+
+        assert_true(n < max);
+        while (*p != '\n' && *p && c < 8) {
+            rows[n][c++] = strtod(p, &end);
+            assert_true(end != p);
+            p = end;
+            while (*p == ' ')
+                p++;
+        }
+        *cols = c;
+        n++;
+        p += *p == '\n';
+    }
+    return n;
+}
+
+static void test_script_numbers_synthetic(void **state)
+{
+    static double rows[4096][8];
+    const char *json = path_in("synthetic.json");
+    double prev_x = 0, prev_v = 0;
+    int n, cols;
+
+    (void)state;
+    write_synthetic(json);
+    assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
+    assert_non_null(strstr(out, "# latencies in µs, throughput in requests/s\n"));
+
+    /* per second: t, p50, p99, max (µs), requests/s, open */
+    n = block("series0", rows, 4096, &cols);
+    assert_int_equal(n, NSEC);
+    assert_int_equal(cols, 6);
+    for (int s = 0; s < NSEC; s++) {
+        double len = sec_t[s] - (s ? sec_t[s - 1] : 0);
+
+        assert_true(fabs(rows[s][0] - sec_t[s]) < 1e-9);
+        check_pct(&sec_raw[s], 50, rows[s][1] * 1000, "series p50");
+        check_pct(&sec_raw[s], 99, rows[s][2] * 1000, "series p99");
+        assert_true(fabs(rows[s][3] * 1000 - at_rank(&sec_raw[s], (long)sec_raw[s].n)) < 1);
+        assert_true(fabs(rows[s][4] - sec_n[s] / len) < 1e-3 * sec_n[s] / len);
+        assert_true(rows[s][5] == 8);
+    }
+    assert_true(rows[2][1] > 3 * rows[1][1]); /* the slow second shows */
+
+    /* the spectrum: HdrHistogram's percentile steps, then the maximum at x = count */
+    n = block("spectrum0", rows, 4096, &cols);
+    assert_int_equal(cols, 3);
+    assert_true(n > 60);
+    {
+        static const double first[] = {0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80};
+
+        for (size_t i = 0; i < sizeof(first) / sizeof(first[0]); i++)
+            if (fabs(rows[i][0] - first[i]) > 1e-9)
+                fail_msg("spectrum row %zu is at %g%%, want %g%%", i, rows[i][0], first[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        double p = rows[i][0], x = rows[i][1], v = rows[i][2] * 1000;
+
+        if (i < n - 1) {
+            assert_true(p < 100);
+            assert_true(fabs(x - 1 / (1 - p / 100)) < 1e-6 * x);
+            check_pct(&total_raw, p == 0 ? 1e-9 : p, v, "spectrum");
+        } else {
+            assert_true(p == 100);
+            assert_true(x == fmax((double)total_raw.n, prev_x));
+            assert_true(fabs(v - at_rank(&total_raw, (long)total_raw.n)) < 1);
+        }
+        if (i) {
+            assert_true(x > prev_x || i == n - 1);
+            assert_true(v >= prev_v);
+        }
+        prev_x = x, prev_v = v;
+    }
+    assert_true(rows[n - 2][0] > 99.9); /* 11,500 values reach past 99.9% */
+
+    /* the sweep: achieved requests/s, p50, p99, p99.9 (µs), intended, kept */
+    n = block("sweep0", rows, 4096, &cols);
+    assert_int_equal(n, NSTEP);
+    assert_int_equal(cols, 6);
+    for (int s = 0; s < NSTEP; s++) {
+        assert_true(fabs(rows[s][0] - step_n[s] / 2.0) < 1e-6 * step_n[s]);
+        check_pct(&step_raw[s], 50, rows[s][1] * 1000, "sweep p50");
+        check_pct(&step_raw[s], 99, rows[s][2] * 1000, "sweep p99");
+        check_pct(&step_raw[s], 99.9, rows[s][3] * 1000, "sweep p99.9");
+        assert_true(rows[s][4] == step_rate[s]);
+        assert_true(rows[s][5] == (s < 2));
+    }
+    assert_non_null(strstr(out, "set arrow from 2000, graph 0 to 2000, graph 1"));
+    assert_non_null(strstr(out, "'found 2000/s'"));
+    /* the warm-up, shaded */
+    assert_non_null(strstr(out, "set object 1 rect from 0, graph 0 to 1, graph 1"));
+}
+
+/* Labels and titles reach gnuplot as single-quoted strings: quotes doubled, control characters
+ * replaced, `command` substitution never run (double quotes would run it). */
+static void test_labels_escaped(void **state)
+{
+    const char *json = path_in("synthetic.json"), *png = path_in("esc.png");
+    char label[1024], pwned[256], want[1024];
+
+    (void)state;
+    write_synthetic(json);
+    snprintf(pwned, sizeof(pwned), "%s/pwned", dir);
+    snprintf(label, sizeof(label), "it's \"x\\y\" @a &b_c^d`touch %s`,second", pwned);
+    assert_int_equal(
+        run(NULL, "plot", json, json, "--label", label, "--title", "t\nx'", "--script", "-", NULL),
+        0);
+    snprintf(want, sizeof(want), "title 'it''s \"x\\y\" @a &b_c^d`touch %s`'", pwned);
+    if (!strstr(out, want))
+        fail_msg("no %s in the script", want);
+    assert_non_null(strstr(out, "title 'second'"));
+    assert_non_null(strstr(out, "set multiplot title 't?x'''"));
+    if (!have_gnuplot()) {
+        skip(); /* gnuplot-nox is in DEB_PKGS: make test installs it */
+        return;
+    }
+    assert_int_equal(run(NULL, "plot", json, json, "--label", label, "-o", png, NULL), 0);
+    assert_int_equal(access(png, F_OK), 0);
+    assert_int_not_equal(access(pwned, F_OK), 0);
+}
+
+/* The PNG gnuplot drew: the signature, then IHDR with the width and height asked (h 0: any). */
+static void check_png(const char *path, uint32_t w, uint32_t h)
+{
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char b[24];
+    int fd = open(path, O_RDONLY);
+    uint32_t gw, gh;
+
+    assert_true(fd >= 0);
+    assert_int_equal(read(fd, b, sizeof(b)), sizeof(b));
+    close(fd);
+    assert_memory_equal(b, sig, 8);
+    assert_memory_equal(b + 12, "IHDR", 4);
+    gw = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+    gh = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+    if (gw != w || (h && gh != h))
+        fail_msg("%s is %ux%u, want %ux%u", path, gw, gh, w, h);
+}
+
+static void test_png_synthetic(void **state)
+{
+    const char *json = path_in("synthetic.json"), *png = path_in("syn.png");
+    struct stat st;
+
+    (void)state;
+    if (!have_gnuplot()) {
+        skip();
+        return;
+    }
+    write_synthetic(json);
+    assert_int_equal(run(NULL, "plot", json, "-o", png, "--size", "900x1100", NULL), 0);
+    assert_string_equal(err, "");
+    check_png(png, 900, 1100);
+    assert_int_equal(stat(png, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644); /* as open(2) under umask 022, not mkstemp's 0600 */
+    /* the default size: 1200 wide, as high as the panels need */
+    assert_int_equal(run(NULL, "plot", json, "-o", png, NULL), 0);
+    check_png(png, 1200, 0);
+}
+
+/* --- a real run against lfepolld ------------------------------------------------------------ */
+
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static bool port_open(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+    close(fd);
+    return ok;
+}
+
+/* A percentile of a compact histogram, walked here rather than through hist_percentile. */
+static double compact_pct(const struct hcompact *c, double p)
+{
+    uint64_t rank = (uint64_t)ceil(p / 100.0 * (double)c->count - 1e-9), seen = 0, lo, hi, v;
+
+    if (rank < 1)
+        rank = 1;
+    for (uint32_t i = 0; i < c->n; i++) {
+        seen += c->cnt[i];
+        if (seen >= rank) {
+            hist_range(c->idx[i], &lo, &hi);
+            v = lo + (hi - lo) / 2;
+            return (double)(v < c->min ? c->min : v > c->max ? c->max : v);
+        }
+    }
+    return (double)c->max;
+}
+
+static void test_real_run(void **state)
+{
+    static double rows[4096][8];
+    const char *json = path_in("real.json"), *png = path_in("real.png");
+    char listen[32], target[32], e[256];
+    struct bresult r;
+    pid_t srv;
+    int port = free_port(), n, cols, status;
+
+    (void)state;
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    srv = fork();
+    assert_true(srv >= 0);
+    if (srv == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        execl(lfepolld, lfepolld, "--listen", listen, "-q", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500 && !port_open(port); i++)
+        usleep(10000);
+    assert_true(port_open(port));
+    status = run(NULL, "-c", "4", "-t", "1", "-d", "2", "--warmup", "0.5", "-q", "--json", json,
+                 target, NULL);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    if (status != 0)
+        fail_msg("lfbench exited %d:\n%s%s", status, out, err);
+
+    result_init(&r);
+    if (result_read_json(json, &r, e, sizeof(e)) < 0)
+        fail_msg("%s", e);
+    assert_true(r.nseries >= 2);
+    assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
+    {
+        /* the unit the script chose, and every second's numbers in it */
+        double div = strstr(out, "# latencies in ms") ? 1e6 : 1e3;
+
+        n = block("series0", rows, 4096, &cols);
+        assert_int_equal(n, (int)r.nseries);
+        for (int s = 0; s < n; s++) {
+            const struct bsecond *b = &r.series[s];
+
+            assert_true(fabs(rows[s][0] - b->t) < 1e-3);
+            if (b->lat.count == 0) {
+                assert_true(isnan(rows[s][1]));
+                continue;
+            }
+            assert_true(fabs(rows[s][1] * div - compact_pct(&b->lat, 50)) <=
+                        1e-5 * compact_pct(&b->lat, 50));
+            assert_true(fabs(rows[s][2] * div - compact_pct(&b->lat, 99)) <=
+                        1e-5 * compact_pct(&b->lat, 99));
+            assert_true(fabs(rows[s][3] * div - (double)b->lat.max) <= 1e-5 * (double)b->lat.max);
+        }
+        n = block("spectrum0", rows, 4096, &cols);
+        assert_true(rows[n - 1][0] == 100);
+        assert_true(fabs(rows[n - 1][2] * div - (double)r.lat->max) <= 1e-5 * (double)r.lat->max);
+        assert_true(fabs(rows[n - 1][1] - fmax((double)r.lat->count, rows[n - 2][1])) < 1e-6);
+    }
+    assert_null(strstr(out, "$sweep0")); /* no sweep, no panel */
+    result_free(&r);
+    if (!have_gnuplot()) {
+        skip();
+        return;
+    }
+    assert_int_equal(run(NULL, "plot", json, json, "-o", png, "--size", "640x480", NULL), 0);
+    check_png(png, 640, 480);
+}
+
+/* --- bad input: one line, exit 2; gnuplot missing or failing: one line, exit 1 -------------- */
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_bad_input(void **state)
+{
+    const char *json = path_in("synthetic.json"), *png = path_in("bad.png");
+    const char *garbage = path_in("garbage.json"), *empty = path_in("empty.json");
+
+    (void)state;
+    write_synthetic(json);
+    write_file(garbage, "{\"target\": [1, 2,, }");
+    write_file(empty, "");
+
+    assert_int_equal(run(NULL, "plot", NULL), 2);
+    one_line("no RUN.json");
+    assert_int_equal(run(NULL, "plot", "-o", png, NULL), 2);
+    one_line("no RUN.json");
+    assert_int_equal(run(NULL, "plot", json, NULL), 2);
+    one_line("-o FILE.png is required");
+    assert_int_equal(run(NULL, "plot", path_in("missing.json"), "-o", png, NULL), 2);
+    one_line("missing.json");
+    assert_int_equal(run(NULL, "plot", dir, "-o", png, NULL), 2);
+    one_line("lfbench plot: ");
+    assert_int_equal(run(NULL, "plot", json, garbage, "-o", png, NULL), 2);
+    one_line("garbage.json");
+    assert_int_equal(run(NULL, "plot", empty, "-o", png, NULL), 2);
+    one_line("empty.json");
+    assert_int_equal(run(NULL, "plot", json, "-o", "/nonexistent-lfe-dir/x.png", NULL), 2);
+    one_line("cannot write /nonexistent-lfe-dir/x.png");
+    assert_int_equal(run(NULL, "plot", json, "--script", "/nonexistent-lfe-dir/x.gp", NULL), 2);
+    one_line("cannot write /nonexistent-lfe-dir/x.gp");
+    assert_int_equal(run(NULL, "plot", json, json, "--label", "a", "-o", png, NULL), 2);
+    one_line("--label has 1 name for 2 files");
+    assert_int_equal(run(NULL, "plot", json, "--label", "a,b", "-o", png, NULL), 2);
+    one_line("--label has 2 names for 1 file");
+    assert_int_equal(run(NULL, "plot", json, "--size", "12x", "-o", png, NULL), 2);
+    one_line("--size");
+    assert_int_equal(run(NULL, "plot", json, "--bogus", "-o", png, NULL), 2);
+    one_line("unknown option --bogus");
+    assert_int_equal(run(NULL, "plot", json, "-o", NULL), 2);
+    one_line("wants a value");
+    assert_int_not_equal(access(png, F_OK), 0);
+    assert_int_equal(run(NULL, "plot", "--help", NULL), 0);
+    assert_non_null(strstr(out, "usage: lfbench plot"));
+}
+
+static void test_gnuplot_missing_or_failing(void **state)
+{
+    const char *json = path_in("synthetic.json"), *png = path_in("fail.png");
+    const char *fake = path_in("fake-gnuplot");
+    char buf[64] = "";
+    int fd;
+
+    (void)state;
+    write_synthetic(json);
+    assert_int_equal(run(path_in("no-such-gnuplot"), "plot", json, "-o", png, NULL), 1);
+    one_line("apt-get install gnuplot-nox");
+    assert_int_not_equal(access(png, F_OK), 0);
+
+    /* gnuplot's way of failing: the command echoed, a caret, then the line that says why */
+    write_file(fake, "#!/bin/sh\ncat >/dev/null\necho 'partial' \nprintf '\\nplot foo\\n     ^\\n"
+                     "         line 0: undefined variable: foo\\n\\n' >&2\nexit 1\n");
+    assert_int_equal(chmod(fake, 0755), 0);
+    write_file(png, "was here");
+    assert_int_equal(run(fake, "plot", json, "-o", png, NULL), 1);
+    one_line("failed (exit 1): line 0: undefined variable: foo");
+    fd = open(png, O_RDONLY); /* a failure leaves the old file, and no temporary beside it */
+    assert_true(fd >= 0);
+    assert_true(read(fd, buf, sizeof(buf) - 1) == 8);
+    close(fd);
+    assert_string_equal(buf, "was here");
+    assert_int_equal(system("set -- /tmp/lfe-plot-*/fail.png.*; [ ! -e \"$1\" ]"), 0);
+}
+
+static int cleanup(void)
+{
+    char cmd[600];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_script_numbers_synthetic),
+        cmocka_unit_test(test_labels_escaped),
+        cmocka_unit_test(test_png_synthetic),
+        cmocka_unit_test(test_real_run),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_gnuplot_missing_or_failing),
+    };
+    int rc;
+
+    lfbench = getenv("LFBENCH");
+    lfepolld = getenv("LFEPOLLD");
+    if (!lfbench || !lfepolld) {
+        fprintf(stderr, "test_plot: set LFBENCH and LFEPOLLD (make integration does)\n");
+        return 1;
+    }
+    if (getenv("TEST_SLOW"))
+        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
+    if (getenv("TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    umask(022);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    cleanup();
+    return rc;
+}
