@@ -189,6 +189,22 @@ static void emit_row(void *arg, double p, double x, uint64_t v)
         e->lat_max = (double)v;
 }
 
+/* The j-th step in the order of its intended rate: --find-rate's search goes back and forth, and
+ * a line through the steps in their order would too. Quadratic, over a few dozen steps. */
+static const struct bstep *step_sorted(const struct bresult *r, size_t j)
+{
+    for (size_t i = 0; i < r->nsteps; i++) {
+        size_t below = 0;
+
+        for (size_t k = 0; k < r->nsteps; k++)
+            below += r->steps[k].rate < r->steps[i].rate ||
+                     (r->steps[k].rate == r->steps[i].rate && k < i);
+        if (below == j)
+            return &r->steps[i];
+    }
+    return &r->steps[j];
+}
+
 static double step_qps(const struct bstep *s)
 {
     return s->measured > 0 ? (double)s->c.requests / s->measured : 0;
@@ -276,14 +292,17 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
         gp_str(f, runs[k].label);
         fprintf(f, "\n");
         if (r->nseries) {
-            fprintf(f, "# t (s), p50, p99, max (%s), throughput (%s), connections open\n",
+            fprintf(f,
+                    "# the second's middle (s), p50, p99, max (%s), throughput (%s), "
+                    "connections open, its end (s)\n",
                     s->lat_unit, s->qps_unit);
             fprintf(f, "$series%d << EOD\n", k);
             for (size_t i = 0; i < r->nseries; i++) {
                 const struct bsecond *b = &r->series[i];
                 double len = second_len(r, i);
 
-                fprintf(f, "%.3f", b->t);
+                /* drawn at its middle: the warm-up's last second inside the shaded part */
+                fprintf(f, "%.4f", b->t - len / 2);
                 if (b->lat.count) {
                     hist_init(h);
                     hcompact_add_to(&b->lat, h);
@@ -297,7 +316,7 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
                     fprintf(f, " %.6g", (double)b->c.requests / len / s->qps_div);
                 else
                     fputs(" NaN", f);
-                fprintf(f, " %d\n", b->open);
+                fprintf(f, " %d %.4f\n", b->open, b->t);
             }
             fprintf(f, "EOD\n");
         }
@@ -311,8 +330,8 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
             fprintf(f, "# achieved (%s), p50, p99, p99.9 (%s), intended (%s), kept\n", s->qps_unit,
                     s->lat_unit, s->qps_unit);
             fprintf(f, "$sweep%d << EOD\n", k);
-            for (size_t i = 0; i < r->nsteps; i++) {
-                const struct bstep *st = &r->steps[i];
+            for (size_t j = 0; j < r->nsteps; j++) {
+                const struct bstep *st = step_sorted(r, j);
 
                 fprintf(f, "%.6g", step_qps(st) / s->qps_div);
                 if (st->lat && st->lat->count) {
@@ -462,10 +481,11 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
         if (s.warmup > 0)
             fprintf(f,
                     "set object 1 rect from 0, graph 0 to %.6g, graph 1 behind "
-                    "fc rgb '#eeeeee' fs solid noborder\n"
-                    "set label 1 'warm-up' at %.6g, graph 0.97 center textcolor rgb "
-                    "'#808080'\n",
-                    s.warmup, s.warmup / 2);
+                    "fc rgb '#eeeeee' fs solid noborder\n",
+                    s.warmup);
+        if (s.warmup > 0.1 * s.t_max) /* narrower, the word would cross the axis */
+            fprintf(f, "set label 1 'warm-up' at %.6g, graph 0.04 center textcolor rgb '#808080'\n",
+                    s.warmup / 2);
         fprintf(f, "plot");
         for (int r = 0, first = 1; r < n; r++) {
             if (!runs[r].r.nseries)
