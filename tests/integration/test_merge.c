@@ -1,0 +1,299 @@
+/* Integration test of lfbench merge: two lfbench processes at once against one lfepolld, each
+ * with --json; their merge must hold the sum of their counts and the percentiles of the union
+ * of their histograms, computed here from the files' bucket lists and the layout's definition
+ * (not with lfbench's code); a file that is not lfbench's JSON fails with one line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define NBUCKETS (2 * 128 + 33 * 128) /* layout "hdr-2" */
+
+static const char *lfbench;
+static struct daemon srv;
+
+/* Starts lfbench with args (NULL-terminated), stdout and stderr into out_path. */
+static pid_t start(const char *out_path, const char *const *args)
+{
+    const char *argv[32] = {lfbench};
+    int n = 1;
+    pid_t pid;
+
+    for (; *args; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        alarm(60 * (unsigned)slow);
+        execv(lfbench, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int finish(pid_t pid)
+{
+    int status;
+
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The file's contents (malloc'd, NUL-terminated). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *s;
+    long n;
+
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    s = malloc((size_t)n + 1);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* A top-level count ("\n  \"requests\": 123"). */
+static unsigned long long top(const char *json, const char *key)
+{
+    char k[64];
+    const char *p;
+
+    snprintf(k, sizeof(k), "\n  \"%s\": ", key);
+    p = strstr(json, k);
+    if (!p)
+        fail_msg("no top-level \"%s\" in:\n%.400s", key, json);
+    return strtoull(p + strlen(k), NULL, 10);
+}
+
+/* A count inside the object that starts at obj ("\"name\": 123"). */
+static unsigned long long in(const char *obj, const char *key)
+{
+    char k[64];
+    const char *p;
+
+    snprintf(k, sizeof(k), "\"%s\": ", key);
+    p = strstr(obj, k);
+    assert_non_null(p);
+    return strtoull(p + strlen(k), NULL, 10);
+}
+
+/* The top-level latency's histogram: the buckets added into b, min and max. */
+static void buckets(const char *json, unsigned long long *b, unsigned long long *min,
+                    unsigned long long *max, unsigned long long *count)
+{
+    const char *lat = strstr(json, "\n  \"latency\": {"), *h, *p;
+    unsigned long long sum = 0;
+
+    assert_non_null(lat);
+    h = strstr(lat, "\"hist\": {");
+    assert_non_null(h);
+    assert_non_null(strstr(h, "\"layout\": \"hdr-2\""));
+    *count = in(h, "count");
+    *min = in(h, "min");
+    *max = in(h, "max");
+    p = strstr(h, "\"buckets\": [") + strlen("\"buckets\": [");
+    while (*p == '[') {
+        char *e;
+        unsigned long long idx = strtoull(p + 1, &e, 10), n;
+
+        assert_true(e[0] == ',' && e[1] == ' ');
+        n = strtoull(e + 2, &e, 10);
+        assert_true(*e == ']' && idx < NBUCKETS);
+        b[idx] += n;
+        sum += n;
+        p = e + 1;
+        if (*p == ',')
+            p += 2;
+    }
+    assert_true(*p == ']');
+    assert_true(sum == *count);
+}
+
+/* The value at percentile pct of the buckets, by the layout's definition: exact below 256 ns,
+ * then 128 buckets per power of two; a bucket reports its midpoint, within [min, max]. */
+static unsigned long long percentile(const unsigned long long *b, unsigned long long count,
+                                     unsigned long long min, unsigned long long max, double pct)
+{
+    unsigned long long rank = (unsigned long long)(pct / 100.0 * (double)count + 0.9999999),
+                       seen = 0;
+
+    for (unsigned i = 0; i < NBUCKETS; i++) {
+        unsigned long long lo, hi, v;
+
+        seen += b[i];
+        if (seen < rank)
+            continue;
+        if (i < 256) {
+            lo = hi = i;
+        } else {
+            unsigned shift = (i - 256) / 128 + 1;
+            unsigned long long sub = (i - 256) % 128 + 128;
+            lo = sub << shift;
+            hi = ((sub + 1) << shift) - 1;
+        }
+        v = lo + (hi - lo) / 2;
+        return v < min ? min : v > max ? max : v;
+    }
+    return max;
+}
+
+static void test_two_agents(void **state)
+{
+    char port[32], a[] = "/tmp/lfe-merge-a-XXXXXX", b[] = "/tmp/lfe-merge-b-XXXXXX",
+                   m[] = "/tmp/lfe-merge-m-XXXXXX", oa[] = "/tmp/lfe-merge-oa-XXXXXX",
+                   ob[] = "/tmp/lfe-merge-ob-XXXXXX", om[] = "/tmp/lfe-merge-om-XXXXXX";
+    unsigned long long *ub = calloc(NBUCKETS, sizeof(*ub)), mina, maxa, minb, maxb, ca, cb,
+                       *mb = calloc(NBUCKETS, sizeof(*mb)), minm, maxm, cm;
+    char *ja, *jb, *jm, *text, want[128];
+    pid_t pa, pb;
+    int rc;
+
+    (void)state;
+    assert_int_equal(spawn(&srv, (const char *const[]){NULL}, 0, NULL), 0);
+    snprintf(port, sizeof(port), "127.0.0.1:%d", srv.port);
+    close(mkstemp(a));
+    close(mkstemp(b));
+    close(mkstemp(m));
+    close(mkstemp(oa));
+    close(mkstemp(ob));
+    close(mkstemp(om));
+    pa = start(oa, (const char *const[]){"-q", "-d", "1", "-c", "4", "--json", a, port, NULL});
+    pb = start(
+        ob, (const char *const[]){"-q", "-d", "1", "-c", "6", "-t", "2", "--json", b, port, NULL});
+    rc = finish(pa);
+    if (rc)
+        fail_msg("lfbench A exited %d:\n%s", rc, (text = slurp(oa)));
+    rc = finish(pb);
+    if (rc)
+        fail_msg("lfbench B exited %d:\n%s", rc, (text = slurp(ob)));
+    rc = finish(start(om, (const char *const[]){"merge", "--json", m, a, b, NULL}));
+    text = slurp(om);
+    if (rc)
+        fail_msg("lfbench merge exited %d:\n%s", rc, text);
+    ja = slurp(a);
+    jb = slurp(b);
+    jm = slurp(m);
+    assert_true(top(ja, "requests") > 0 && top(jb, "requests") > 0);
+    assert_true(top(jm, "requests") == top(ja, "requests") + top(jb, "requests"));
+    assert_true(top(jm, "all_requests") == top(ja, "all_requests") + top(jb, "all_requests"));
+    assert_true(top(jm, "bytes_in") == top(ja, "bytes_in") + top(jb, "bytes_in"));
+    assert_true(top(jm, "lost") == top(ja, "lost") + top(jb, "lost"));
+    assert_true(in(strstr(jm, "\n  \"errors\": {"), "total") ==
+                in(strstr(ja, "\n  \"errors\": {"), "total") +
+                    in(strstr(jb, "\n  \"errors\": {"), "total"));
+    assert_true(top(jm, "agents") == 2);
+    assert_true(in(strstr(jm, "\"config\": {"), "connections") == 10);
+    /* the union's histogram, and its percentiles, from the two files' bucket lists */
+    buckets(ja, ub, &mina, &maxa, &ca);
+    buckets(jb, ub, &minb, &maxb, &cb);
+    buckets(jm, mb, &minm, &maxm, &cm);
+    assert_memory_equal(ub, mb, NBUCKETS * sizeof(*ub));
+    assert_true(cm == ca + cb && minm == (mina < minb ? mina : minb) &&
+                maxm == (maxa > maxb ? maxa : maxb));
+    {
+        static const struct {
+            double p;
+            const char *key;
+        } ps[] = {{50, "p50_us"}, {90, "p90_us"}, {99, "p99_us"}, {99.9, "p999_us"}};
+        const char *lat = strstr(jm, "\n  \"latency\": {");
+
+        for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
+            unsigned long long v = percentile(ub, cm, minm, maxm, ps[i].p);
+            snprintf(want, sizeof(want), "\"%s\": %llu.%03llu,", ps[i].key, v / 1000, v % 1000);
+            if (!strstr(lat, want))
+                fail_msg("want %s in the merged latency: %.300s", want, lat);
+        }
+    }
+    /* the summary: the merged line, and the sum */
+    assert_non_null(strstr(text, "merged       2 runs: windows start within "));
+    snprintf(want, sizeof(want), "\nrequests     %llu in ", top(jm, "requests"));
+    assert_non_null(strstr(text, want));
+    free(text);
+    /* the merged file merges again, with A: A's samples twice */
+    rc = finish(start(om, (const char *const[]){"merge", "-q", "--json", m, m, a, NULL}));
+    assert_int_equal(rc, 0);
+    text = slurp(m);
+    assert_true(top(text, "requests") == 2 * top(ja, "requests") + top(jb, "requests"));
+    assert_true(top(text, "agents") == 3);
+    free(text);
+    free(ja);
+    free(jb);
+    free(jm);
+    free(ub);
+    free(mb);
+    unlink(a);
+    unlink(b);
+    unlink(m);
+    unlink(oa);
+    unlink(ob);
+    unlink(om);
+}
+
+/* Bad files and bad usage: exit 2, one line naming the file. */
+static void test_bad_input(void **state)
+{
+    char g[] = "/tmp/lfe-merge-g-XXXXXX", o[] = "/tmp/lfe-merge-o-XXXXXX";
+    int fd = mkstemp(g);
+    char *text;
+
+    (void)state;
+    assert_int_equal(write(fd, "{\"version\": 2,\n  \"target\": [}", 29), 29);
+    close(fd);
+    close(mkstemp(o));
+    assert_int_equal(finish(start(o, (const char *const[]){"merge", g, NULL})), 2);
+    text = slurp(o);
+    assert_int_equal(count_lines(text), 1);
+    assert_non_null(strstr(text, g));
+    assert_non_null(strstr(text, ":2:14: expected a value, found '}'"));
+    free(text);
+    assert_int_equal(finish(start(o, (const char *const[]){"merge", "/nonexistent.json", NULL})),
+                     2);
+    text = slurp(o);
+    assert_int_equal(count_lines(text), 1);
+    assert_non_null(strstr(text, "/nonexistent.json: No such file or directory"));
+    free(text);
+    assert_int_equal(finish(start(o, (const char *const[]){"merge", NULL})), 2);
+    text = slurp(o);
+    assert_int_equal(count_lines(text), 1);
+    assert_non_null(strstr(text, "usage: lfbench merge"));
+    free(text);
+    assert_int_equal(finish(start(o, (const char *const[]){"merge", "--bogus", g, NULL})), 2);
+    text = slurp(o);
+    assert_int_equal(count_lines(text), 1);
+    free(text);
+    unlink(g);
+    unlink(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_two_agents, teardown),
+        cmocka_unit_test(test_bad_input),
+    };
+
+    if (harness_init() < 0 || !(lfbench = getenv("LFBENCH"))) {
+        fprintf(stderr, "test_merge: set LFEPOLLD and LFBENCH\n");
+        return 1;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
