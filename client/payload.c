@@ -3,6 +3,7 @@
 #include "payload.h"
 
 #include "file.h"
+#include "http.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,11 +35,56 @@ static void pattern_init(void)
     }
 }
 
+/* --expect http: c must be one HTTP request; a head with LF line ends gets CRLF. Returns 0, or
+ * -EINVAL (-ENOMEM) with one line in err. */
+static int http_class(struct pclass *c, char *err, size_t errlen)
+{
+    struct http_req_info info;
+    size_t n = http_request_crlf(c->data, c->len, NULL);
+    const char *why;
+
+    if (n) {
+        uint8_t *crlf = malloc(n);
+        if (!crlf) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        http_request_crlf(c->data, c->len, crlf);
+        free(c->data);
+        c->data = crlf;
+        c->len = n;
+    }
+    if (http_request_check(c->data, c->len, &info, &why) < 0) {
+        snprintf(err, errlen, "--expect http: request file '%s' is not one HTTP/1.x request: %s",
+                 c->name, why);
+        return -EINVAL;
+    }
+    c->head = info.head;
+    c->close = info.close;
+    return 0;
+}
+
 int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t errlen)
 {
     memset(p, 0, sizeof(*p));
     pattern_init();
     p->line = o->expect == EXPECT_LINE;
+    if (o->nclasses == 0 && o->expect == EXPECT_HTTP) {
+        int len = snprintf(NULL, 0, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", o->target);
+        p->cls[0].name = "GET /";
+        p->cls[0].data = malloc((size_t)len + 1);
+        if (!p->cls[0].data) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        snprintf((char *)p->cls[0].data, (size_t)len + 1, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n",
+                 o->target);
+        p->cls[0].len = (size_t)len;
+        p->cls[0].weight = 1;
+        p->n = 1;
+        p->total_weight = 1;
+        return 0;
+    }
     if (o->nclasses == 0) {
         p->cls[0].name = "generated";
         p->cls[0].len = o->size;
@@ -49,6 +95,7 @@ int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t err
     }
     for (int i = 0; i < o->nclasses; i++) {
         struct pclass *c = &p->cls[i];
+        int rc;
 
         c->name = o->cls[i].file;
         c->weight = o->cls[i].weight;
@@ -74,6 +121,10 @@ int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t err
                      o->cls[i].file);
             payload_free(p);
             return -EINVAL;
+        }
+        if (o->expect == EXPECT_HTTP && (rc = http_class(c, err, errlen)) < 0) {
+            payload_free(p);
+            return rc;
         }
     }
     return 0;

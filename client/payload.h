@@ -15,6 +15,8 @@ struct pclass {
     uint8_t *data;    /* file contents; NULL for generated */
     size_t len;       /* request length */
     unsigned weight;  /* mix weight */
+    bool head;        /* --expect http: the request is HEAD (its response has no body) */
+    bool close;       /* --expect http: the request asks the server to close after answering */
 };
 
 /* Read-only once loaded; shared by all threads. */
@@ -25,8 +27,11 @@ struct payloads {
     bool line;             /* generated requests end in '\n' and hold no other */
 };
 
-/* Loads the files named in o (or sets up one generated class of o->size bytes). Returns 0, or
- * -errno with one line in err (a missing or empty file, a line request without '\n'). */
+/* Loads the files named in o (or sets up one generated class of o->size bytes; with --expect
+ * http, the request "GET / HTTP/1.1\r\nHost: <target as given>\r\n\r\n"). An HTTP request
+ * file must be one request (http_request_check); one whose head has bare LF line ends (an
+ * editor's) is sent with CRLF. Returns 0, or -errno with one line in err (a missing or empty
+ * file, a line request without '\n', a file that is not an HTTP request). */
 int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t errlen);
 void payload_free(struct payloads *p);
 

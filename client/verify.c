@@ -13,6 +13,18 @@ void verify_start(struct verify *v, enum expect kind, size_t expect_bytes, const
     v->stream = stream;
     v->seq = seq;
     v->need = kind == EXPECT_ECHO ? req_len : kind == EXPECT_BYTES ? expect_bytes : 0;
+    v->status = 0;
+    v->close_after = false;
+    if (kind == EXPECT_HTTP)
+        http_start(&v->http, p->cls[cls].head);
+}
+
+/* The HTTP response is whole: what it said. */
+static enum verify_status http_done(struct verify *v)
+{
+    v->status = v->http.status;
+    v->close_after = v->http.close || v->p->cls[v->cls].close;
+    return VERIFY_DONE;
 }
 
 enum verify_status verify_feed(struct verify *v, const uint8_t *buf, size_t n, size_t *used)
@@ -41,8 +53,11 @@ enum verify_status verify_feed(struct verify *v, const uint8_t *buf, size_t n, s
     case EXPECT_ECHO:
     case EXPECT_BYTES:
         break;
-    case EXPECT_HTTP:
-        return VERIFY_BAD; /* not framed yet: client/http.c follows */
+    case EXPECT_HTTP: {
+        enum http_result r = http_feed(&v->http, buf, n, used);
+        v->got += *used;
+        return r == HTTP_DONE ? http_done(v) : r == HTTP_BAD ? VERIFY_BAD : VERIFY_MORE;
+    }
     }
     /* echo, bytes N, the body of len32: take what belongs to this response */
     while (*used < n && v->got < v->need) {
@@ -57,4 +72,11 @@ enum verify_status verify_feed(struct verify *v, const uint8_t *buf, size_t n, s
     }
     return v->got == v->need && (v->kind != EXPECT_LEN32 || v->got >= 4) ? VERIFY_DONE
                                                                          : VERIFY_MORE;
+}
+
+enum verify_status verify_eof(struct verify *v)
+{
+    if (v->kind == EXPECT_HTTP && http_eof(&v->http) == HTTP_DONE)
+        return http_done(v);
+    return VERIFY_BAD;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "bopt.h"
+#include "http.h"
 #include "payload.h"
 
 /* The response being read on one connection. */
@@ -19,6 +20,12 @@ struct verify {
     const struct payloads *p;
     int cls;
     uint64_t stream, seq;
+    /* http: the framer, and on VERIFY_DONE what the response said */
+    struct http_resp http;
+    int status;       /* its status code (the final one: 1xx interim responses are skipped) */
+    bool close_after; /* the server closes the connection after it (Connection: close, HTTP/1.0,
+                       * a close-delimited body, or a request that asked for the close): the
+                       * requests pipelined behind it are never answered */
 };
 
 #define VERIFY_MAX_FRAME (1u << 30) /* a len32 frame larger than this is garbage */
@@ -31,7 +38,13 @@ enum verify_status { VERIFY_MORE, VERIFY_DONE, VERIFY_BAD };
 
 /* Consumes up to n bytes of the response; *used says how many (the rest belongs to the next
  * response). Returns VERIFY_DONE when the response is complete and right, VERIFY_BAD on the
- * first byte that differs (echo) or an impossible len32 header, else VERIFY_MORE. */
+ * first byte that differs (echo), an impossible len32 header or a malformed HTTP response (a
+ * non-2xx status is not bad: see v->status), else VERIFY_MORE. */
 enum verify_status verify_feed(struct verify *v, const uint8_t *buf, size_t n, size_t *used);
+
+/* The connection ended (EOF) with this response in progress: VERIFY_DONE if that ends it (an
+ * HTTP response whose body is close-delimited, its head complete; status and close_after are
+ * then set), else VERIFY_BAD (cut short). */
+enum verify_status verify_eof(struct verify *v);
 
 #endif /* LFE_VERIFY_H */

@@ -16,6 +16,12 @@
  *                              if it cannot: not root)
  *   badserver PORT line        answer each '\n'-terminated line with "OK\n"
  *   badserver PORT len32       answer each '\n'-terminated line with a len32 frame "hello"
+ *   badserver PORT http KIND   answer each read (one HTTP request) with a response of KIND:
+ *                              chunked (well-formed: extensions, trailers), eof (well-formed,
+ *                              close-delimited: the body runs to the close), garbage, badcl (two
+ *                              Content-Lengths), badchunk (a chunk size that is not hex), fold
+ *                              (an obs-fold header), hugehead (70 KiB of head), short
+ *                              (Content-Length 10, 5 bytes, close)
  * Prints "ready" on stdout once listening. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -33,6 +39,25 @@
 #include <unistd.h>
 
 #define MAXFD 65536
+
+/* http KIND: what each request gets, and whether the connection closes after it */
+static const struct {
+    const char *kind, *resp;
+    int close;
+} http_kinds[] = {
+    {"chunked",
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=\"v\"\r\nhello\r\n"
+     "A\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\n",
+     0},
+    {"eof", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nthe body runs to the close", 1},
+    {"garbage", "HELLO THERE\r\n\r\n", 0},
+    {"badcl", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 0},
+    {"badchunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+     0},
+    {"fold", "HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n", 0},
+    {"hugehead", NULL, 0},
+    {"short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", 1},
+};
 #define LIFO_MAX 4096
 static int nreads_conn[MAXFD];
 
@@ -80,9 +105,24 @@ int main(int argc, char **argv)
     static char buf[1 << 16], out[1 << 17];
     struct epoll_event ev = {.events = EPOLLIN}, evs[64];
 
+    int http = -1; /* http KIND: its index in http_kinds */
+    static char huge[70 * 1024];
+
+    if (!strcmp(mode, "http")) {
+        for (int k = 0; k < (int)(sizeof(http_kinds) / sizeof(http_kinds[0])); k++)
+            if (argc > 3 && !strcmp(argv[3], http_kinds[k].kind))
+                http = k;
+        if (http < 0) {
+            fprintf(stderr, "badserver: http KIND: chunked, eof, garbage, badcl, badchunk, fold, "
+                            "hugehead or short\n");
+            return 2;
+        }
+        memset(huge, 'h', sizeof(huge));
+        memcpy(huge, "HTTP/1.1 200 OK\r\nX-Huge: ", 26);
+    }
     if (argc < 2) {
         fprintf(stderr, "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|"
-                        "extra S N|stall F [T]|lifo K [CPU]|line|len32]\n");
+                        "extra S N|stall F [T]|lifo K [CPU]|line|len32|http KIND]\n");
         return 2;
     }
     if ((!strcmp(mode, "extra") && (every < 1 || every > (long)sizeof(buf) || arg2 < 0 ||
@@ -171,6 +211,15 @@ int main(int argc, char **argv)
                 continue;
             }
             nreads++;
+            if (http >= 0) {
+                if (http_kinds[http].resp)
+                    write_all(fd, http_kinds[http].resp, (ssize_t)strlen(http_kinds[http].resp));
+                else
+                    write_all(fd, huge, sizeof(huge)); /* no end to the head */
+                if (http_kinds[http].close)
+                    close(fd);
+                continue;
+            }
             if (!strcmp(mode, "lifo")) {
                 if (nheld < LIFO_MAX) {
                     held[nheld].fd = fd;

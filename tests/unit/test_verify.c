@@ -1,11 +1,16 @@
-/* Unit tests of the response verifier, fed in every split: echo, line, len32 and bytes N. */
+/* Unit tests of the response verifier, fed in every split: echo, line, len32, bytes N and
+ * http (through client/http.c, whose own tests are test_http.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "payload.h"
 #include "verify.h"
@@ -244,6 +249,124 @@ static void test_payload_offset_wrap(void **state)
         }
 }
 
+/* A temporary file holding text; its path in path (size 32). */
+static void temp_file(char *path, const char *text)
+{
+    int fd;
+
+    strcpy(path, "/tmp/lfe-verify-XXXXXX");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* --expect http: the default request names the target; request files give HEAD and close. */
+static void test_http_requests(void **state)
+{
+    struct payloads hp;
+    struct bopt ho = {.expect = EXPECT_HTTP, .target = "[::1]:8080"};
+    char err[256], get[32], head[32], lf[32], bad[32];
+
+    (void)state;
+    assert_int_equal(payload_load(&hp, &ho, err, sizeof(err)), 0);
+    assert_int_equal(hp.n, 1);
+    assert_int_equal(hp.cls[0].len, strlen("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n"));
+    assert_memory_equal(hp.cls[0].data, "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+                        hp.cls[0].len);
+    assert_false(hp.cls[0].head);
+    assert_false(hp.cls[0].close);
+    payload_free(&hp);
+
+    temp_file(get, "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    temp_file(head, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n");
+    temp_file(lf, "GET / HTTP/1.1\nHost: x\n\n");
+    ho.nclasses = 3;
+    ho.cls[0] = (struct bclass){get, 1};
+    ho.cls[1] = (struct bclass){head, 1};
+    ho.cls[2] = (struct bclass){lf, 1};
+    assert_int_equal(payload_load(&hp, &ho, err, sizeof(err)), 0);
+    assert_true(hp.cls[0].close);
+    assert_false(hp.cls[0].head);
+    assert_true(hp.cls[1].head);
+    assert_int_equal(hp.cls[2].len, 27); /* LF made CRLF */
+    assert_memory_equal(hp.cls[2].data, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+    payload_free(&hp);
+
+    temp_file(bad, "GET / HTTP/1.1\r\nHost: x\r\n");
+    ho.nclasses = 1;
+    ho.cls[0] = (struct bclass){bad, 1};
+    assert_int_equal(payload_load(&hp, &ho, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, bad));
+    assert_non_null(strstr(err, "empty line"));
+    assert_null(strchr(err, '\n'));
+    unlink(get);
+    unlink(head);
+    unlink(lf);
+    unlink(bad);
+}
+
+/* verify reports the status and whether the server closes; a close-delimited body ends at EOF
+ * (verify_eof), any other response cut by EOF is bad. */
+static void test_http_verify(void **state)
+{
+    static const char resp[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabc"
+                               "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    struct payloads hp, gp; /* a HEAD request; the default GET */
+    struct bopt ho = {.expect = EXPECT_HTTP, .target = "127.0.0.1:80"}, go = ho;
+    char err[256], head[32];
+    struct verify v;
+    size_t used, first = sizeof(resp) - 1 - strlen(strstr(resp + 4, "HTTP/1.1 200"));
+
+    (void)state;
+    temp_file(head, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n");
+    ho.nclasses = 1;
+    ho.cls[0] = (struct bclass){head, 1};
+    assert_int_equal(payload_load(&hp, &ho, err, sizeof(err)), 0);
+    unlink(head);
+    assert_int_equal(payload_load(&gp, &go, err, sizeof(err)), 0);
+
+    for (size_t step = 1; step <= sizeof(resp); step++) {
+        verify_start(&v, EXPECT_HTTP, 0, &gp, 0, 0, 0, gp.cls[0].len);
+        assert_int_equal(feed_split(&v, (const uint8_t *)resp, sizeof(resp) - 1, step, &used),
+                         VERIFY_DONE);
+        assert_int_equal(used, first);
+        assert_int_equal(v.got, first);
+        assert_int_equal(v.status, 404);
+        assert_false(v.close_after);
+        verify_start(&v, EXPECT_HTTP, 0, &gp, 0, 0, 1, gp.cls[0].len);
+        assert_int_equal(
+            verify_feed(&v, (const uint8_t *)resp + first, sizeof(resp) - 1 - first, &used),
+            VERIFY_DONE);
+        assert_int_equal(v.status, 200);
+        assert_true(v.close_after);
+    }
+    /* to the HEAD request, the 404's head alone is the response */
+    verify_start(&v, EXPECT_HTTP, 0, &hp, 0, 0, 0, hp.cls[0].len);
+    assert_int_equal(verify_feed(&v, (const uint8_t *)resp, sizeof(resp) - 1, &used), VERIFY_DONE);
+    assert_int_equal(used, first - 3);
+    /* close-delimited: EOF ends it and says the connection closes */
+    verify_start(&v, EXPECT_HTTP, 0, &gp, 0, 0, 0, gp.cls[0].len);
+    assert_int_equal(verify_feed(&v, (const uint8_t *)"HTTP/1.1 500 x\r\n\r\nbody", 22, &used),
+                     VERIFY_MORE);
+    assert_int_equal(verify_eof(&v), VERIFY_DONE);
+    assert_int_equal(v.status, 500);
+    assert_true(v.close_after);
+    /* cut short by EOF */
+    verify_start(&v, EXPECT_HTTP, 0, &gp, 0, 0, 0, gp.cls[0].len);
+    assert_int_equal(verify_feed(&v, (const uint8_t *)resp, 30, &used), VERIFY_MORE);
+    assert_int_equal(verify_eof(&v), VERIFY_BAD);
+    /* malformed */
+    verify_start(&v, EXPECT_HTTP, 0, &gp, 0, 0, 0, gp.cls[0].len);
+    assert_int_equal(verify_feed(&v, (const uint8_t *)"HTTP/1.1 200 OK\r\n x\r\n\r\n", 22, &used),
+                     VERIFY_BAD);
+    /* other kinds never end at EOF */
+    verify_start(&v, EXPECT_LINE, 0, &P, 0, 0, 0, 0);
+    assert_int_equal(verify_eof(&v), VERIFY_BAD);
+    payload_free(&hp);
+    payload_free(&gp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_line_payloads_end_in_newline),
         cmocka_unit_test(test_payload_equal),
+        cmocka_unit_test(test_http_requests),
+        cmocka_unit_test(test_http_verify),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

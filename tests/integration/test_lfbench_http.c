@@ -1,0 +1,547 @@
+/* Integration tests of lfbench --expect http: against lfepolld --lua lua/http_hello.lua (long,
+ * pipelined, short and open-loop modes; keep-alive, Connection: close and HEAD request files),
+ * against nginx (a static file, a chunked gzip response, a 404 counted as non-2xx, its
+ * keepalive_requests closes), and against tests/integration/badserver.c's http modes, whose
+ * malformed responses must be counted as mismatches without a hang or a crash. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NGINX "/usr/sbin/nginx"
+
+static const char *lfbench, *lfepolld, *badserver, *script;
+static int slow = 1;
+static pid_t server_pid;
+static int server_port;
+static char out[1 << 16];                      /* lfbench's output of the last run */
+static char tmpdir[] = "/tmp/lfe-http-XXXXXX"; /* request files, nginx's tree */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A port nothing listens on right now. */
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static int connect_port(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Starts a server: argv with "PORT" (alone, or after "127.0.0.1:") replaced by a free port,
+ * and "CONF" by tmpdir's nginx.conf written for that port. */
+static void start_server(const char *const *argv)
+{
+    const char *args[16];
+    char port[16], hostport[32];
+    int n = 0, devnull;
+
+    server_port = free_port();
+    snprintf(port, sizeof(port), "%d", server_port);
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", server_port);
+    for (; *argv; argv++)
+        args[n++] = !strcmp(*argv, "PORT")             ? port
+                    : !strcmp(*argv, "127.0.0.1:PORT") ? hostport
+                                                       : *argv;
+    args[n] = NULL;
+    server_pid = fork();
+    assert_true(server_pid >= 0);
+    if (server_pid == 0) {
+        devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        execv(args[0], (char *const *)args);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        int fd = connect_port(server_port);
+        if (fd >= 0) {
+            close(fd);
+            return;
+        }
+        sleep_ms(10);
+    }
+    fail_msg("the server (%s) did not listen on %d", args[0], server_port);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (server_pid > 0) {
+        kill(server_pid, SIGKILL);
+        waitpid(server_pid, NULL, 0);
+    }
+    server_pid = 0;
+    return 0;
+}
+
+/* Runs lfbench with args (NULL-terminated), target 127.0.0.1:port last; returns its exit
+ * status; its stdout and stderr land in out. A client that hangs is killed (SIGALRM). */
+static int bench(int port, ...)
+{
+    const char *args[48] = {lfbench};
+    char target[32], path[] = "/tmp/lfe-bench-XXXXXX";
+    int n = 1, fd = mkstemp(path), status;
+    va_list ap;
+    pid_t pid;
+    ssize_t len;
+
+    va_start(ap, port);
+    for (const char *a = va_arg(ap, const char *); a; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    args[n++] = target;
+    args[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        alarm(60 * (unsigned)slow);
+        execv(lfbench, (char *const *)args);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    len = pread(fd, out, sizeof(out) - 1, 0);
+    out[len > 0 ? len : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A counter: the first word of a summary line ("requests     12"), else one within a line
+ * ("mismatch 3"); -1 when absent. */
+static long field(const char *name)
+{
+    char key[64];
+    const char *p;
+
+    snprintf(key, sizeof(key), "\n%s ", name);
+    p = strstr(out, key);
+    if (!p) {
+        snprintf(key, sizeof(key), " %s ", name);
+        p = strstr(out, key);
+    }
+    if (!p)
+        return -1;
+    p += strlen(key);
+    while (*p == ' ')
+        p++;
+    return atol(p);
+}
+
+/* The path of tmpdir/name, written with text (static buffer, one at a time per slot). */
+static const char *write_file(int slot, const char *name, const char *text, size_t len)
+{
+    static char path[4][256];
+    int fd;
+
+    snprintf(path[slot], sizeof(path[slot]), "%s/%s", tmpdir, name);
+    fd = open(path[slot], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    return path[slot];
+}
+
+#define REQ(slot, name, text) write_file(slot, name, text, sizeof(text) - 1)
+
+static void expect_clean(int rc, long requests)
+{
+    if (rc != 0 || !strstr(out, "errors       0:") ||
+        (requests >= 0 && field("requests") != requests))
+        fail_msg("lfbench rc=%d, want 0 and no errors (%ld requests):\n%s", rc, requests, out);
+}
+
+/* The summary's "reconnects N" and "http N" (non-2xx) lines; reconnects is printed only when
+ * some happened. */
+static long reconnects(void)
+{
+    long r = field("reconnects");
+    return r < 0 ? 0 : r;
+}
+
+static void expect_non2xx(long want)
+{
+    if (field("http") != want)
+        fail_msg("want %ld non-2xx responses in the summary's http line:\n%s", want, out);
+}
+
+static void start_hello(void)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "--lua", script, "-q", NULL};
+    start_server(srv);
+}
+
+/* Keep-alive: one connection carries many requests, pipelined too; no reconnect. */
+static void test_long_keepalive(void **state)
+{
+    (void)state;
+    start_hello();
+    expect_clean(
+        bench(server_port, "--expect", "http", "-c", "8", "-t", "2", "-n", "5000", "-q", NULL),
+        5000);
+    assert_int_equal(reconnects(), 0);
+    expect_non2xx(0);
+    expect_clean(bench(server_port, "--expect", "http", "--pipeline", "16", "-c", "4", "-n", "8000",
+                       "-q", NULL),
+                 8000);
+    assert_int_equal(reconnects(), 0);
+}
+
+/* A request with Connection: close: each response ends its connection, a clean reconnect,
+ * never an error; the file is written with LF line ends (sent as CRLF). Pipelined, the
+ * requests behind each close are sent again on the next connection. */
+static void test_connection_close(void **state)
+{
+    const char *req = REQ(0, "close.req", "GET / HTTP/1.1\nHost: t\nConnection: close\n\n");
+
+    (void)state;
+    start_hello();
+    expect_clean(bench(server_port, "--expect", "http", "--request", req, "-c", "4", "-n", "1000",
+                       "-q", NULL),
+                 1000);
+    assert_in_range(reconnects(), 1000, 1004); /* one a response (and not the last in flight) */
+    expect_clean(bench(server_port, "--expect", "http", "--request", req, "--pipeline", "4", "-c",
+                       "2", "-n", "400", "-q", NULL),
+                 400);
+    assert_in_range(reconnects(), 400, 402);
+    /* HTTP/1.0 without keep-alive closes too */
+    req = REQ(1, "http10.req", "GET / HTTP/1.0\r\n\r\n");
+    expect_clean(bench(server_port, "--expect", "http", "--request", req, "-c", "2", "-n", "200",
+                       "-q", NULL),
+                 200);
+    assert_in_range(reconnects(), 200, 202);
+}
+
+/* HEAD: the response carries Content-Length: 14 and no body; a framer that did not know the
+ * method would wait for 14 bytes and time out. */
+static void test_head(void **state)
+{
+    const char *req = REQ(0, "head.req", "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+
+    (void)state;
+    start_hello();
+    expect_clean(bench(server_port, "--expect", "http", "--request", req, "--pipeline", "4",
+                       "--timeout", "2000", "-c", "2", "-n", "2000", "-q", NULL),
+                 2000);
+}
+
+static void test_short_mode(void **state)
+{
+    const char *req = REQ(0, "close.req", "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+
+    (void)state;
+    start_hello();
+    /* keep-alive responses: the client closes after each */
+    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-c", "8", "-n", "1000",
+                       "-q", NULL),
+                 1000);
+    assert_int_equal(field("connections"), 1000);
+    /* the server closes after each */
+    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "--request", req, "-c",
+                       "8", "-n", "1000", "-q", NULL),
+                 1000);
+}
+
+static void test_open_loop(void **state)
+{
+    const char *req = REQ(0, "close.req", "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+
+    (void)state;
+    start_hello();
+    expect_clean(
+        bench(server_port, "--expect", "http", "-R", "1000", "-d", "2", "-c", "10", "-q", NULL),
+        -1);
+    assert_in_range(field("requests"), 1800, 2050);
+    assert_int_equal(field("unsent"), 0);
+    expect_clean(bench(server_port, "--expect", "http", "--request", req, "-R", "500", "-d", "1",
+                       "-c", "10", "-q", NULL),
+                 -1);
+    assert_in_range(field("requests"), 450, 520);
+    assert_true(reconnects() >= 450);
+    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-R", "500", "-d", "1",
+                       "-c", "10", "-q", NULL),
+                 -1);
+    assert_in_range(field("requests"), 450, 520);
+}
+
+/* One raw request to the server; the whole response up to the close, in buf. */
+static size_t fetch(int port, const char *req, char *buf, size_t size)
+{
+    int fd = connect_port(port);
+    size_t got = 0;
+    ssize_t n;
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    while (got < size - 1 && (n = read(fd, buf + got, size - 1 - got)) > 0)
+        got += (size_t)n;
+    buf[got] = '\0';
+    close(fd);
+    return got;
+}
+
+/* nginx: a static file (Content-Length), gzip (chunked), a 404, keepalive_requests. */
+static void test_nginx(void **state)
+{
+    static char conf[2048], text[20000], resp[65536];
+    char path[256];
+    const char *get, *gz, *missing;
+
+    (void)state;
+    if (access(NGINX, X_OK) != 0) {
+        if (getenv("CI"))
+            fail_msg(NGINX " is missing (make deps installs nginx-light)");
+        skip();
+    }
+    snprintf(path, sizeof(path), "%s/www", tmpdir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/www/gz", tmpdir);
+    mkdir(path, 0755);
+    for (size_t i = 0; i < sizeof(text); i++)
+        text[i] = "lfbench speaks HTTP/1.1\n"[i % 24];
+    write_file(0, "www/index.html", text, 1000);
+    write_file(0, "www/gz/big.txt", text, sizeof(text));
+    server_port = free_port();
+    /* no root paths: pid, logs and temp files in tmpdir; keepalive_requests low, so every
+     * connection ends in a Connection: close */
+    snprintf(conf, sizeof(conf),
+             "daemon off;\nmaster_process off;\nworker_processes 1;\npid %s/nginx.pid;\n"
+             "error_log %s/error.log;\nevents { worker_connections 256; }\n"
+             "http {\n  access_log off;\n  default_type text/plain;\n"
+             "  client_body_temp_path %s/body;\n  proxy_temp_path %s/proxy;\n"
+             "  fastcgi_temp_path %s/fastcgi;\n  uwsgi_temp_path %s/uwsgi;\n"
+             "  scgi_temp_path %s/scgi;\n  keepalive_requests 100;\n"
+             "  server {\n    listen 127.0.0.1:%d;\n    root %s/www;\n"
+             "    location /gz/ { gzip on; gzip_min_length 0; gzip_types text/plain; }\n  }\n}\n",
+             tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, server_port, tmpdir);
+    write_file(0, "nginx.conf", conf, strlen(conf));
+    snprintf(path, sizeof(path), "%s/nginx.conf", tmpdir);
+    /* started here, not by start_server: the config names the port */
+    {
+        const char *args[] = {NGINX, "-p", tmpdir, "-c", path, "-e", "stderr", NULL};
+        int devnull;
+
+        server_pid = fork();
+        assert_true(server_pid >= 0);
+        if (server_pid == 0) {
+            devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, STDOUT_FILENO);
+            dup2(devnull, STDERR_FILENO);
+            execv(args[0], (char *const *)args);
+            _exit(127);
+        }
+        for (int i = 0; i < 500; i++) {
+            int fd = connect_port(server_port);
+            if (fd >= 0) {
+                close(fd);
+                break;
+            }
+            sleep_ms(10);
+        }
+    }
+    get = REQ(1, "get.req", "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
+    gz = REQ(2, "gz.req", "GET /gz/big.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n");
+    missing = REQ(3, "missing.req", "GET /missing HTTP/1.1\r\nHost: t\r\n\r\n");
+    /* the gzip response is chunked (else this test would not cover chunked from nginx) */
+    fetch(
+        server_port,
+        "GET /gz/big.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+        resp, sizeof(resp));
+    if (!strstr(resp, "Transfer-Encoding: chunked") || !strstr(resp, "Content-Encoding: gzip"))
+        fail_msg("nginx did not answer chunked gzip:\n%.300s", resp);
+    fetch(server_port, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", resp,
+          sizeof(resp));
+    assert_non_null(strstr(resp, "Content-Length: 1000"));
+
+    expect_clean(bench(server_port, "--expect", "http", "--request", get, "-c", "4", "-n", "2000",
+                       "-q", NULL),
+                 2000);
+    expect_non2xx(0);
+    assert_in_range(reconnects(), 16, 24); /* every 100th response closes its connection */
+    expect_clean(bench(server_port, "--expect", "http", "--request", gz, "--pipeline", "4", "-c",
+                       "4", "-n", "2000", "-q", NULL),
+                 2000);
+    assert_true(reconnects() >= 16);
+    expect_non2xx(0);
+    /* a 404 is a whole response: counted as non-2xx, not an error */
+    expect_clean(bench(server_port, "--expect", "http", "--request", missing, "-c", "2", "-n",
+                       "300", "-q", NULL),
+                 300);
+    expect_non2xx(300);
+    /* a mix of the three; the default request (GET /) is a 200 of index.html too */
+    {
+        char mix[1024];
+        snprintf(mix, sizeof(mix), "%s:2,%s:1,%s:1", get, gz, missing);
+        expect_clean(bench(server_port, "--expect", "http", "--mix", mix, "-c", "4", "-n", "2000",
+                           "-q", NULL),
+                     2000);
+        assert_in_range(field("http"), 300, 700);
+    }
+    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-c", "4", "-n", "300",
+                       "-q", NULL),
+                 300);
+    expect_non2xx(0);
+}
+
+/* Well-formed responses from badserver: chunked with extensions and trailers; close-delimited
+ * (each ends at the close, a reconnect). */
+static void test_badserver_wellformed(void **state)
+{
+    const char *chunked[] = {badserver, "PORT", "http", "chunked", NULL};
+    const char *eof[] = {badserver, "PORT", "http", "eof", NULL};
+
+    (void)state;
+    start_server(chunked);
+    expect_clean(bench(server_port, "--expect", "http", "-c", "4", "-n", "2000", "-q", NULL), 2000);
+    teardown(state);
+    start_server(eof);
+    expect_clean(bench(server_port, "--expect", "http", "-c", "4", "-n", "500", "-q", NULL), 500);
+    assert_in_range(reconnects(), 500, 504);
+    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-c", "4", "-n", "300",
+                       "-q", NULL),
+                 300);
+}
+
+/* Malformed responses: mismatches, the run fails, lfbench neither hangs nor crashes. */
+static void test_badserver_malformed(void **state)
+{
+    static const char *const kinds[] = {"garbage", "badcl", "badchunk", "fold", "hugehead"};
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        const char *srv[] = {badserver, "PORT", "http", kinds[k], NULL};
+        int rc;
+
+        start_server(srv);
+        rc = bench(server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout", "2000",
+                   "--max-errors", "1000000", "-q", NULL);
+        if (rc != 1 || field("mismatch") <= 0)
+            fail_msg("%s: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, out);
+        rc = bench(server_port, "--expect", "http", "--mode", "short", "-c", "2", "-n", "50",
+                   "--timeout", "2000", "-q", NULL);
+        if (rc != 1 || field("mismatch") <= 0)
+            fail_msg("%s short: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, out);
+        teardown(state);
+    }
+    /* a body cut short by the close: closed and lost, not a response */
+    {
+        const char *srv[] = {badserver, "PORT", "http", "short", NULL};
+        int rc;
+
+        start_server(srv);
+        rc = bench(server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout", "2000",
+                   "--max-errors", "1000000", "-q", NULL);
+        if (rc != 1 || field("closed") <= 0 || field("lost") <= 0 || field("requests") != 0)
+            fail_msg("short body: want exit 1, closed and lost, got %d:\n%s", rc, out);
+    }
+}
+
+/* Request files that are not one HTTP request: refused with one line naming the file. */
+static void test_bad_request_files(void **state)
+{
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"GET / HTTP/1.1\r\nHost: t\r\n", "no empty line ends the head"},
+        {"hello\n\n", "the request line"},
+        {"GET /\r\n\r\n", "not METHOD TARGET HTTP/1.x"},
+        {"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc", "not Content-Length bytes"},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *req = write_file(0, "bad.req", bad[i].text, strlen(bad[i].text));
+        assert_int_equal(bench(1, "--expect", "http", "--request", req, NULL), 2);
+        if (!strstr(out, bad[i].needle) || !strstr(out, "bad.req"))
+            fail_msg("want '%s' naming bad.req:\n%s", bad[i].needle, out);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_long_keepalive, teardown),
+        cmocka_unit_test_teardown(test_connection_close, teardown),
+        cmocka_unit_test_teardown(test_head, teardown),
+        cmocka_unit_test_teardown(test_short_mode, teardown),
+        cmocka_unit_test_teardown(test_open_loop, teardown),
+        cmocka_unit_test_teardown(test_nginx, teardown),
+        cmocka_unit_test_teardown(test_badserver_wellformed, teardown),
+        cmocka_unit_test_teardown(test_badserver_malformed, teardown),
+        cmocka_unit_test_teardown(test_bad_request_files, teardown),
+    };
+    static char script_path[4096];
+    int rc;
+
+    lfbench = getenv("LFBENCH");
+    lfepolld = getenv("LFEPOLLD");
+    badserver = getenv("BADSERVER");
+    if (!lfbench || !lfepolld || !badserver) {
+        fprintf(stderr, "set LFBENCH, LFEPOLLD and BADSERVER (make test does)\n");
+        return 1;
+    }
+    /* lua/http_hello.lua beside the tests' working directory (the repository root) */
+    if (!realpath("lua/http_hello.lua", script_path)) {
+        fprintf(stderr, "run from the repository root: lua/http_hello.lua not found\n");
+        return 1;
+    }
+    script = script_path;
+    if (getenv("TEST_SLOW"))
+        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
+    signal(SIGPIPE, SIG_IGN);
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    if (getenv("TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    {
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", tmpdir);
+    }
+    return rc;
+}
