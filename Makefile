@@ -14,7 +14,9 @@ SANITIZER ?=
 WERROR ?=
 
 DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev libcmocka-dev wrk \
-            procps
+            procps gnuplot-nox
+DEB_PKGS += zlib1g-dev # lfbench --hdr-log
+DEB_PKGS += nginx-light # tests/integration/test_lfbench_http.c: a real HTTP server
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -58,7 +60,7 @@ SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
 # lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
-CLI_MODS := bopt hist payload verify rate engine kstat
+CLI_MODS := bopt hist payload verify rate engine kstat sweep hdr http json result merge plot ports
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
             $(BUILD)/src/file.o
 LFBENCH := $(BINDIR)/lfbench
@@ -66,11 +68,13 @@ LFBENCH := $(BINDIR)/lfbench
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
 UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
-        lpattern lconn file
-CLI_TMODS := bopt hist payload verify rate kstat
+        lpattern lconn file hdr http json result sweep ports
+CLI_TMODS := bopt hist payload verify rate kstat hdr http json result sweep ports
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
-INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl
+INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
+            $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
+            tests/integration/test_hdr_interop.sh
 BADSERVER := $(TOBJ)/badserver
 
 .PHONY: all run test unit integration deps bench format format-check format-deps install uninstall \
@@ -101,7 +105,7 @@ $(BUILD)/client/%.o: client/%.c
 	$(CC) $(ALL_CPPFLAGS) -Iclient $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFBENCH): $(CLI_OBJS) $(BUILD)/client/lfbench.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lm $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lz -lm $(LDLIBS)
 
 # --- tests -------------------------------------------------------------------------------
 TEST_CFLAGS = $(LFE_CFLAGS) -O0 -U_FORTIFY_SOURCE $(CFLAGS)
@@ -138,14 +142,29 @@ $(TOBJ)/test_lua: $(TOBJ)/int_test_lua.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.
 $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
+$(TOBJ)/test_lfbench_runs: $(TOBJ)/int_test_lfbench_runs.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_merge: $(TOBJ)/int_test_merge.o $(TOBJ)/int_harness.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
 $(TOBJ)/test_sysctl: $(TOBJ)/int_test_sysctl.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/int_test_plot.o: TEST_CFLAGS += -Iclient
+$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/libcli.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lz -lm $(LDLIBS)
 
 $(BADSERVER): tests/integration/badserver.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -o $@ $<
 
 $(TOBJ)/int_load.o: TEST_CFLAGS = $(LFE_CFLAGS) -O2 $(CFLAGS)
+
+$(TOBJ)/test_hdr: LDLIBS += -lz
 
 # A test that includes mock_sys.h gets tests/unit/mock_sys.c's fakes and their --wrap flags.
 $(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/mock_sys.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
@@ -184,7 +203,19 @@ deps:
 	    echo "missing Debian packages; install them with:"; \
 	    echo "  sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
-	fi
+	fi; \
+	python3 -c 'import hdrh' 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Python package: hdrhistogram (tests/integration/hdr_interop.py)"; \
+	    python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null; } || exit 1; \
+	    python3 -m pip install -q hdrhistogram 2>/dev/null || \
+	      python3 -m pip install -q --break-system-packages hdrhistogram || exit 1; \
+	  else \
+	    echo "missing Python package hdrh (the --hdr-log interop tests skip without it, fail in CI);"; \
+	    echo "install it with:"; echo "  sudo python3 -m pip install hdrhistogram"; \
+	  fi; \
+	}
 
 run: deps
 	@$(MAKE) --no-print-directory $(LFEPOLLD)

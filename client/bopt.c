@@ -40,11 +40,14 @@ static const char usage[] =
     "  --expect line        a response is everything up to and including '\\n'\n"
     "  --expect len32       a response is a 4-byte big-endian length, then that many bytes\n"
     "  --expect bytes N     a response is exactly N bytes\n"
-    "  --expect http        HTTP/1.1 responses framed by Content-Length or chunked encoding;\n"
-    "                       non-2xx statuses counted; keep-alive and Connection: close\n"
-    "                       honoured (a close is a reconnect, not an error)\n"
-    "  --request FILE       the raw HTTP/1.1 request to send with --expect http (default:\n"
-    "                       GET / with the target as Host)\n"
+    "  --expect http        HTTP/1.1 responses framed by Content-Length, chunked encoding or\n"
+    "                       the close; 1xx skipped, HEAD/204/304 bodiless; non-2xx statuses\n"
+    "                       counted (not errors); keep-alive and Connection: close honoured: a\n"
+    "                       close is a reconnect, and requests pipelined behind it are sent\n"
+    "                       again (closed loop) or counted closed and lost (-R)\n"
+    "  --request FILE       the raw HTTP/1.x request to send with --expect http (default:\n"
+    "                       GET / with the target as Host); LF line ends in its head are sent\n"
+    "                       as CRLF\n"
     "  --reconnect-every N  long mode: close and reopen a connection after N requests\n"
     "  --source A[-B]       spread connections over these IPv4 source addresses\n"
     "  --json FILE          write the results, the per-second series and the full\n"
@@ -54,7 +57,8 @@ static const char usage[] =
     "  --start-at TIME      begin at TIME (epoch seconds, or +N seconds from now), so that\n"
     "                       several lfbench processes measure the same window\n"
     "  --open-timeout S     long mode: the measured window starts when every connection is\n"
-    "                       open, or after S seconds of opening (default 10 + 1 per 1,000)\n"
+    "                       open, or after S seconds of opening (default 10 + 1 per 1,000;\n"
+    "                       0: at once)\n"
     "  --rate-sweep F:T:S   open-loop steps from F to T requests/s by S, each with its own\n"
     "                       warm-up and -d, on the same connections; a row per step\n"
     "  --find-rate pP=LAT   the highest rate whose pP latency stays within LAT (e.g. p99=1ms);\n"
@@ -67,7 +71,8 @@ static const char usage[] =
     "       lfbench plot [-o FILE.png] RUN.json...    latency over time, percentiles, sweeps\n"
     "\n"
     "Exit status: 0 when every response verified, none lost or unsent, and errors <=\n"
-    "--max-errors; 1 otherwise; 2 for bad usage.\n";
+    "--max-errors (a sweep's steps report those instead; --find-rate fails when no rate kept\n"
+    "the bound); 1 otherwise; 2 for bad usage.\n";
 
 int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -176,12 +181,12 @@ static int parse_start_at(const char *s, double *out)
     clock_gettime(CLOCK_REALTIME, &ts);
     now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     if (s[0] == '+') {
-        if (parse_num(s + 1, 0, 86400, &v) < 0)
+        if (strspn(s + 1, "0123456789.") != strlen(s + 1) || parse_num(s + 1, 0, 86400, &v) < 0)
             return -EINVAL;
         *out = now + v;
         return 0;
     }
-    if (parse_num(s, now - 1, now + 86400, &v) < 0)
+    if (strspn(s, "0123456789.") != strlen(s) || parse_num(s, now - 1, now + 86400, &v) < 0)
         return -EINVAL;
     *out = v;
     return 0;
@@ -201,7 +206,7 @@ static int parse_sweep(const char *s, struct bopt *o)
     *b++ = '\0';
     *c++ = '\0';
     if (parse_num(a, 0.001, 1e9, &from) < 0 || parse_num(b, from, 1e9, &to) < 0 ||
-        parse_num(c, 0.001, 1e9, &step) < 0 || (to - from) / step + 1 > BOPT_MAX_STEPS)
+        parse_num(c, 0.001, 1e9, &step) < 0 || (to - from) / step + 1 > BOPT_MAX_STEPS + 1e-6)
         return -EINVAL;
     o->sweep_from = from;
     o->sweep_to = to;
@@ -249,12 +254,33 @@ void bopt_free(struct bopt *o)
 static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
                               size_t errlen)
 {
-    static const char *const with_value[] = {
-        "-t",       "-c",        "--cpus", "--mode",         "--pipeline", "-d",        "-n",
-        "--warmup", "--timeout", "-R",     "--connect-rate", "--size",     "--payload", "--mix",
-        "--expect", "--source",  "--json", "--max-errors",   "--json-stream", "--hdr-log",
-        "--request", "--start-at", "--reconnect-every", "--rate-sweep", "--find-rate",
-        "--open-timeout", NULL};
+    static const char *const with_value[] = {"-t",
+                                             "-c",
+                                             "--cpus",
+                                             "--mode",
+                                             "--pipeline",
+                                             "-d",
+                                             "-n",
+                                             "--warmup",
+                                             "--timeout",
+                                             "-R",
+                                             "--connect-rate",
+                                             "--size",
+                                             "--payload",
+                                             "--mix",
+                                             "--expect",
+                                             "--source",
+                                             "--json",
+                                             "--max-errors",
+                                             "--json-stream",
+                                             "--hdr-log",
+                                             "--request",
+                                             "--start-at",
+                                             "--reconnect-every",
+                                             "--rate-sweep",
+                                             "--find-rate",
+                                             "--open-timeout",
+                                             NULL};
     bool have_d = false, have_n = false, have_size = false, have_request = false;
 
     memset(o, 0, sizeof(*o));
@@ -266,6 +292,7 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
     o->timeout_ms = 5000;
     o->size = 64;
     o->expect = EXPECT_ECHO;
+    o->open_timeout = -1; /* the default depends on -c */
 
     for (int i = 1; i < argc; i++) {
         struct arg a;
@@ -464,6 +491,9 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
             o->connect_rate, o->rate);
     if (o->nsources && o->addr.ss_family != AF_INET)
         BAD("--source takes IPv4 addresses; the target is IPv6");
+    if (o->expect == EXPECT_HTTP && have_size)
+        BAD("--size makes generated echo payloads; with --expect http the request is --request "
+            "FILE (default GET /)");
     if (have_request && o->expect != EXPECT_HTTP)
         BAD("--request is an HTTP request file and needs --expect http; for other protocols "
             "use --payload");

@@ -75,6 +75,7 @@ struct bconn {
     size_t woff;       /* bytes written of request head+qw */
     bool in_free;      /* open loop: queued in freeq */
     uint64_t done;     /* requests completed after the warm-up */
+    uint64_t nreq;     /* requests issued on this connection since it opened */
     struct verify v;   /* the response to q[head] */
     struct req q1;     /* q when the pipeline is 1: no second cache line to fetch */
 };
@@ -83,7 +84,7 @@ struct watchers {
     ev_io sockets; /* the thread's edge-triggered epoll set */
     ev_io send;    /* open loop: the timerfd of the next due send */
     ev_timer tick, sec;
-    ev_async stop;
+    ev_async stop, cmd;
 };
 
 uint64_t now_ns(void)
@@ -104,11 +105,20 @@ static bool can_issue(const struct bthread *t)
     return !t->stopping && (t->quota == 0 || t->issued < t->quota);
 }
 
+/* --reconnect-every: c has carried its share and takes no more requests; it is closed and
+ * reopened once its last response is in. */
+static bool spent(const struct bconn *c)
+{
+    return c->t->o->reconnect_every && c->nreq >= c->t->o->reconnect_every;
+}
+
 /* Open loop: sends of this run that are due by now and not taken yet. The run's are those
  * intended before sched_end and, with -n, within the quota; the run being over does not cancel
  * them: each waits for a connection, and whatever is left at the very end is unsent. */
 static uint64_t backlog(const struct bthread *t, uint64_t now)
 {
+    if (t->phase == PH_IDLE || t->sched_end == 0)
+        return 0; /* no step runs */
     uint64_t due = rate_due(t->sch, now < t->sched_end ? now : t->sched_end - 1);
     uint64_t left = t->issued < t->quota ? t->quota - t->issued : 0;
 
@@ -140,6 +150,15 @@ static void count_error(struct bthread *t, enum berr e)
 {
     t->total.errors[e]++;
     t->cur.errors[e]++;
+    if (t->phase != PH_IDLE)
+        t->sres.c.errors[e]++;
+}
+
+static void count_lost(struct bthread *t, uint64_t n)
+{
+    t->total.lost += n;
+    t->cur.lost += n;
+    t->sres.c.lost += n;
 }
 
 static enum berr errno_kind(int e)
@@ -166,7 +185,8 @@ static enum berr errno_kind(int e)
  * (a ring of nconns) never overflows. */
 static void push_free(struct bthread *t, struct bconn *c)
 {
-    if (t->open_loop && !c->in_free && c->state == CS_OPEN && c->qn < (unsigned)t->o->pipeline) {
+    if (t->open_loop && !c->in_free && c->state == CS_OPEN && c->qn < (unsigned)t->o->pipeline &&
+        !spent(c)) {
         t->freeq[(t->fhead + t->nfree++) % t->nconns] = (int)(c - t->conns);
         c->in_free = true;
     }
@@ -181,7 +201,7 @@ static struct bconn *pop_free(struct bthread *t)
         t->fhead = (t->fhead + 1) % t->nconns;
         t->nfree--;
         f->in_free = false;
-        if (f->state == CS_OPEN && f->qn < (unsigned)t->o->pipeline)
+        if (f->state == CS_OPEN && f->qn < (unsigned)t->o->pipeline && !spent(f))
             return f;
     }
     return NULL;
@@ -215,10 +235,8 @@ static void close_conn(struct bconn *c)
  * a reset): its request was answered, but never whole. A mismatch is its own failure. */
 static void fail(struct bconn *c, enum berr e)
 {
-    if (c->qn && c->v.got > 0 && e != ERR_MISMATCH) {
-        c->t->total.lost++;
-        c->t->cur.lost++;
-    }
+    if (c->qn && c->v.got > 0 && e != ERR_MISMATCH)
+        count_lost(c->t, 1);
     count_error(c->t, e);
     close_conn(c);
     c->retry_at =
@@ -235,6 +253,7 @@ static void issue(struct bconn *c, uint64_t t0, uint64_t now)
     r->seq = c->seq++;
     r->t0 = t0;
     r->t_sent = now;
+    c->nreq++;
     if (c->qn++ == 0)
         verify_start(&c->v, t->o->expect, t->o->expect_bytes, t->p, r->cls, stream_of(c), r->seq,
                      r->len);
@@ -278,8 +297,11 @@ static void dispatch_due(struct bthread *t, uint64_t now)
         when = rate_take(t->sch);
         due--;
         t->intended++;
-        if (now - when > BEHIND_NS)
+        t->sres.intended++;
+        if (now - when > BEHIND_NS) {
             t->behind++;
+            t->sres.behind++;
+        }
         if (t->o->mode == MODE_SHORT) {
             open_conn(c, now, when); /* the transaction counts from when it was due */
         } else {
@@ -299,8 +321,10 @@ static void connected(struct bconn *c, uint64_t now)
     c->state = CS_OPEN;
     __atomic_store_n(&t->open, t->open + 1, __ATOMIC_RELAXED);
     t->cur.connects++;
-    if (now >= t->t_warm) {
+    c->nreq = 0;
+    if (t->phase != PH_IDLE && now >= t->t_warm) {
         t->total.connects++;
+        t->sres.c.connects++;
         hist_record(&t->clat, now - c->conn_t0);
     }
     if (t->o->mode == MODE_SHORT) {
@@ -309,8 +333,8 @@ static void connected(struct bconn *c, uint64_t now)
     } else if (t->open_loop) {
         push_free(t, c);
         dispatch_due(t, now);
-    } else {
-        while (c->qn < (unsigned)t->o->pipeline && can_issue(t))
+    } else if (t->phase == PH_RUN) {
+        while (c->qn < (unsigned)t->o->pipeline && can_issue(t) && !spent(c))
             issue(c, now, now);
         do_write(c, now);
     }
@@ -350,11 +374,21 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
         goto out_close;
     c->conn_t0 = now_ns(); /* not the caller's: socket, bind and epoll_ctl came between */
-    if (connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0) {
+    err = connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0 ? 0 : errno;
+    {
+        /* The time connect() itself took: the kernel's search of the ephemeral port range,
+         * slow when TIME_WAIT crowds it. The client's, not the server's. */
+        uint64_t spent_ns = now_ns() - c->conn_t0;
+        t->connect_ns += spent_ns;
+        if (spent_ns > t->connect_max_ns)
+            t->connect_max_ns = spent_ns;
+    }
+    if (err == 0) {
         t->nclosed--;
         connected(c, now_ns());
         return;
     }
+    errno = err;
     if (errno != EINPROGRESS)
         goto out_close;
     c->state = CS_CONNECTING;
@@ -375,14 +409,23 @@ static void finish_request(struct bconn *c, uint64_t now)
 {
     struct bthread *t = c->t;
     struct req *r = &c->q[c->head];
+    bool non2xx = t->o->expect == EXPECT_HTTP && (c->v.status < 200 || c->v.status > 299);
 
     t->cur.requests++;
+    t->cur.http_non2xx += non2xx; /* a status counted, not a failure: the response was whole */
     hist_record(&t->cur_lat, now - r->t0);
-    if (r->t0 >= t->t_warm) {
+    if (r->t0 >= t->t_warm && t->phase != PH_IDLE) {
+        t->total.http_non2xx += non2xx;
+        t->sres.c.http_non2xx += non2xx;
         c->done++;
         t->total.requests++;
         t->total.bytes_in += c->v.got;
+        t->sres.c.requests++;
+        t->sres.c.bytes_in += c->v.got;
         hist_record(&t->lat, now - r->t0);
+        hist_record(&t->sres.lat, now - r->t0);
+        if (t->hdr)
+            hist_record(&t->cur_mlat, now - r->t0);
         if (t->p->n > 1)
             hist_record(&t->cls_lat[r->cls], now - r->t0);
     }
@@ -422,8 +465,10 @@ static void do_write(struct bconn *c, uint64_t now)
         }
         bool all = (size_t)w == fill;
         t->cur.bytes_out += (uint64_t)w;
-        if (now >= t->t_warm)
+        if (now >= t->t_warm && t->phase != PH_IDLE) {
             t->total.bytes_out += (uint64_t)w;
+            t->sres.c.bytes_out += (uint64_t)w;
+        }
         while (w > 0) {
             struct req *r = &c->q[(c->head + c->qw) % P];
             size_t left = r->len - c->woff;
@@ -455,6 +500,38 @@ static void short_done(struct bconn *c, uint64_t now)
         dispatch_due(t, now);
 }
 
+/* --expect http, long mode: the server ends the connection after the response just finished
+ * (Connection: close, HTTP/1.0, a close-delimited body) or closed it idle. HTTP allows that: a
+ * clean close and a new connection, counted in reconnects, not an error. Requests pipelined
+ * behind that response are never answered; HTTP has the client send them again (RFC 9112
+ * §9.3.2). The closed loop does: they go back to the issuer (-n still completes its count) and
+ * the new connection sends them as new requests, their latency counted from that resend. The
+ * open loop cannot send them again at their intended times, so there they count as what they
+ * are, requests lost to a close: one "closed" error and lost. at_once: open the new connection
+ * now; else the tick does (an idle connection closed: a server that closes every connection
+ * at once would otherwise keep this thread reconnecting in a loop). */
+static void http_reopen(struct bconn *c, uint64_t now, bool at_once)
+{
+    struct bthread *t = c->t;
+
+    if (c->qn && t->open_loop) {
+        count_error(t, ERR_CLOSED);
+        count_lost(t, c->qn);
+    } else if (c->qn) {
+        t->issued -= c->qn;
+    }
+    t->total.reconnects++;
+    t->cur.reconnects++;
+    t->sres.c.reconnects++;
+    close_conn(c);
+    c->retry_at = 0;
+    if (!at_once)
+        return;
+    open_conn(c, now, now);
+    if (t->open_loop)
+        dispatch_due(t, now);
+}
+
 /* Reads what c has. ended: the event said the peer closed or reset, so a short read does not
  * mean drained: the end of file or the error behind the data is read too (no edge will come for
  * it, and the connection would wait for --timeout). now: the batch's time, taken again after
@@ -482,6 +559,20 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
         if (n == 0) {
             if (whole_at)
                 break;
+            if (t->o->expect == EXPECT_HTTP && t->o->mode == MODE_LONG && c->qn == 0) {
+                http_reopen(c, now, false); /* an idle keep-alive connection closed */
+                return;
+            }
+            if (c->qn && c->qw && verify_eof(&c->v) == VERIFY_DONE) {
+                now = now_ns(); /* a close-delimited HTTP body: the EOF is its end */
+                if (t->o->mode == MODE_SHORT) {
+                    short_done(c, now);
+                } else {
+                    finish_request(c, now);
+                    http_reopen(c, now, true);
+                }
+                return;
+            }
             fail(c, ERR_CLOSED);
             return;
         }
@@ -521,10 +612,15 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                 whole_at = now; /* and read on, past a full buffer, to see what follows */
                 break;
             }
+            if (c->v.close_after) { /* HTTP: the server closes after it */
+                finish_request(c, now);
+                http_reopen(c, now, true);
+                return;
+            }
             finish_request(c, now);
             if (t->open_loop)
                 push_free(t, c);
-            else if (can_issue(t))
+            else if (can_issue(t) && !spent(c))
                 issue(c, now, now); /* written below, with any others, in one write */
         }
         if (n < BUFSZ && !ended)
@@ -532,6 +628,18 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
     }
     if (whole_at) {
         short_done(c, whole_at);
+        return;
+    }
+    if (c->qn == 0 && spent(c)) {
+        /* --reconnect-every: a clean close between requests, and a new connection */
+        t->total.reconnects++;
+        t->cur.reconnects++;
+        t->sres.c.reconnects++;
+        close_conn(c);
+        c->retry_at = 0;
+        open_conn(c, now, now);
+        if (t->open_loop)
+            dispatch_due(t, now);
         return;
     }
     if (c->qw < c->qn)
@@ -567,18 +675,32 @@ static void on_event(struct bconn *c, uint32_t events, uint64_t now)
         do_write(c, now);
 }
 
-/* libev says the thread's epoll set has events: take a batch, edge-triggered. */
-static void on_sockets(struct ev_loop *loop, ev_io *w, int revents)
+/* Takes a batch of up to 256 events, edge-triggered; returns how many. */
+static int take_events(struct bthread *t)
 {
-    struct bthread *t = w->data;
     struct epoll_event evs[256];
     int n = epoll_wait(t->epfd, evs, 256, 0);
     uint64_t now = now_ns(); /* the batch's; what a sample needs is taken where it happens */
 
-    (void)loop;
-    (void)revents;
     for (int i = 0; i < n; i++)
         on_event(evs[i].data.ptr, evs[i].events, now);
+    return n;
+}
+
+/* libev says the thread's epoll set has events. */
+static void on_sockets(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    take_events(w->data);
+}
+
+static bool any_in_flight(struct bthread *t)
+{
+    for (int i = 0; i < t->nconns; i++)
+        if (t->conns[i].qn > 0)
+            return true;
+    return false;
 }
 
 static bool all_idle(struct bthread *t)
@@ -589,6 +711,36 @@ static bool all_idle(struct bthread *t)
     return true;
 }
 
+/* Whether the step's work is all in: no request in flight (and, short mode, no connection
+ * carrying a transaction still connecting). A long-mode connection reconnecting carries none. */
+static bool step_idle(struct bthread *t)
+{
+    return t->o->mode == MODE_SHORT ? all_idle(t) : !any_in_flight(t);
+}
+
+/* The step is over: what is still in flight counts as timed out and lost, due sends that never
+ * went out as unsent; the results are handed to main (step_done). */
+static void end_step(struct bthread *t, uint64_t now)
+{
+    uint64_t left = t->open_loop ? backlog(t, now) : 0;
+
+    t->unsent += left;
+    t->sres.unsent = left;
+    for (int i = 0; i < t->nconns; i++) {
+        struct bconn *c = &t->conns[i];
+        if (c->qn || (t->o->mode == MODE_SHORT && c->state == CS_CONNECTING)) {
+            count_error(t, ERR_TIMEOUT);
+            count_lost(t, c->qn);
+            close_conn(c);
+            c->retry_at = 0;
+        }
+    }
+    t->phase = PH_IDLE;
+    t->stopping = true;
+    t->sched_end = 0;
+    __atomic_store_n(&t->step_done, t->step, __ATOMIC_RELEASE);
+}
+
 static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct bthread *t = w->data;
@@ -596,19 +748,35 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
     uint64_t every = limit / 8 < SCAN_NS ? limit / 8 : SCAN_NS;
     bool scan = now - t->last_scan >= every, reopen;
 
+    (void)loop;
     (void)revents;
-    if (!t->stopping && (now >= t->t_end || (t->quota && t->issued >= t->quota))) {
+    if (t->phase == PH_RUN &&
+        (t->stopping || now >= t->t_end || (t->quota && t->issued >= t->quota))) {
+        t->phase = PH_DRAIN;
         t->stopping = true;
-        t->t_end = now; /* in-flight requests get --timeout from here */
+        t->drain_t0 = now; /* in-flight requests get --timeout from here */
     }
     /* Walking every connection costs a cache miss or two each: do it only to look for
      * timeouts (a few times per --timeout) or when some connection waits to reconnect. */
-    if (scan)
+    if (scan) {
         t->last_scan = now;
-    /* Closed connections reopen: closed loop, while it issues (asked per connection: each
-     * short-mode open counts against -n); open loop, long mode, while there are or will be sends
-     * for them (short mode's open loop connects per send). */
-    reopen = t->open_loop && t->o->mode == MODE_LONG && (!t->stopping || backlog(t, now) > 0);
+        /* Events already waiting are taken first: a timer that fired while this thread was
+         * busy (opening thousands of connections, each connect() searching a crowded port
+         * range) must not fail connections whose handshake completed meanwhile, nor requests
+         * whose response is in the socket. That turned a slow client into 14,498 "timeouts"
+         * of connections the server had accepted. */
+        while (take_events(t) == 256)
+            ;
+        now = now_ns();
+    }
+    /* Closed connections reopen: long mode, whenever the step is not draining (between steps
+     * too: the connections are the run's), or while due sends wait for them; short mode's closed
+     * loop, while it issues (each open counts against -n); short mode's open loop connects per
+     * send. */
+    if (t->o->mode == MODE_LONG)
+        reopen = t->phase != PH_DRAIN || (t->open_loop && backlog(t, now) > 0);
+    else
+        reopen = !t->open_loop && can_issue(t);
     for (int i = 0; (scan || t->nclosed > 0) && i < t->nconns; i++) {
         struct bconn *c = &t->conns[i];
 
@@ -617,29 +785,19 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         } else if (scan && c->state == CS_OPEN && c->qn && now - c->q[c->head].t_sent > limit) {
             fail(c, ERR_TIMEOUT);
         }
-        if (c->state == CS_CLOSED && c->retry_at <= now && (t->open_loop ? reopen : can_issue(t)) &&
-            connect_token(t, now, NULL))
+        if (c->state == CS_CLOSED && c->retry_at <= now && reopen && connect_token(t, now, NULL))
             open_conn(c, now, now);
     }
     if (t->open_loop)
         dispatch_due(t, now);
-    if (t->stopping) {
-        /* The run is over: in-flight requests, and due sends still waiting for a connection, get
-         * up to --timeout; then the first count as timed out and lost, the others as unsent. */
+    if (t->phase == PH_DRAIN) {
+        /* The step is over: in-flight requests, and due sends still waiting for a connection,
+         * get up to --timeout; then the first count as timed out and lost, the others as
+         * unsent. */
         uint64_t left = t->open_loop ? backlog(t, now) : 0;
 
-        if ((all_idle(t) && left == 0) || now > t->t_end + limit) {
-            t->unsent = left;
-            for (int i = 0; i < t->nconns; i++) {
-                struct bconn *c = &t->conns[i];
-                if (c->state == CS_CONNECTING || c->qn)
-                    count_error(t, ERR_TIMEOUT);
-                t->total.lost += c->qn;
-                t->cur.lost += c->qn;
-                close_conn(c);
-            }
-            ev_break(loop, EVBREAK_ALL);
-        }
+        if ((step_idle(t) && left == 0) || now > t->drain_t0 + limit)
+            end_step(t, now);
     }
 }
 
@@ -653,10 +811,16 @@ static void publish(struct bthread *t)
     t->pub.lost += t->cur.lost;
     for (int e = 0; e < ERR_KINDS; e++)
         t->pub.errors[e] += t->cur.errors[e];
+    t->pub.reconnects += t->cur.reconnects;
+    t->pub.http_non2xx += t->cur.http_non2xx;
     hist_merge(&t->pub_lat, &t->cur_lat);
+    if (t->hdr)
+        hist_merge(&t->pub_mlat, &t->cur_mlat);
     pthread_mutex_unlock(&t->pub_lock);
     memset(&t->cur, 0, sizeof(t->cur));
     hist_init(&t->cur_lat);
+    if (t->hdr)
+        hist_init(&t->cur_mlat);
 }
 
 static void on_sec(struct ev_loop *loop, ev_timer *w, int revents)
@@ -672,11 +836,69 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
 
     (void)loop;
     (void)revents;
+    if (t->phase != PH_RUN)
+        return;
     t->stopping = true;
     if (t->t_end > now_ns())
         t->t_end = now_ns();
     if (t->sched_end > t->t_end)
         t->sched_end = t->t_end; /* sends due so far still go out */
+}
+
+/* A step begins: its window, its rate, and the requests it starts with. */
+static void start_step(struct bthread *t, const struct bcmd *cmd)
+{
+    uint64_t now = now_ns(), start = cmd->start > now ? now : cmd->start;
+
+    t->step = cmd->seq;
+    memset(&t->sres.c, 0, sizeof(t->sres.c));
+    hist_init(&t->sres.lat);
+    t->sres.intended = t->sres.behind = t->sres.unsent = 0;
+    t->t_warm = start + (uint64_t)(cmd->warmup * 1e9);
+    t->t_end = cmd->duration > 0 ? t->t_warm + (uint64_t)(cmd->duration * 1e9) : UINT64_MAX;
+    t->sched_end = t->t_end;
+    t->quota = cmd->quota ? t->issued + cmd->quota : 0;
+    t->stopping = false;
+    t->phase = PH_RUN;
+    if (t->open_loop) {
+        /* threads interleave their schedules from the common start */
+        rate_init(t->sch, cmd->rate / t->o->threads,
+                  cmd->start + (uint64_t)(1e9 / cmd->rate * t->idx));
+        dispatch_due(t, now);
+        return;
+    }
+    for (int i = 0; i < t->nconns && can_issue(t); i++) {
+        struct bconn *c = &t->conns[i];
+
+        if (t->o->mode == MODE_SHORT) {
+            if (c->state == CS_CLOSED && connect_token(t, now, NULL)) /* others: the tick */
+                open_conn(c, now, now);
+            continue;
+        }
+        if (c->state != CS_OPEN)
+            continue; /* connected() starts it when it opens */
+        while (c->qn < (unsigned)t->o->pipeline && can_issue(t) && !spent(c))
+            issue(c, now, now);
+        do_write(c, now);
+    }
+}
+
+static void on_cmd(struct ev_loop *loop, ev_async *w, int revents)
+{
+    struct bthread *t = w->data;
+    struct bcmd cmd;
+
+    (void)revents;
+    pthread_mutex_lock(&t->pub_lock);
+    cmd = t->cmd;
+    pthread_mutex_unlock(&t->pub_lock);
+    if (cmd.finish) {
+        for (int i = 0; i < t->nconns; i++)
+            close_conn(&t->conns[i]);
+        ev_break(loop, EVBREAK_ALL);
+    } else if (cmd.seq != t->step && t->phase == PH_IDLE) {
+        start_step(t, &cmd);
+    }
 }
 
 /* Arms the send timerfd for the next send of the run: when it is due, or when a --connect-rate
@@ -725,10 +947,11 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     t->nconns = n;
     t->rng = 0x853c49e6748fea9bull ^ ((uint64_t)idx + 1) * 0x9e3779b97f4a7c15ull;
     t->t_start = t_start;
-    t->t_warm = t_start + (uint64_t)(o->warmup * 1e9);
-    t->t_end = o->duration > 0 ? t->t_warm + (uint64_t)(o->duration * 1e9) : UINT64_MAX;
-    t->sched_end = t->t_end;
-    t->open_loop = o->rate > 0;
+    t->t_warm = t->t_end = UINT64_MAX; /* no step yet */
+    t->phase = PH_IDLE;
+    t->stopping = true;
+    t->hdr = o->hdr_log != NULL;
+    t->open_loop = o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0;
     /* Nagle (with Minshall's rule) never holds back the only write of a short connection's
      * request; it does hold a pipelined or long connection's next small request, and pieces of
      * a big one. So TCP_NODELAY, a syscall per connection, only where it can matter. */
@@ -743,11 +966,8 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     t->freeq = calloc((size_t)n, sizeof(*t->freeq));
     t->sendfd = -1;
     t->watchers = calloc(1, sizeof(struct watchers));
-    if (t->open_loop) {
-        t->sch = calloc(1, sizeof(*t->sch));
-        if (t->sch) /* threads interleave their schedules */
-            rate_init(t->sch, o->rate / o->threads, t->t_start + (uint64_t)(1e9 / o->rate * idx));
-    }
+    if (t->open_loop)
+        t->sch = calloc(1, sizeof(*t->sch)); /* each step sets it up */
     if (!t->conns || !t->buf || !t->freeq || !t->watchers || (t->open_loop && !t->sch))
         return -1;
     for (int i = 0; i < n; i++) {
@@ -763,6 +983,9 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     hist_init(&t->clat);
     hist_init(&t->cur_lat);
     hist_init(&t->pub_lat);
+    hist_init(&t->cur_mlat);
+    hist_init(&t->pub_mlat);
+    hist_init(&t->sres.lat);
     for (int k = 0; k < BOPT_MAX_CLASSES; k++)
         hist_init(&t->cls_lat[k]);
     pthread_mutex_init(&t->pub_lock, NULL);
@@ -771,7 +994,20 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
         (t->sendfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0)
         return -1;
     t->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV);
-    return t->loop && t->epfd >= 0 ? 0 : -1;
+    if (!t->loop || t->epfd < 0)
+        return -1;
+    /* Started here, before the thread runs: ev_async_start clears a send that came before it,
+     * and main may command the first step (short mode) before the thread's loop is up. */
+    {
+        struct watchers *w = t->watchers;
+        ev_async_init(&w->stop, on_stop);
+        w->stop.data = t;
+        ev_async_start(t->loop, &w->stop);
+        ev_async_init(&w->cmd, on_cmd);
+        w->cmd.data = t;
+        ev_async_start(t->loop, &w->cmd);
+    }
+    return 0;
 }
 
 void *engine_main(void *arg)
@@ -795,20 +1031,19 @@ void *engine_main(void *arg)
     ev_timer_init(&w->sec, on_sec, 1.0, 1.0);
     w->sec.data = t;
     ev_timer_start(t->loop, &w->sec);
-    ev_async_init(&w->stop, on_stop);
-    w->stop.data = t;
-    ev_async_start(t->loop, &w->stop);
     if (t->open_loop) {
         /* Sleeps end when asked, not up to 50 µs later (the default slack), for this thread. */
         prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
         ev_io_init(&w->send, on_send, t->sendfd, EV_READ);
         w->send.data = t;
         ev_io_start(t->loop, &w->send);
-        arm_send(t, now_ns(), 0);
     }
+    /* Long mode opens every connection first; requests wait for main's first step, which
+     * comes when all are open (or --open-timeout passed). A command sent before this loop ran
+     * is pending on the async watcher and runs in it. */
     now = now_ns();
-    if (!t->open_loop || t->o->mode == MODE_LONG)
-        for (int i = 0; i < t->nconns && can_issue(t); i++)
+    if (t->o->mode == MODE_LONG)
+        for (int i = 0; i < t->nconns; i++)
             if (connect_token(t, now, NULL)) /* the others: the tick, as tokens come */
                 open_conn(&t->conns[i], now, now);
     ev_run(t->loop, 0);
@@ -826,6 +1061,19 @@ void *engine_main(void *arg)
 void engine_stop(struct bthread *t)
 {
     ev_async_send(t->loop, &((struct watchers *)t->watchers)->stop);
+}
+
+void engine_command(struct bthread *t, const struct bcmd *c)
+{
+    pthread_mutex_lock(&t->pub_lock);
+    t->cmd = *c;
+    pthread_mutex_unlock(&t->pub_lock);
+    ev_async_send(t->loop, &((struct watchers *)t->watchers)->cmd);
+}
+
+int engine_step_done(struct bthread *t)
+{
+    return __atomic_load_n(&t->step_done, __ATOMIC_ACQUIRE);
 }
 
 void engine_free(struct bthread *t)

@@ -26,17 +26,47 @@ extern const char *const berr_name[ERR_KINDS];
 
 /* Counters of one interval (a second) or of the whole run. */
 struct bcount {
-    uint64_t requests;  /* responses complete and verified */
-    uint64_t bytes_out; /* request bytes written */
-    uint64_t bytes_in;  /* response bytes read */
-    uint64_t connects;  /* connections established */
-    uint64_t lost;      /* requests whose response never came whole: cut short part-way (by
-                         * a timeout, a close or a reset; also counted as that error), or still
-                         * unanswered when the run ended (also counted as timeouts) */
+    uint64_t requests;    /* responses complete and verified */
+    uint64_t bytes_out;   /* request bytes written */
+    uint64_t bytes_in;    /* response bytes read */
+    uint64_t connects;    /* connections established */
+    uint64_t lost;        /* requests whose response never came whole: cut short part-way (by
+                           * a timeout, a close or a reset; also counted as that error), or still
+                           * unanswered when the run ended (also counted as timeouts) */
+    uint64_t reconnects;  /* connections closed cleanly and reopened, not errors:
+                           * --reconnect-every, or an HTTP server's Connection: close */
+    uint64_t http_non2xx; /* --expect http: responses whose status was not 2xx */
     uint64_t errors[ERR_KINDS];
 };
 
 struct bconn;
+
+/* What the main thread asks of a load thread, one step at a time: a run is one step (after the
+ * connections are open), --rate-sweep and --find-rate several on the same connections. Written
+ * by main under pub_lock, then engine_command() wakes the thread. */
+struct bcmd {
+    int seq;         /* the step's number, from 1; a new one starts it */
+    bool finish;     /* no more steps: close everything and return */
+    double rate;     /* total requests/s over all threads, 0 = closed loop */
+    double warmup;   /* seconds of the step that are not measured */
+    double duration; /* seconds measured, 0 = until the quota */
+    uint64_t quota;  /* this thread's -n share, 0 = none */
+    uint64_t start;  /* CLOCK_MONOTONIC ns: the common start of every thread's schedule */
+};
+
+/* A thread's phase. */
+enum bphase {
+    PH_IDLE,  /* connections open (long mode), no requests: before the first step, between steps */
+    PH_RUN,   /* a step: requests go out */
+    PH_DRAIN, /* the step is over: in-flight requests get up to --timeout */
+};
+
+/* One step's results in one thread; main reads them once step_done says the step is over. */
+struct bstepres {
+    struct bcount c;
+    struct hist lat;
+    uint64_t intended, behind, unsent;
+};
 
 /* One load thread. Everything in it is touched by its thread only, except pub (under pub_lock,
  * once a second) and open (atomic), until the thread is joined. */
@@ -52,14 +82,24 @@ struct bthread {
     uint32_t conn_base;              /* global index of conns[0] */
     uint8_t *buf;                    /* scratch for reads and writes */
     uint64_t rng;                    /* class draws */
-    uint64_t t_start, t_warm, t_end; /* CLOCK_MONOTONIC ns: run start, stats start, stop issuing */
-    uint64_t sched_end;              /* open loop: sends intended from here on are not the run's */
-    uint64_t quota;                  /* -n share of this thread, 0 = none */
-    uint64_t issued;                 /* requests issued */
-    bool stopping;                   /* no new requests */
-    bool open_loop;                  /* -R */
-    bool nodelay;                    /* TCP_NODELAY on each socket */
-    struct rate *sch;                /* -R schedule */
+    uint64_t t_start, t_warm, t_end; /* CLOCK_MONOTONIC ns: opening starts; the step's stats
+                                      * start; it stops issuing */
+    enum bphase phase;
+    struct bcmd cmd;   /* main's latest, under pub_lock */
+    int step;          /* the step this thread runs or ran last */
+    int step_done;     /* atomic (release): the last step whose results are in sres */
+    uint64_t drain_t0; /* when the step stopped issuing: in-flight requests time out from here */
+    struct bstepres sres;
+    uint64_t connect_ns;      /* time spent inside connect() itself (a crowded port range) */
+    uint64_t connect_max_ns;  /* the longest connect() call */
+    bool hdr;                 /* --hdr-log: keep cur_mlat */
+    uint64_t sched_end;       /* open loop: sends intended from here on are not the run's */
+    uint64_t quota;           /* -n share of this thread, 0 = none */
+    uint64_t issued;          /* requests issued */
+    bool stopping;            /* no new requests */
+    bool open_loop;           /* -R */
+    bool nodelay;             /* TCP_NODELAY on each socket */
+    struct rate *sch;         /* -R schedule */
     int *freeq, fhead, nfree; /* open loop: a FIFO ring of connections that can take a request */
     int sendfd;               /* open loop: timerfd of the next due send */
     uint64_t send_at;         /* when it is armed for, 0 = off */
@@ -81,9 +121,10 @@ struct bthread {
     /* the per-second series */
     struct bcount cur;
     struct hist cur_lat;
+    struct hist cur_mlat; /* --hdr-log: this second's latencies in a measured window */
     pthread_mutex_t pub_lock;
     struct bcount pub; /* handed to main once a second */
-    struct hist pub_lat;
+    struct hist pub_lat, pub_mlat;
     int open;       /* atomic: open connections */
     void *watchers; /* engine-private */
 };
@@ -95,8 +136,15 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
 /* The thread body: runs the loop until the run is over. */
 void *engine_main(void *arg);
 
-/* From another thread: stop issuing at once (Ctrl-C); the thread finishes in-flight work. */
+/* From another thread: stop issuing at once (Ctrl-C); the thread finishes in-flight work, and
+ * its step ends. */
 void engine_stop(struct bthread *t);
+
+/* From the main thread: start the next step, or finish (c->finish). */
+void engine_command(struct bthread *t, const struct bcmd *c);
+
+/* The last step whose results are in t->sres (acquire). */
+int engine_step_done(struct bthread *t);
 
 void engine_free(struct bthread *t);
 

@@ -245,14 +245,22 @@ void result_print(FILE *f, const struct bresult *r)
         print_lat(f, "", "connect", r->clat);
     }
     if (is_long && r->open_s > 0) {
-        fprintf(f, "opening      %d connection%s open after %.2f s", r->open_at_start,
-                r->open_at_start == 1 ? "" : "s", r->open_s);
-        if (r->connect_busy > 0)
-            fprintf(f, " (%.2f s of it inside connect(): the kernel searching the port range)",
+        /* The window starts once the connections are open: say how long that took, and when
+         * the client itself was slow (connect() searching a port range crowded by TIME_WAIT),
+         * say so: it is not the server's time. */
+        fprintf(f, "opening      %d of %d connection%s open in %.2f s, before the measured window",
+                r->open_at_start, r->conns, r->conns == 1 ? "" : "s", r->open_s);
+        if (r->open_at_start < r->conns)
+            fprintf(f, " (the rest never opened in time: see errors)");
+        if (r->connect_busy >= 0.1 && r->connect_busy >= r->open_s / 4)
+            fprintf(f,
+                    "; %.2f s of it inside connect() itself: the kernel searching an ephemeral "
+                    "port range crowded by TIME_WAIT (a slow client, not a slow server: --source "
+                    "or wait 60 s)",
                     r->connect_busy);
         fputc('\n', f);
     }
-    if (r->rate > 0)
+    if (r->rate > 0 || r->nsteps)
         fprintf(f,
                 "schedule     %llu sends due; %llu went out more than 1 ms behind their intended "
                 "time; unsent %llu\n",

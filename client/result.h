@@ -18,12 +18,12 @@
 struct hcompact {
     uint64_t count, min, max; /* min is UINT64_MAX when empty */
     double sum;
-    uint32_t n;     /* non-empty buckets */
-    uint16_t *idx;  /* their indexes, ascending (hist_index) */
-    uint64_t *cnt;  /* their counts */
+    uint32_t n;    /* non-empty buckets */
+    uint16_t *idx; /* their indexes, ascending (hist_index) */
+    uint64_t *cnt; /* their counts */
 };
 
-int hcompact_from(struct hcompact *c, const struct hist *h); /* 0 or -ENOMEM */
+int hcompact_from(struct hcompact *c, const struct hist *h);    /* 0 or -ENOMEM */
 void hcompact_add_to(const struct hcompact *c, struct hist *h); /* h += c */
 void hcompact_free(struct hcompact *c);
 

@@ -2,9 +2,11 @@
  *
  *   LFE_FAULT="RULE[,RULE...]"     RULE = POINT:ACTION[:OPTION...]
  *
- * POINT   accept4, epoll_ctl_add, epoll_ctl_mod, epoll_ctl_del, calloc, send
+ * POINT   accept4, epoll_ctl_add, epoll_ctl_mod, epoll_ctl_del, calloc, send, connect
  * ACTION  an errno name (EMFILE, ENOMEM, EPROTO...): the call fails with it (calloc returns
- *         NULL); or "short" (send only): half the bytes are sent, the call succeeds short
+ *         NULL); or "short" (send only): half the bytes are sent, the call succeeds short;
+ *         or "slow" (connect only): the call takes ms=N milliseconds more, then goes through
+ *         (a connect() searching a crowded ephemeral port range)
  * OPTION  nth=N     the Nth counted call only (1-based)
  *         every=N   every Nth counted call (N, 2N, ...); the default is every=1
  *         after=N   every counted call after the first N
@@ -13,6 +15,7 @@
  *                   (lfepolld's are lfe-accept and lfe-gG-wW)
  *         exe       only calls made by the program's own code are counted, not a library's
  *                   (libc and the sanitizers allocate too: a thread's start calls calloc)
+ *         ms=N      slow only: how long (default 10)
  *         drop      accept4 only: take the connection first (the real accept4), close it, then
  *                   fail: what the kernel does for the network errors of a new connection
  *
@@ -44,14 +47,25 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
-enum point { P_ACCEPT4, P_EPOLL_ADD, P_EPOLL_MOD, P_EPOLL_DEL, P_CALLOC, P_SEND, P_COUNT };
+enum point {
+    P_ACCEPT4,
+    P_EPOLL_ADD,
+    P_EPOLL_MOD,
+    P_EPOLL_DEL,
+    P_CALLOC,
+    P_SEND,
+    P_CONNECT,
+    P_COUNT
+};
 
-static const char *const point_name[P_COUNT] = {"accept4",       "epoll_ctl_add", "epoll_ctl_mod",
-                                                "epoll_ctl_del", "calloc",        "send"};
+static const char *const point_name[P_COUNT] = {
+    "accept4", "epoll_ctl_add", "epoll_ctl_mod", "epoll_ctl_del", "calloc", "send", "connect"};
 
 #define ACT_SHORT (-1) /* action: a short send instead of an error */
+#define ACT_SLOW (-2)  /* action: a slow connect instead of an error */
 #define MAX_RULES 16
 
 struct rule {
@@ -61,6 +75,7 @@ struct rule {
     unsigned long every;
     unsigned long after;
     unsigned long times; /* 0: unlimited */
+    unsigned long ms;    /* ACT_SLOW: the delay */
     bool drop;
     bool exe;             /* only calls from the main program's code */
     char thread[16];      /* name prefix; "" = any thread */
@@ -131,8 +146,10 @@ static void say_fault(enum point p, int action, unsigned long n)
         num[--i] = (char)('0' + n % 10);
     while ((n /= 10) && i > 0);
     say((const char *const[]){"lfe-fault: ", point_name[p], " -> ",
-                              action == ACT_SHORT ? "short" : errno_name(action), " (call ",
-                              &num[i], ")", NULL});
+                              action == ACT_SHORT  ? "short"
+                              : action == ACT_SLOW ? "slow"
+                                                   : errno_name(action),
+                              " (call ", &num[i], ")", NULL});
 }
 
 static void bad(const char *rule, const char *why)
@@ -172,7 +189,7 @@ static void parse_rule(char *text)
         ;
     if (p == P_COUNT)
         bad(copy, "unknown point (accept4, epoll_ctl_add, epoll_ctl_mod, epoll_ctl_del, "
-                  "calloc, send)");
+                  "calloc, send, connect)");
     r->point = (enum point)p;
     tok = strtok_r(NULL, ":", &save);
     if (!tok)
@@ -181,6 +198,11 @@ static void parse_rule(char *text)
         if (r->point != P_SEND)
             bad(copy, "short is for send only");
         r->action = ACT_SHORT;
+    } else if (strcmp(tok, "slow") == 0) {
+        if (r->point != P_CONNECT)
+            bad(copy, "slow is for connect only");
+        r->action = ACT_SLOW;
+        r->ms = 10;
     } else {
         size_t i;
 
@@ -193,6 +215,8 @@ static void parse_rule(char *text)
     }
     while ((tok = strtok_r(NULL, ":", &save))) {
         if (strncmp(tok, "nth=", 4) == 0 && parse_ulong(tok + 4, &r->nth))
+            continue;
+        if (strncmp(tok, "ms=", 3) == 0 && r->action == ACT_SLOW && parse_ulong(tok + 3, &r->ms))
             continue;
         if (strncmp(tok, "every=", 6) == 0 && parse_ulong(tok + 6, &r->every))
             continue;
@@ -381,6 +405,22 @@ ssize_t send(int fd, const void *buf, size_t n, int flags)
         return real_send(fd, buf, n > 1 ? n / 2 : n, flags);
     errno = r->action;
     return -1;
+}
+
+int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    const struct rule *r;
+
+    REAL(int, connect, (int, const struct sockaddr *, socklen_t))
+    r = check(P_CONNECT, __builtin_return_address(0));
+    if (r && r->action == ACT_SLOW) {
+        struct timespec ts = {(time_t)(r->ms / 1000), (long)(r->ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    } else if (r) {
+        errno = r->action;
+        return -1;
+    }
+    return real_connect(fd, addr, len);
 }
 
 void *calloc(size_t n, size_t size)

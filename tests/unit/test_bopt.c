@@ -8,8 +8,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "bopt.h"
 
@@ -173,6 +175,133 @@ static void test_error_quoting_newline_is_one_line(void **state)
     expect_error("target 'h?:1'", parse("h\x7f:1", NULL));
 }
 
+/* The run features' options: each bad value refused with one line naming the option. */
+static void test_run_options_bad(void **state)
+{
+    char past[32], far[32];
+    time_t now = time(NULL);
+
+    (void)state;
+    snprintf(past, sizeof(past), "%lld", (long long)now - 60);
+    snprintf(far, sizeof(far), "%lld", (long long)now + 86400 + 60);
+    expect_error("--start-at: '", parse("--start-at", past, "127.0.0.1:1", NULL));
+    expect_error("--start-at: '", parse("--start-at", far, "127.0.0.1:1", NULL));
+    expect_error("--start-at: '+86401'", parse("--start-at", "+86401", "127.0.0.1:1", NULL));
+    expect_error("--start-at: 'soon'", parse("--start-at", "soon", "127.0.0.1:1", NULL));
+    expect_error("--start-at: '+'", parse("--start-at", "+", "127.0.0.1:1", NULL));
+    expect_error("--start-at: '+-5'", parse("--start-at", "+-5", "127.0.0.1:1", NULL));
+    expect_error("--start-at: '+5s'", parse("--start-at", "+5s", "127.0.0.1:1", NULL));
+    expect_error("--start-at: ''", parse("--start-at", "", "127.0.0.1:1", NULL));
+    expect_error("--start-at: '+nan'", parse("--start-at", "+nan", "127.0.0.1:1", NULL));
+    expect_error("--reconnect-every: '0'", parse("--reconnect-every", "0", "127.0.0.1:1", NULL));
+    expect_error("--reconnect-every: '2.5'",
+                 parse("--reconnect-every", "2.5", "127.0.0.1:1", NULL));
+    expect_error("--reconnect-every: '-1'", parse("--reconnect-every", "-1", "127.0.0.1:1", NULL));
+    expect_error("--reconnect-every needs --mode long",
+                 parse("--reconnect-every", "10", "--mode", "short", "127.0.0.1:1", NULL));
+    expect_error("--reconnect-every needs --mode long",
+                 parse("--mode", "short", "--reconnect-every", "10", "127.0.0.1:1", NULL));
+    static const char *const sweeps[] = {
+        "1000",         "1000:2000",  "a:b:c",    "2000:1000:100", "1000:2000:0",
+        "1000:2000:-5", "0:100:10",   "1:2:3:4",  "1::1",          "",
+        ":1:1",         "1:100000:1", "1:1001:1", "1:2:1x",        "inf:inf:1",
+        "nan:1:1",
+    };
+    for (size_t i = 0; i < sizeof(sweeps) / sizeof(sweeps[0]); i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "--rate-sweep: '%s' is not FROM:TO:STEP", sweeps[i]);
+        expect_error(want, parse("--rate-sweep", sweeps[i], "127.0.0.1:1", NULL));
+    }
+    static const char *const finds[] = {
+        "p99=1",   "p0=1ms",    "p101=1ms",  "p99=1xs",    "99=1ms",   "p99",     "p99=",
+        "p=1ms",   "p99=ms",    "p99=-1ms",  "p99=0ms",    "p99=1 ms", "P99=1ms", "p99=0.5us",
+        "p-1=1ms", "p99=infms", "p99=nanms", "p100.5=1ms", "p99=1msx",
+    };
+    for (size_t i = 0; i < sizeof(finds) / sizeof(finds[0]); i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "--find-rate: '%s' is not pP=LATENCY", finds[i]);
+        expect_error(want, parse("--find-rate", finds[i], "127.0.0.1:1", NULL));
+    }
+    expect_error("--open-timeout: '-1'", parse("--open-timeout", "-1", "127.0.0.1:1", NULL));
+    expect_error("--open-timeout: 'x'", parse("--open-timeout", "x", "127.0.0.1:1", NULL));
+    expect_error("--open-timeout: '3601'", parse("--open-timeout", "3601", "127.0.0.1:1", NULL));
+    expect_error("--request is an HTTP request file and needs --expect http",
+                 parse("--request", "req.txt", "127.0.0.1:1", NULL));
+    expect_error("--request is an HTTP request file and needs --expect http",
+                 parse("--request", "req.txt", "--expect", "echo", "127.0.0.1:1", NULL));
+    expect_error("-R with --rate-sweep or --find-rate",
+                 parse("-R", "100", "--rate-sweep", "100:200:100", "127.0.0.1:1", NULL));
+    expect_error("-R with --rate-sweep or --find-rate",
+                 parse("--find-rate", "p99=1ms", "-R", "100", "127.0.0.1:1", NULL));
+    expect_error("-n with --rate-sweep or --find-rate",
+                 parse("-n", "100", "--find-rate", "p99=1ms", "127.0.0.1:1", NULL));
+    expect_error("-n with --rate-sweep or --find-rate",
+                 parse("--rate-sweep", "100:200:100", "-n", "100", "127.0.0.1:1", NULL));
+}
+
+/* ... and good values parsed to what they say. */
+static void test_run_options_good(void **state)
+{
+    struct timespec ts;
+    double now;
+    char at[32];
+
+    (void)state;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    assert_int_equal(parse("--start-at", "+5", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.start_at >= now + 5 && o.start_at < now + 6);
+    assert_int_equal(parse("--start-at", "+0.25", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.start_at >= now + 0.25 && o.start_at < now + 1.25);
+    snprintf(at, sizeof(at), "%.3f", now + 3600.5);
+    assert_int_equal(parse("--start-at", at, "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(fabs(o.start_at - (now + 3600.5)) < 0.01);
+    assert_int_equal(parse("127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.start_at == 0 && o.reconnect_every == 0 && o.sweep_step == 0 && o.find_pct == 0 &&
+                o.open_timeout < 0 && o.json_stream == NULL);
+
+    assert_int_equal(parse("--reconnect-every", "10", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_int_equal(o.reconnect_every, 10);
+    assert_int_equal(parse("--reconnect-every", "1", "--pipeline", "4", "127.0.0.1:1", NULL),
+                     BOPT_RUN);
+    assert_int_equal(o.reconnect_every, 1);
+
+    assert_int_equal(parse("--rate-sweep", "500:1500:500", "-d", "2", "127.0.0.1:1", NULL),
+                     BOPT_RUN);
+    assert_true(o.sweep_from == 500 && o.sweep_to == 1500 && o.sweep_step == 500);
+    assert_true(o.duration == 2 && o.rate == 0);
+    assert_int_equal(parse("--rate-sweep", "0.5:2.5:0.25", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.sweep_from == 0.5 && o.sweep_to == 2.5 && o.sweep_step == 0.25);
+    assert_int_equal(parse("--rate-sweep", "700:700:1", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.sweep_from == 700 && o.sweep_to == 700);
+    assert_int_equal(parse("--rate-sweep", "1:1000:1", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_int_equal(parse("--rate-sweep", "1e3:2e3:1e2", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.sweep_from == 1000 && o.sweep_to == 2000 && o.sweep_step == 100);
+
+    assert_int_equal(parse("--find-rate", "p99.9=500us", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.find_pct == 99.9 && o.find_bound_us == 500);
+    assert_int_equal(parse("--find-rate", "p99=2ms", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.find_pct == 99 && o.find_bound_us == 2000);
+    assert_int_equal(parse("--find-rate", "p50=250µs", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.find_pct == 50 && o.find_bound_us == 250);
+    assert_int_equal(parse("--find-rate", "p100=1.5s", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.find_pct == 100 && o.find_bound_us == 1.5e6);
+    assert_int_equal(parse("--find-rate", "p99=1500ns", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(fabs(o.find_bound_us - 1.5) < 1e-9);
+    assert_int_equal(
+        parse("--find-rate", "p99=1ms", "--rate-sweep", "100:900:100", "127.0.0.1:1", NULL),
+        BOPT_RUN);
+    assert_true(o.find_pct == 99 && o.sweep_from == 100 && o.sweep_to == 900);
+
+    assert_int_equal(parse("--open-timeout", "2.5", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.open_timeout == 2.5);
+    assert_int_equal(parse("--json-stream", "-", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_string_equal(o.json_stream, "-");
+    assert_int_equal(parse("--expect", "http", "--request", "r.txt", "127.0.0.1:1", NULL),
+                     BOPT_RUN);
+    assert_string_equal(o.request, "r.txt");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -181,6 +310,8 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_sources),
         cmocka_unit_test(test_error_quoting_newline_is_one_line),
+        cmocka_unit_test(test_run_options_bad),
+        cmocka_unit_test(test_run_options_good),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
