@@ -423,7 +423,8 @@ static void finish_request(struct bconn *c, uint64_t now)
         t->sres.c.requests++;
         t->sres.c.bytes_in += c->v.got;
         hist_record(&t->lat, now - r->t0);
-        hist_record(&t->sres.lat, now - r->t0);
+        if (t->steps) /* a single step's is the total's */
+            hist_record(&t->sres.lat, now - r->t0);
         if (t->hdr)
             hist_record(&t->cur_mlat, now - r->t0);
         if (t->p->n > 1)
@@ -765,8 +766,8 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
          * range) must not fail connections whose handshake completed meanwhile, nor requests
          * whose response is in the socket. That turned a slow client into 14,498 "timeouts"
          * of connections the server had accepted. */
-        while (take_events(t) == 256)
-            ;
+        for (int batches = t->nconns / 256 + 1; batches > 0 && take_events(t) == 256; batches--)
+            ; /* bounded: under load new events never stop coming, and the tick must go on */
         now = now_ns();
     }
     /* Closed connections reopen: long mode, whenever the step is not draining (between steps
@@ -776,7 +777,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
     if (t->o->mode == MODE_LONG)
         reopen = t->phase != PH_DRAIN || (t->open_loop && backlog(t, now) > 0);
     else
-        reopen = !t->open_loop && can_issue(t);
+        reopen = !t->open_loop; /* and can_issue(), asked per connection: each open counts */
     for (int i = 0; (scan || t->nclosed > 0) && i < t->nconns; i++) {
         struct bconn *c = &t->conns[i];
 
@@ -785,7 +786,8 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         } else if (scan && c->state == CS_OPEN && c->qn && now - c->q[c->head].t_sent > limit) {
             fail(c, ERR_TIMEOUT);
         }
-        if (c->state == CS_CLOSED && c->retry_at <= now && reopen && connect_token(t, now, NULL))
+        if (c->state == CS_CLOSED && c->retry_at <= now && reopen &&
+            (t->o->mode == MODE_LONG || can_issue(t)) && connect_token(t, now, NULL))
             open_conn(c, now, now);
     }
     if (t->open_loop)
@@ -951,6 +953,7 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     t->phase = PH_IDLE;
     t->stopping = true;
     t->hdr = o->hdr_log != NULL;
+    t->steps = o->sweep_step > 0 || o->find_pct > 0;
     t->open_loop = o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0;
     /* Nagle (with Minshall's rule) never holds back the only write of a short connection's
      * request; it does hold a pipelined or long connection's next small request, and pieces of

@@ -93,6 +93,7 @@ struct bthread {
     uint64_t connect_ns;      /* time spent inside connect() itself (a crowded port range) */
     uint64_t connect_max_ns;  /* the longest connect() call */
     bool hdr;                 /* --hdr-log: keep cur_mlat */
+    bool steps;               /* --rate-sweep or --find-rate: each step keeps its own histogram */
     uint64_t sched_end;       /* open loop: sends intended from here on are not the run's */
     uint64_t quota;           /* -n share of this thread, 0 = none */
     uint64_t issued;          /* requests issued */

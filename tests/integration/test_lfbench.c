@@ -703,6 +703,31 @@ static void test_slow_opening_is_the_clients(void **state)
                  p99, out);
 }
 
+/* Regression (issue 11): the tick took every waiting event before it looked for timeouts, in a
+ * loop that ended only when fewer than 256 were waiting; under a closed loop on thousands of
+ * connections that never happens, so the tick never returned, the run never ended, and the
+ * requests counted past its end inflated QPS eightfold. The run must end on time, its QPS a
+ * real one. */
+static void test_busy_tick_ends_the_run(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    struct timespec t0, t1;
+    double secs;
+    int rc;
+
+    (void)state;
+    start_server(srv);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = bench(server_port, "-c", "8000", "-d", "2", "-q", NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    /* the server answers at most a few hundred thousand a second here: 2 s cannot hold 4M;
+     * 8,000 connections kept more than 256 events waiting at every tick here */
+    if (rc != 0 || secs > 20 * slow || field("requests") <= 0 || field("requests") > 4000000)
+        fail_msg("want the 2 s run to end within seconds with a real count (%.1f s):\n%s", secs,
+                 out);
+}
+
 static void test_truncated_response_is_lost(void **state)
 {
     const char *fin[] = {badserver, "PORT", "trunc", "10", NULL};
@@ -832,6 +857,7 @@ int main(void)
         cmocka_unit_test_teardown(test_reset_and_refused, teardown),
         cmocka_unit_test_teardown(test_truncated_response_is_lost, teardown),
         cmocka_unit_test_teardown(test_slow_opening_is_the_clients, teardown),
+        cmocka_unit_test_teardown(test_busy_tick_ends_the_run, teardown),
         cmocka_unit_test_teardown(test_short_mode_reads_past_the_response, teardown),
         cmocka_unit_test_teardown(test_open_loop_never_drops_a_due_send, teardown),
         cmocka_unit_test_teardown(test_json_always_valid_utf8, teardown),

@@ -268,7 +268,8 @@ static void test_print(void **state)
     assert_non_null(strstr(text, "\nerrors       6: refused 0 reset 3 timeout 3 addrnotavail 0 "
                                  "emfile 0 closed 0 mismatch 0 other 0; lost 3\n"));
     assert_non_null(strstr(text, "\nopening      10 of 10 connections open in 0.25 s, before the "
-                                 "measured window; 0.12 s of it inside connect() itself"));
+                                 "measured window; 0.12 s of it inside connect() itself (12500 µs "
+                                 "each)"));
     assert_non_null(strstr(text, "\nreconnects   4 "));
     assert_non_null(strstr(text, "(this network namespace, whole run)\n"));
     assert_non_null(strstr(text, "\nsteps        "));
