@@ -106,7 +106,7 @@ struct bthread {
     uint64_t send_at;         /* when it is armed for, 0 = off */
     int nclosed;              /* connections closed (waiting to (re)connect) */
     unsigned next_source;     /* --source: the address the next connection binds to */
-    uint64_t last_scan;       /* when the tick last looked for timeouts */
+    int scan_pos;             /* the next connection the tick looks at for a timeout */
     double tokens;            /* --connect-rate bucket */
     uint64_t tokens_t;
     /* results (after warm-up) */
