@@ -71,8 +71,9 @@ static const char usage[] =
     "       lfbench plot [-o FILE.png] RUN.json...    latency over time, percentiles, sweeps\n"
     "\n"
     "Exit status: 0 when every response verified, none lost or unsent, and errors <=\n"
-    "--max-errors (a sweep's steps report those instead; --find-rate fails when no rate kept\n"
-    "the bound); 1 otherwise; 2 for bad usage.\n";
+    "--max-errors (a sweep's steps report those instead, and it fails when a step completed\n"
+    "nothing; --find-rate fails when no rate kept the bound); 1 otherwise, or when\n"
+    "interrupted (Ctrl-C: the summary is of a partial run); 2 for bad usage.\n";
 
 int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 {

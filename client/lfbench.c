@@ -364,6 +364,14 @@ static void gather_step(struct run *r, struct bstep *st, double rate, double cpu
     st->cpu_percent = ns ? 100.0 * cpu / ((double)ns / 1e9) : 0;
 }
 
+static bool step_without_response(const struct bresult *r)
+{
+    for (size_t k = 0; k < r->nsteps; k++)
+        if (r->steps[k].c.requests == 0)
+            return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const mode_name[] = {"long", "short"};
@@ -426,18 +434,12 @@ int main(int argc, char **argv)
     else
         fprintf(stderr, ", %llu requests\n", (unsigned long long)o.requests);
 
-    ts = calloc((size_t)o.threads, sizeof(*ts));
-    joined = calloc((size_t)o.threads, sizeof(*joined));
-    if (!ts || !joined)
-        return 2;
     t_start = now_ns() + 20 * 1000000ull;
     /* The run: long mode opens every connection first, and the measured window (the open-loop
      * schedule with it) starts once all are open, or --open-timeout has passed; then one step,
      * or --rate-sweep's and --find-rate's several; then the threads finish. The output files
      * are opened first: a bad path is a usage error, said before any connection is made. */
     struct run R = {.o = &o,
-                    .ts = ts,
-                    .joined = joined,
                     .t_start = t_start,
                     .wall0 = wall_now() + ((double)t_start - (double)now_ns()) / 1e9,
                     .phase = "opening"};
@@ -445,14 +447,14 @@ int main(int argc, char **argv)
 
     if (o.json && !(jf = fopen(o.json, "we"))) {
         fprintf(stderr, "lfbench: cannot write --json %s: %s\n", o.json, strerror(errno));
-        return 2;
+        goto out_usage;
     }
     if (o.hdr_log) {
         char herr[512];
         R.hdr = hdrlog_open(o.hdr_log, R.wall0, herr, sizeof(herr));
         if (!R.hdr) {
             fprintf(stderr, "lfbench: %s\n", herr);
-            return 2;
+            goto out_usage;
         }
     }
     if (o.json_stream) {
@@ -460,9 +462,15 @@ int main(int argc, char **argv)
         if (!R.stream) {
             fprintf(stderr, "lfbench: cannot write --json-stream %s: %s\n", o.json_stream,
                     strerror(errno));
-            return 2;
+            goto out_usage;
         }
     }
+    ts = calloc((size_t)o.threads, sizeof(*ts));
+    joined = calloc((size_t)o.threads, sizeof(*joined));
+    if (!ts || !joined)
+        return 2;
+    R.ts = ts;
+    R.joined = joined;
     for (int i = 0, base = 0; i < o.threads; i++) {
         int n = o.conns / o.threads + (i < o.conns % o.threads);
         if (engine_init(&ts[i], i, &o, &p, (uint32_t)base, n, t_start) < 0) {
@@ -616,7 +624,8 @@ int main(int argc, char **argv)
                     strerror(-(R.hdr_err ? R.hdr_err : e)));
         hdr_failed = R.hdr_err || e;
     }
-    if (R.stream && R.stream != stdout && fclose(R.stream) != 0) {
+    if (R.stream &&
+        (ferror(R.stream) | (R.stream != stdout ? fclose(R.stream) : fflush(R.stream)))) {
         fprintf(stderr, "lfbench: --json-stream %s is incomplete: %s\n", o.json_stream,
                 strerror(errno));
         hdr_failed = true;
@@ -762,6 +771,9 @@ int main(int argc, char **argv)
             {!search && errors > o.max_errors, "errors exceed --max-errors"},
             {!res.total.requests, "no request completed"},
             {o.find_pct > 0 && res.found_rate <= 0, "--find-rate: no rate kept the bound"},
+            {search && step_without_response(&res), "a step completed no request: the server "
+                                                    "stopped answering"},
+            {interrupted, "interrupted (SIGINT): the figures are of a partial run"},
             {hdr_failed, "an output file could not be written whole"},
         };
         rc = 0;
@@ -783,4 +795,15 @@ int main(int argc, char **argv)
     free(series);
     result_free(&res);
     return rc;
+
+out_usage: /* an output file cannot be written: nothing was started */
+    if (jf)
+        fclose(jf);
+    if (R.hdr)
+        hdrlog_close(R.hdr);
+    if (R.stream && R.stream != stdout)
+        fclose(R.stream);
+    payload_free(&p);
+    bopt_free(&o);
+    return 2;
 }

@@ -51,6 +51,13 @@ int merge_main(int argc, char **argv)
         fprintf(stderr, "lfbench merge: no file to merge; %s\n", usage);
         return 2;
     }
+    if (nfiles > 1024) { /* each count read is at most 2^53: 1,024 of them cannot wrap 2^64 */
+        fprintf(stderr,
+                "lfbench merge: %d files; at most 1024 at once (merge the merged files "
+                "again)\n",
+                nfiles);
+        return 2;
+    }
     result_init(&all);
     for (int n = 0; n < nfiles; n++) {
         const char *path = argv[1 + n];
@@ -65,9 +72,11 @@ int merge_main(int argc, char **argv)
         result_free(&one);
         if (rc < 0) {
             fprintf(stderr, "lfbench merge: %s: %s\n", path,
-                    rc == -ENOMEM ? "out of memory"
-                                  : "cannot be merged with the files before it: a different "
-                                    "--mode, --expect, request classes or --rate-sweep steps");
+                    rc == -ENOMEM      ? "out of memory"
+                    : rc == -EOVERFLOW ? "too many connections, threads or agents in all (over "
+                                         "2^31)"
+                                       : "cannot be merged with the files before it: a different "
+                                         "--mode, --expect, request classes or --rate-sweep steps");
             rc = 2;
             goto out;
         }

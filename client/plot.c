@@ -80,9 +80,11 @@ struct scale {
 };
 
 /* Writes s as a gnuplot single-quoted string: nothing is processed inside one (a double-quoted
- * one would run `command` substitution and backslash escapes), a quote is doubled. Control
- * characters, which would end the command, and bytes that are not UTF-8, which cairo draws as
- * garbage, become '?'. The text itself is drawn noenhanced: @, &, ^ and _ stay as they are. */
+ * one would run `command` substitution and backslash escapes), a quote becomes U+2019 (below).
+ * Control characters, which would end the command, and bytes that are not UTF-8, which cairo draws
+ * as garbage, become '?'. A quote is drawn as ’ (U+2019): doubling it, the documented escape, fails
+ * at the start of a string in gnuplot 5.4.4 ('''x' reads as '' and a new string). The text itself
+ * is drawn noenhanced: @, &, ^ and _ stay as they are. */
 static void gp_str(FILE *f, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -98,7 +100,7 @@ static void gp_str(FILE *f, const char *s)
 
         if (n == 0) {
             if (*p == '\'')
-                fputs("''", f);
+                fputs("\xe2\x80\x99", f); /* U+2019: gnuplot 5.4 misreads '' at a string's start */
             else
                 putc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
             p++;
@@ -601,6 +603,15 @@ static int run_gnuplot(FILE *sf, const char *out, char *err, size_t errlen)
 
     if (!prog || !*prog)
         prog = "gnuplot";
+    /* Only a regular file (or a new one) is replaced: a rename over a FIFO, a device or a
+     * symlink would put a PNG where they were */
+    if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen,
+                 "cannot write %s: not a regular file (a PNG goes to a new or a "
+                 "regular file)",
+                 out);
+        goto out;
+    }
     /* A temporary beside the output, renamed over it once gnuplot succeeds: a failure leaves
      * whatever was there */
     if (asprintf(&tmp, "%s.XXXXXX", out) < 0) {

@@ -603,7 +603,22 @@ static const struct json *need(struct rd *rd, const struct json *obj, const char
     return v;
 }
 
+/* Counts read are at most 2^53 (no run reaches that: 104 days at a billion a second), so that
+ * merge's sums of up to MERGE_MAX_FILES of them cannot wrap: merge is exact or refuses. */
+#define COUNT_MAX (1ull << 53)
+
 static uint64_t need_u64(struct rd *rd, const struct json *obj, const char *where, const char *key)
+{
+    const struct json *v = need(rd, obj, where, key, JSON_NUMBER);
+    uint64_t u = 0;
+
+    if (v && (!json_u64(v, &u) || u > COUNT_MAX))
+        rd_fail(rd, where, key, "is not a count (a whole number from 0 to 2^53)");
+    return u;
+}
+
+static uint64_t need_any_u64(struct rd *rd, const struct json *obj, const char *where,
+                             const char *key)
 {
     const struct json *v = need(rd, obj, where, key, JSON_NUMBER);
     uint64_t u = 0;
@@ -617,8 +632,8 @@ static int need_int(struct rd *rd, const struct json *obj, const char *where, co
 {
     uint64_t u = need_u64(rd, obj, where, key);
 
-    if (u > INT32_MAX) {
-        rd_fail(rd, where, key, "is too large");
+    if (u > 100000000) { /* connections, threads, agents: sums of 20 of these fit an int */
+        rd_fail(rd, where, key, "is too large (over 100,000,000)");
         return 0;
     }
     return (int)u;
@@ -628,6 +643,12 @@ static double need_num(struct rd *rd, const struct json *obj, const char *where,
 {
     const struct json *v = need(rd, obj, where, key, JSON_NUMBER);
 
+    /* no figure of a run comes near 1e30 (a sum of nanoseconds over 2^53 samples of 2^41 ns
+     * is 2e28): larger, summed, could reach infinity, which JSON cannot hold */
+    if (v && !(fabs(v->d) <= 1e30)) {
+        rd_fail(rd, where, key, "is out of range (beyond 1e30)");
+        return 0;
+    }
     return v ? v->d : 0;
 }
 
@@ -713,7 +734,7 @@ static void read_hcompact(struct rd *rd, const struct json *obj, const char *whe
                     (unsigned long long)idx);
             return;
         }
-        if (n > UINT64_MAX - sum) {
+        if (n > COUNT_MAX || n > UINT64_MAX - sum) {
             rd_fail(rd, at, "buckets", "counts overflow");
             return;
         }
@@ -763,7 +784,7 @@ static void read_errors(struct rd *rd, const struct json *obj, const char *where
 
     for (int e = 0; k && e < ERR_KINDS; e++) {
         const struct json *v = json_get(k, err_key[e]);
-        if (v && !json_u64(v, &c->errors[e]))
+        if (v && (!json_u64(v, &c->errors[e]) || c->errors[e] > COUNT_MAX))
             rd_fail(rd, where, "error_kinds", "\"%s\" is not a count", err_key[e]);
         sum += c->errors[e];
     }
@@ -794,6 +815,8 @@ static void read_series(struct rd *rd, const struct json *arr, struct bresult *r
         s->lat.min = UINT64_MAX;
         s->t = need_num(rd, o, at, "t");
         s->wall = need_num(rd, o, at, "wall");
+        if (!rd->bad && !(s->wall >= 0 && s->wall <= 1e10))
+            rd_fail(rd, at, "wall", "is not a time in seconds since the epoch");
         s->c.requests = need_u64(rd, o, at, "requests");
         s->c.bytes_in = need_u64(rd, o, at, "bytes_in");
         s->c.bytes_out = need_u64(rd, o, at, "bytes_out");
@@ -887,6 +910,9 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
         rd_fail(rd, "", "agents", "is 0");
     r->start_wall = need_num(rd, d, "", "start_wall");
     r->end_wall = need_num(rd, d, "", "end_wall");
+    if (!rd->bad && !(r->start_wall >= 0 && r->end_wall >= r->start_wall && r->end_wall <= 1e10))
+        rd_fail(rd, "", "start_wall",
+                "and \"end_wall\" are not a window in seconds since the epoch");
     r->window_spread = need_num(rd, d, "", "window_spread_s");
     r->wall = need_num(rd, d, "", "wall_s");
     if ((op = need(rd, d, "", "opening", JSON_OBJECT))) {
@@ -901,6 +927,9 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
     if (rd->bad)
         return;
     r->lat = read_lat(rd, d, "", "latency");
+    if (!rd->bad && r->lat && r->lat->count != r->total.requests)
+        rd_fail(rd, "latency", "samples", "is %llu but \"requests\" is %llu: each request has one",
+                (unsigned long long)r->lat->count, (unsigned long long)r->total.requests);
     if ((cls = need(rd, d, "", "classes", JSON_ARRAY)) && cls->len > BOPT_MAX_CLASSES)
         rd_fail(rd, "", "classes", "has %zu, more than %d", cls->len, BOPT_MAX_CLASSES);
     for (size_t i = 0; !rd->bad && i < cls->len; i++) {
@@ -926,8 +955,9 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
         r->behind = need_u64(rd, sch, "schedule", "behind");
     }
     if ((pc = need(rd, d, "", "per_connection", JSON_OBJECT))) {
-        r->conn_min = need_u64(rd, pc, "per_connection", "min");
-        r->conn_max = need_u64(rd, pc, "per_connection", "max");
+        /* min and max, never summed: any count (an empty run's min is 2^64-1) */
+        r->conn_min = need_any_u64(rd, pc, "per_connection", "min");
+        r->conn_max = need_any_u64(rd, pc, "per_connection", "max");
     }
     r->total.lost = need_u64(rd, d, "", "lost");
     r->unsent = need_u64(rd, d, "", "unsent");
@@ -1223,8 +1253,11 @@ int result_merge(struct bresult *dst, const struct bresult *src)
     for (int k = 0; dst->nclasses > 1 && k < dst->nclasses; k++)
         if ((rc = hist_add(&dst->cls[k].lat, src->cls[k].lat)) < 0)
             return rc;
-    dst->conns += src->conns;
-    dst->threads += src->threads;
+    if (__builtin_add_overflow(dst->conns, src->conns, &dst->conns) ||
+        __builtin_add_overflow(dst->threads, src->threads, &dst->threads) ||
+        __builtin_add_overflow(dst->agents, src->agents, &dst->agents) ||
+        __builtin_add_overflow(dst->open_at_start, src->open_at_start, &dst->open_at_start))
+        return -EOVERFLOW;
     dst->rate += src->rate;
     dst->requests_asked += src->requests_asked;
     dst->pipeline = dst->pipeline > src->pipeline ? dst->pipeline : src->pipeline;
@@ -1245,9 +1278,7 @@ int result_merge(struct bresult *dst, const struct bresult *src)
      * count two agents that ran one after the other as twice the rate. */
     dst->measured = end - start;
     dst->wall = fmax(dst->wall, src->wall);
-    dst->agents += src->agents;
     dst->open_s = fmax(dst->open_s, src->open_s);
-    dst->open_at_start += src->open_at_start;
     dst->connect_busy += src->connect_busy;
     count_add(&dst->total, &src->total);
     dst->intended += src->intended;

@@ -602,6 +602,12 @@ static void test_json_stream(void **state)
     assert_non_null(strstr(eout, "lfbench: cannot write --json-stream /nonexistent-dir/s.json: "));
     assert_null(strstr(out, "requests "));
     assert_true(elapsed < 2);
+
+    /* Regression (attack on issue 11): a full disk lost every line and the run exited 0 */
+    rc = bench(server_port, "-c", "2", "-d", "1.5", "-R", "100", "-q", "--json-stream", "/dev/full",
+               NULL);
+    if (rc != 1 || !strstr(eout, "--json-stream /dev/full is incomplete: No space left"))
+        fail_msg("want exit 1 and 'incomplete' for a full disk (rc %d):\n%s", rc, eout);
 }
 
 /* --start-at: the measured window begins at that wall-clock time, not at launch. */
@@ -706,9 +712,9 @@ static void test_sigint_in_sweep(void **state)
     assert_true(in[0] == 200 && in[1] == 400);
     assert_true(done[0] > 180 && done[0] < 220);
     assert_null(strstr(eout, "step 3:"));
-    /* exit status: 0 when every response verified, none lost or unsent (bopt.c's usage) */
-    if (status_of(status) != 0)
-        fail_msg("exit %d:\n%s%s", status_of(status), out, eout);
+    /* exit status 1 (bopt.c's usage): a run cut short by Ctrl-C is partial, and says so */
+    if (status_of(status) != 1 || !strstr(eout, "interrupted (SIGINT)"))
+        fail_msg("exit %d, want 1 and 'interrupted':\n%s%s", status_of(status), out, eout);
 }
 
 int main(void)

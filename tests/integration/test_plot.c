@@ -367,8 +367,9 @@ static void test_script_numbers_synthetic(void **state)
     assert_non_null(strstr(out, "set object 1 rect from 0, graph 0 to 1, graph 1"));
 }
 
-/* Labels and titles reach gnuplot as single-quoted strings: quotes doubled, control characters
- * replaced, `command` substitution never run (double quotes would run it). */
+/* Labels and titles reach gnuplot as single-quoted strings: a quote drawn as U+2019 (doubling
+ * it failed at a string's start in gnuplot 5.4.4: a label "'quoted" made gnuplot fail), control
+ * characters replaced, `command` substitution never run (double quotes would run it). */
 static void test_labels_escaped(void **state)
 {
     const char *json = path_in("synthetic.json"), *png = path_in("esc.png");
@@ -381,11 +382,11 @@ static void test_labels_escaped(void **state)
     assert_int_equal(
         run(NULL, "plot", json, json, "--label", label, "--title", "t\nx'", "--script", "-", NULL),
         0);
-    snprintf(want, sizeof(want), "title 'it''s \"x\\y\" @a &b_c^d`touch %s`'", pwned);
+    snprintf(want, sizeof(want), "title 'it\u2019s \"x\\y\" @a &b_c^d`touch %s`'", pwned);
     if (!strstr(out, want))
         fail_msg("no %s in the script", want);
     assert_non_null(strstr(out, "title 'second'"));
-    assert_non_null(strstr(out, "set multiplot title 't?x'''"));
+    assert_non_null(strstr(out, "set multiplot title 't?x\u2019'"));
     if (!have_gnuplot()) {
         skip(); /* gnuplot-nox is in DEB_PKGS: make test installs it */
         return;
@@ -393,6 +394,7 @@ static void test_labels_escaped(void **state)
     assert_int_equal(run(NULL, "plot", json, json, "--label", label, "-o", png, NULL), 0);
     assert_int_equal(access(png, F_OK), 0);
     assert_int_not_equal(access(pwned, F_OK), 0);
+    assert_int_equal(run(NULL, "plot", json, "--label", "'quoted", "-o", png, NULL), 0);
 }
 
 /* The PNG gnuplot drew: the signature, then IHDR with the width and height asked (h 0: any). */
@@ -604,6 +606,19 @@ static void test_bad_input(void **state)
     assert_int_not_equal(access(png, F_OK), 0);
     assert_int_equal(run(NULL, "plot", "--help", NULL), 0);
     assert_non_null(strstr(out, "usage: lfbench plot"));
+    {
+        /* Regression (attack on issue 11): -o a FIFO was renamed over, the FIFO gone */
+        const char *fifo = path_in("fifo.png");
+        struct stat st;
+
+        assert_int_equal(mkfifo(fifo, 0644), 0);
+        write_synthetic(path_in("ok.json"));
+        assert_int_equal(run(NULL, "plot", "-o", fifo, path_in("ok.json"), NULL), 2);
+        assert_non_null(strstr(err, "not a regular file"));
+        assert_int_equal(lstat(fifo, &st), 0);
+        assert_true(S_ISFIFO(st.st_mode));
+        unlink(fifo);
+    }
 }
 
 static void test_gnuplot_missing_or_failing(void **state)
