@@ -42,6 +42,11 @@ void server_print_stats(struct server *s, FILE *f);
  * between requests). Logs the outcome. Returns 0, or -1 when the old script stays. */
 int server_reload(struct server *s);
 
+/* Workers that have been inside one batch of events (a callback, say) for longer than limit_ms
+ * now: 0 while every worker comes back in time. Reads only atomics the workers store (no lock,
+ * nothing written): safe from any thread while the server runs. */
+int server_stalled(struct server *s, long limit_ms);
+
 /* Frees everything. The server must be stopped (or never started). */
 void server_free(struct server *s);
 

@@ -32,6 +32,7 @@ struct worker {
     struct group *g;         /* the group whose epoll fd this thread waits on */
     int idx;                 /* index within the group */
     int busy;                /* atomic: 1 while handling a batch of events (drain reads it) */
+    int64_t busy_since_ns;   /* atomic: CLOCK_MONOTONIC when the batch began (valid while busy) */
     bool started;            /* the thread exists (for join) */
     pthread_t tid;           /* the thread */
     char *buf;               /* WORKER_BUF bytes: where reads land */

@@ -403,6 +403,26 @@ void server_print_stats(struct server *s, FILE *f)
     fflush(f);
 }
 
+int server_stalled(struct server *s, long limit_ms)
+{
+    struct timespec ts;
+    int64_t now;
+    int n = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    for (int gi = 0; gi < s->ngroups; gi++)
+        for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
+            struct worker *w = &s->groups[gi].workers[wi];
+
+            /* busy is stored after busy_since: a busy worker's start time is its own */
+            if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE) &&
+                now - __atomic_load_n(&w->busy_since_ns, __ATOMIC_RELAXED) > limit_ms * 1000000LL)
+                n++;
+        }
+    return n;
+}
+
 int server_reload(struct server *s)
 {
     char err[512];

@@ -71,6 +71,7 @@ void *worker_main(void *arg)
     struct conn_io io = {
         .buf = w->buf, .bufsize = WORKER_BUF, .max_pending = s->opt->max_pending, .st = &w->st};
     bool stop = false;
+    struct timespec t0;
 
     if (w->script)
         script_bind(w->script);
@@ -84,7 +85,10 @@ void *worker_main(void *arg)
                     strerror(errno));
             break;
         }
-        __atomic_store_n(&w->busy, 1, __ATOMIC_RELAXED);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        __atomic_store_n(&w->busy_since_ns, t0.tv_sec * 1000000000LL + t0.tv_nsec,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
         if (w->script)
             script_refresh(w->script); /* between requests: a reloaded script starts here */
         for (int i = 0; i < n; i++) {
