@@ -17,6 +17,8 @@ DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev l
             procps gnuplot-nox
 DEB_PKGS += zlib1g-dev # lfbench --hdr-log
 DEB_PKGS += nginx-light # tests/integration/test_lfbench_http.c: a real HTTP server
+DEB_PKGS += prometheus # tests/integration/test_admin.c: promtool, and a server that scrapes
+DEB_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify of the unit files
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -54,7 +56,7 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args file opt topo net obuf conn stats dispatch frame shdict ctx script script_env \
+SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify dispatch frame shdict ctx script script_env \
             lfelib lpattern lconn server acceptor worker tune
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
@@ -75,6 +77,7 @@ UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
             tests/integration/test_hdr_interop.sh
+INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd tests/integration/test_units.sh
 BADSERVER := $(TOBJ)/badserver
 
 .PHONY: all run test unit integration deps bench format format-check format-deps install uninstall \
@@ -138,6 +141,12 @@ $(TOBJ)/test_daemon: $(TOBJ)/int_test_daemon.o $(TOBJ)/int_harness.o $(TOBJ)/int
 
 $(TOBJ)/test_lua: $(TOBJ)/int_test_lua.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
+
+$(TOBJ)/test_admin: $(TOBJ)/int_test_admin.o $(TOBJ)/int_harness.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_systemd: $(TOBJ)/int_test_systemd.o $(TOBJ)/int_harness.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)

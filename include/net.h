@@ -3,6 +3,7 @@
 #ifndef LFE_NET_H
 #define LFE_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Resolves hostport ("127.0.0.1:9876", "[::1]:0", "localhost:9876"), then socket, SO_REUSEADDR,
@@ -11,6 +12,11 @@
  * Returns the fd, or -errno with one line in err saying what failed and what to do
  * (EADDRINUSE: "port in use"; a failed setsockopt names its option: none is optional). */
 int net_listen(const char *hostport, int backlog, char *err, size_t errlen);
+
+/* The same, with SO_REUSEPORT when reuseport (--reuseport): several processes may then listen
+ * on one port, the kernel spreading new connections between their sockets. */
+int net_listen_reuseport(const char *hostport, int backlog, bool reuseport, char *err,
+                         size_t errlen);
 
 /* accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) on a non-blocking listener. Retries EINTR and
  * ECONNABORTED (the peer gave up while queued: nothing to report). Returns the new fd, or

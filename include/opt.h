@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #define OPT_MAX_LISTEN 16
+#define LFE_VERSION "0.1.0"
 
 enum dispatch_policy {
     DISPATCH_RR,    /* round-robin over groups */
@@ -18,6 +19,7 @@ enum dispatch_policy {
 struct opt {
     const char *listen[OPT_MAX_LISTEN]; /* HOST:PORT strings, pointing into argv */
     int nlisten;                        /* at least 1 after opt_parse() */
+    bool listen_default;                /* no --listen given: listen[0] is the default */
     int backlog;                        /* listen(2) backlog */
     int groups;                         /* epoll groups; 0 = from the CPU plan */
     int workers;                        /* workers per group; 0 = from the CPU plan */
@@ -38,6 +40,9 @@ struct opt {
     size_t lua_ctx;                     /* --lua-ctx-mb, bytes: conn.ctx of all connections */
     int sysctl;                         /* 1 --check-sysctl, 2 --apply-sysctl: report and exit */
     const char *sysctl_conf;            /* --sysctl-conf FILE, or NULL: the built-in copy */
+    const char *admin;                  /* --admin HOST:PORT, or NULL: no admin listener */
+    bool log_json;                      /* --log-format json */
+    bool reuseport;                     /* --reuseport: SO_REUSEPORT on the listeners */
 };
 
 enum opt_result {

@@ -69,6 +69,9 @@ bool script_env_connect_first(struct script_env *e);
 /* One line about lfe.shared (keys, bytes, capacity, evictions). */
 void script_env_print(struct script_env *e, FILE *f);
 
+/* The same figures as script_env_print in the Prometheus text format (metrics.h). */
+void script_env_metrics(struct script_env *e, FILE *f);
+
 /* Stops the watchdog and frees everything; every script must be freed first. */
 void script_env_free(struct script_env *e);
 

@@ -2,6 +2,8 @@
 #ifndef LFE_SERVER_H
 #define LFE_SERVER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "opt.h"
@@ -46,6 +48,18 @@ int server_reload(struct server *s);
  * now: 0 while every worker comes back in time. Reads only atomics the workers store (no lock,
  * nothing written): safe from any thread while the server runs. */
 int server_stalled(struct server *s, long limit_ms);
+
+/* Live connections now. Any thread. */
+long server_live(struct server *s);
+
+/* Whether a load balancer should send traffic here: true while serving; false, with the reason
+ * in why, while draining or while server_stalled(s, stall_ms) is non-zero. Any thread. */
+bool server_healthy(struct server *s, long stall_ms, char *why, size_t len);
+
+/* Writes every counter, live count and service-time histogram in the Prometheus text format
+ * (metrics.h), plus the process's own figures. Reads only what the threads publish: no lock on
+ * their path. Any thread, while the server runs. */
+void server_write_metrics(struct server *s, FILE *f);
 
 /* Frees everything. The server must be stopped (or never started). */
 void server_free(struct server *s);

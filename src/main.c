@@ -1,8 +1,10 @@
 /* main: lfepolld's start-up, signal handling and shutdown. */
+#include "admin.h"
 #include "log.h"
 #include "net.h"
 #include "opt.h"
 #include "script.h"
+#include "sdnotify.h"
 #include "server.h"
 #include "topo.h"
 #include "tune.h"
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 static struct server *srv; /* for the signal helpers below; main thread only */
+static struct admin *adm;  /* --admin's listener, or NULL */
 
 /* The signals main takes, synchronously: SIGINT/SIGTERM stop, SIGUSR1 prints the counters,
  * SIGHUP reloads the script. Set by block_signals(); main thread only. */
@@ -76,6 +79,24 @@ static int check_sysctl(const struct opt *o)
     return rc;
 }
 
+static long mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+/* READY=1 (at start, after a reload) with the status line systemctl status shows. */
+static void notify_ready(long live)
+{
+    char msg[96];
+
+    snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving, %ld connection%s", live,
+             live == 1 ? "" : "s");
+    sdnotify_send(msg);
+}
+
 static void print_stats(void)
 {
     char *text = NULL;
@@ -86,6 +107,17 @@ static void print_stats(void)
         return;
     server_print_stats(srv, f);
     fclose(f);
+    if (log_json) { /* each line its own JSON object, like every other line */
+        for (char *line = text, *nl; line < text + len; line = nl + 1) {
+            nl = memchr(line, '\n', (size_t)(text + len - line));
+            if (!nl)
+                nl = text + len;
+            *nl = '\0';
+            log_info("%s", line);
+        }
+        free(text);
+        return;
+    }
     /* One write: stats lines are not interleaved with log lines from other threads. */
     if (write(STDERR_FILENO, text, len) < 0) {
         /* nowhere left to report to */
@@ -140,8 +172,8 @@ int main(int argc, char **argv)
     struct rlimit rl;
     cpu_set_t allowed;
     char err[512], cpus[256];
-    int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0;
-    long reserved, max_conns, somaxconn;
+    int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0, nheld, activated;
+    long reserved, max_conns, somaxconn, stall, wd_ms, tick_ms, next_wd = 0, last_live = 0;
 
     switch (opt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
     case OPT_EXIT:
@@ -153,6 +185,7 @@ int main(int argc, char **argv)
         break;
     }
     log_threshold = o.verbosity == 0 ? LOG_WARN : o.verbosity == 1 ? LOG_INFO : LOG_DEBUG;
+    log_json = o.log_json;
     if (o.sysctl)
         return check_sysctl(&o);
     signal(SIGPIPE, SIG_IGN); /* a vanished peer is an EPIPE, never a signal */
@@ -217,9 +250,25 @@ int main(int argc, char **argv)
         }
     }
 
+    if (sdnotify_init(err, sizeof(err)) < 0 ||
+        (activated = sdnotify_listen_fds(OPT_MAX_LISTEN, err, sizeof(err))) < 0) {
+        fprintf(stderr, "lfepolld: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    if (activated && !o.listen_default) {
+        fprintf(stderr,
+                "lfepolld: %d socket%s handed over by systemd ($LISTEN_FDS) and --listen "
+                "both given: drop --listen (the .socket unit's ListenStream= decides)\n",
+                activated, activated == 1 ? "" : "s");
+        rc = 2;
+        goto out;
+    }
     somaxconn = net_somaxconn();
-    for (int i = 0; i < o.nlisten; i++) {
-        int fd = net_listen(o.listen[i], o.backlog, err, sizeof(err));
+    for (int i = 0; i < activated; i++) /* socket activation: used as they are */
+        lfds[nlisten++] = SD_LISTEN_FDS_START + i;
+    for (int i = 0; i < o.nlisten && !activated; i++) {
+        int fd = net_listen_reuseport(o.listen[i], o.backlog, o.reuseport, err, sizeof(err));
 
         if (fd < 0) {
             fprintf(stderr, "lfepolld: %s\n", err);
@@ -227,7 +276,8 @@ int main(int argc, char **argv)
         }
         lfds[nlisten++] = fd;
     }
-    tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
+    if (!activated)
+        tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
     if (somaxconn > 0 && o.backlog > somaxconn)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",
@@ -248,21 +298,48 @@ int main(int argc, char **argv)
     }
 
     srv = server_new(&o, &p, lfds, nlisten, max_conns, lua, err, sizeof(err));
+    nheld = nlisten;
     nlisten = 0; /* the server owns them now, even on failure */
     if (!srv) {
         fprintf(stderr, "lfepolld: %s\n", err);
         goto out;
     }
 
+    /* /health and the watchdog call a worker stuck past the Lua timeout (1 s where there is
+     * none) unresponsive */
+    stall = o.lua && o.lua_timeout_ms > 0 ? o.lua_timeout_ms : 1000;
+    if (o.admin) {
+        adm = admin_new(o.admin, srv, stall, err, sizeof(err));
+        if (!adm) {
+            fprintf(stderr, "lfepolld: %s\n", err);
+            goto out;
+        }
+    }
+
     block_signals();
 
     if (server_start(srv) < 0)
         goto out;
+    if (adm && (rc = admin_start(adm, NULL)) < 0) {
+        log_err("cannot create the admin thread: %s", strerror(-rc));
+        rc = 1;
+        server_stop(srv, 0, NULL);
+        goto out;
+    }
+    rc = 1;
+    if (adm) {
+        char name[128];
+        admin_name(adm, name, sizeof(name));
+        log_info("admin HTTP on %s: GET /metrics, /health, /stats", name);
+    }
     /* Logged once every thread runs: "listening on" means ready. */
-    for (int i = 0; i < o.nlisten; i++) {
+    for (int i = 0; i < nheld; i++) {
         char name[128];
         net_local_name(lfds[i], name, sizeof(name));
-        log_info("listening on %s (backlog %d)", name, o.backlog);
+        if (activated)
+            log_info("listening on %s (fd %d from systemd's socket activation)", name, lfds[i]);
+        else
+            log_info("listening on %s (backlog %d)", name, o.backlog);
     }
     cpulist_format(&allowed, cpus, sizeof(cpus));
     for (int gi = 0; gi < p.ngroups; gi++)
@@ -282,18 +359,50 @@ int main(int argc, char **argv)
     log_info("limits: max-conns %ld (RLIMIT_NOFILE %llu), max-pending %zu bytes per connection",
              max_conns, (unsigned long long)rl.rlim_cur, o.max_pending);
 
+    /* The watchdog is fed at half its period, and only while every worker comes back from
+     * its batches: a stuck one lets systemd's WatchdogSec= restart the service. */
+    wd_ms = (long)(sdnotify_watchdog_usec() / 2000);
+    if (sdnotify_watchdog_usec() && wd_ms < 1)
+        wd_ms = 1;
+    tick_ms = wd_ms && wd_ms < 1000 ? wd_ms : 1000;
+    notify_ready(0);
     for (;;) {
-        int sig = sigwaitinfo(&main_sigs, NULL);
+        struct timespec tick = {tick_ms / 1000, (tick_ms % 1000) * 1000000L};
+        int sig = sigtimedwait(&main_sigs, NULL, &tick);
+        long now = mono_ms(), live;
 
         if (sig == SIGUSR1) {
             print_stats();
         } else if (sig == SIGHUP) {
+            char msg[64];
+            struct timespec ts;
+
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%lld",
+                     (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000);
+            sdnotify_send(msg);
             server_reload(srv);
+            notify_ready(server_live(srv));
         } else if (sig == SIGINT || sig == SIGTERM) {
             log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
             break;
         }
+        if (wd_ms && now >= next_wd) {
+            if (server_stalled(srv, stall) == 0) {
+                sdnotify_send("WATCHDOG=1");
+                next_wd = now + wd_ms;
+            }
+        }
+        if ((live = server_live(srv)) != last_live) {
+            char msg[64];
+
+            snprintf(msg, sizeof(msg), "STATUS=serving, %ld connection%s", live,
+                     live == 1 ? "" : "s");
+            sdnotify_send(msg);
+            last_live = live;
+        }
     }
+    sdnotify_send("STOPPING=1\nSTATUS=draining");
     stop_guard(o.drain_ms + STOP_GUARD_MS);
     if (server_stop(srv, o.drain_ms, drain_wait) > 0) {
         /* A worker is stuck where nothing can stop it: its state cannot be freed under it. */
@@ -310,6 +419,7 @@ out_close:
     for (int i = 0; i < nlisten; i++)
         close(lfds[i]);
 out:
+    admin_free(adm); /* after server_stop: /health says 503 while draining */
     server_free(srv);
     script_env_free(lua);
     plan_free(&p);

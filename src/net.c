@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,12 @@ static int set_flag(int fd, int level, int name, const char *what, const char *o
 }
 
 int net_listen(const char *hostport, int backlog, char *err, size_t errlen)
+{
+    return net_listen_reuseport(hostport, backlog, false, err, errlen);
+}
+
+int net_listen_reuseport(const char *hostport, int backlog, bool reuseport, char *err,
+                         size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -70,7 +77,9 @@ int net_listen(const char *hostport, int backlog, char *err, size_t errlen)
     if ((rc = set_flag(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", orig, err, errlen)) < 0 ||
         (res->ai_family == AF_INET6 &&
          (rc = set_flag(fd, IPPROTO_IPV6, IPV6_V6ONLY, "IPV6_V6ONLY", orig, err, errlen)) < 0) ||
-        (rc = set_flag(fd, IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY", orig, err, errlen)) < 0)
+        (rc = set_flag(fd, IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY", orig, err, errlen)) < 0 ||
+        (reuseport &&
+         (rc = set_flag(fd, SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", orig, err, errlen)) < 0))
         goto out_close;
     if (bind(fd, res->ai_addr, res->ai_addrlen) < 0) {
         rc = -errno;

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LFE_VERSION "0.1.0"
-
 static const char usage[] =
     "usage: lfepolld [options]\n"
     "\n"
@@ -48,10 +46,19 @@ static const char usage[] =
     "  --apply-sysctl         as root: first set the keys that are not right (never\n"
     "                         lowering one already above), then check\n"
     "  --sysctl-conf FILE     check against FILE instead of the built-in sysctl.conf\n"
+    "  --admin HOST:PORT      HTTP listener for GET /metrics (Prometheus), /health and\n"
+    "                         /stats, on a thread of its own (default: none)\n"
+    "  --reuseport            SO_REUSEPORT on the listeners: several instances may share\n"
+    "                         a port (a closing one resets what waits in its queue)\n"
+    "  --log-format text|json log lines as text, or one JSON object each (default text)\n"
     "  -q, --quiet            log warnings and errors only\n"
     "  -v, --verbose          log debug detail\n"
     "  -h, --help             this text\n"
     "  -V, --version          version\n"
+    "\n"
+    "Under systemd: READY=1, RELOADING=1, STOPPING=1, STATUS= and WATCHDOG=1 go to\n"
+    "$NOTIFY_SOCKET; sockets handed over by socket activation ($LISTEN_FDS) are used as\n"
+    "they are, in place of --listen.\n"
     "\n"
     "Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits at once); SIGUSR1 prints\n"
     "counters per worker, group and in total; SIGHUP reloads the Lua script (a script that\n"
@@ -171,6 +178,8 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                                              "--lua-shared-mb",
                                              "--lua-ctx-mb",
                                              "--sysctl-conf",
+                                             "--admin",
+                                             "--log-format",
                                              NULL};
 
     memset(o, 0, sizeof(*o));
@@ -320,13 +329,32 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 snprintf(err, errlen, "--dispatch: '%s' is not a policy; use rr or least", val);
                 return OPT_ERROR;
             }
+        } else if (!strcmp(name, "--reuseport")) {
+            o->reuseport = true;
+        } else if (!strcmp(name, "--admin")) {
+            if (!hostport_ok(val)) {
+                snprintf(err, errlen,
+                         "--admin: '%s' is not HOST:PORT; write 127.0.0.1:9877 or [::1]:9877 "
+                         "(port 0-65535)",
+                         val);
+                return OPT_ERROR;
+            }
+            o->admin = val;
+        } else if (!strcmp(name, "--log-format")) {
+            if (strcmp(val, "text") && strcmp(val, "json")) {
+                snprintf(err, errlen, "--log-format: '%s' is not a format; use text or json", val);
+                return OPT_ERROR;
+            }
+            o->log_json = val[0] == 'j';
         } else {
             snprintf(err, errlen, "unknown option '%s'; see lfepolld --help", name);
             return OPT_ERROR;
         }
     }
-    if (o->nlisten == 0)
+    if (o->nlisten == 0) {
         o->listen[o->nlisten++] = "127.0.0.1:9876";
+        o->listen_default = true;
+    }
     return OPT_RUN;
 }
 

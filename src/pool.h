@@ -24,10 +24,11 @@
 struct server;
 struct group;
 
-/* One worker thread and everything it owns. Touched only by its thread, except st and busy,
- * which others read. */
+/* One worker thread and everything it owns. Touched only by its thread, except st, svc, busy and
+ * busy_since_ns, which others read. */
 struct worker {
     struct worker_stats st;  /* counters, written by this thread only */
+    struct svc_hist svc;     /* service times, written by this thread only */
     struct server *srv;      /* the pool */
     struct group *g;         /* the group whose epoll fd this thread waits on */
     int idx;                 /* index within the group */

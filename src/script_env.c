@@ -18,6 +18,8 @@
  */
 #include "script_int.h"
 
+#include "metrics.h"
+
 #include "file.h"
 #include "log.h"
 #include "shdict.h"
@@ -154,6 +156,28 @@ void script_env_print(struct script_env *e, FILE *f)
             "stats: lua: generation=%ld shared_keys=%zu shared_bytes=%zu shared_capacity=%zu "
             "shared_evictions=%llu\n",
             __atomic_load_n(&e->gen, __ATOMIC_RELAXED), keys, bytes, cap, (unsigned long long)ev);
+}
+
+void script_env_metrics(struct script_env *e, FILE *f)
+{
+    size_t keys, bytes, cap;
+    uint64_t ev;
+
+    shdict_usage(e->dict, &keys, &bytes, &cap, &ev);
+    metrics_family(f, "lfepolld_lua_generation", "gauge",
+                   "The script generation serving (1 at start, +1 per successful SIGHUP reload).");
+    metrics_u64(f, "lfepolld_lua_generation", NULL,
+                (uint64_t)__atomic_load_n(&e->gen, __ATOMIC_RELAXED));
+    metrics_family(f, "lfepolld_lua_shared_keys", "gauge", "Keys in lfe.shared.");
+    metrics_u64(f, "lfepolld_lua_shared_keys", NULL, keys);
+    metrics_family(f, "lfepolld_lua_shared_bytes", "gauge", "Bytes lfe.shared holds.");
+    metrics_u64(f, "lfepolld_lua_shared_bytes", NULL, bytes);
+    metrics_family(f, "lfepolld_lua_shared_capacity_bytes", "gauge",
+                   "Capacity of lfe.shared (--lua-shared-mb).");
+    metrics_u64(f, "lfepolld_lua_shared_capacity_bytes", NULL, cap);
+    metrics_family(f, "lfepolld_lua_shared_evictions_total", "counter",
+                   "Keys lfe.shared evicted to make room.");
+    metrics_u64(f, "lfepolld_lua_shared_evictions_total", NULL, ev);
 }
 
 int script_env_register(struct script_env *e, struct script *sc)

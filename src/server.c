@@ -33,6 +33,7 @@
 #include "server.h"
 
 #include "log.h"
+#include "metrics.h"
 #include "net.h"
 #include "pool.h"
 
@@ -421,6 +422,113 @@ int server_stalled(struct server *s, long limit_ms)
                 n++;
         }
     return n;
+}
+
+long server_live(struct server *s)
+{
+    return __atomic_load_n(&s->live, __ATOMIC_RELAXED);
+}
+
+bool server_healthy(struct server *s, long stall_ms, char *why, size_t len)
+{
+    int n;
+
+    if (__atomic_load_n(&s->draining, __ATOMIC_ACQUIRE)) {
+        snprintf(why, len, "draining: stopping, not accepting");
+        return false;
+    }
+    if ((n = server_stalled(s, stall_ms)) > 0) {
+        snprintf(why, len, "%d worker%s inside one batch for more than %ld ms (a callback stuck?)",
+                 n, n == 1 ? "" : "s", stall_ms);
+        return false;
+    }
+    snprintf(why, len, "ok");
+    return true;
+}
+
+#define W_FAMILY(name, help)                                                                       \
+    metrics_family(f, "lfepolld_worker_" #name "_total", "counter", "Per worker: " help ".");      \
+    for (int gi = 0; gi < s->ngroups; gi++)                                                        \
+        for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {                                      \
+            snprintf(lab, sizeof(lab), "group=\"%d\",worker=\"%d\"", gi, wi);                      \
+            metrics_u64(f, "lfepolld_worker_" #name "_total", lab,                                 \
+                        __atomic_load_n(&s->groups[gi].workers[wi].st.name, __ATOMIC_RELAXED));    \
+        }
+#define A_FAMILY(name, help)                                                                       \
+    metrics_family(f, "lfepolld_accept_" #name "_total", "counter", "Accept thread: " help ".");   \
+    metrics_u64(f, "lfepolld_accept_" #name "_total", NULL,                                        \
+                __atomic_load_n(&s->ast.name, __ATOMIC_RELAXED));
+
+void server_write_metrics(struct server *s, FILE *f)
+{
+    char lab[64];
+
+    metrics_family(f, "lfepolld_build_info", "gauge", "lfepolld's version; always 1.");
+    fprintf(f, "lfepolld_build_info{version=\"%s\",mode=\"%s\"} 1\n", LFE_VERSION,
+            s->lua ? "lua" : "echo");
+    metrics_family(f, "lfepolld_connections", "gauge", "Live connections per epoll group.");
+    for (int gi = 0; gi < s->ngroups; gi++) {
+        snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
+        metrics_u64(f, "lfepolld_connections", lab,
+                    (uint64_t)__atomic_load_n(&s->groups[gi].live, __ATOMIC_RELAXED));
+    }
+    metrics_family(f, "lfepolld_connections_max", "gauge",
+                   "The live connection limit (--max-conns, or what RLIMIT_NOFILE leaves).");
+    metrics_u64(f, "lfepolld_connections_max", NULL, (uint64_t)s->max_conns);
+    metrics_family(f, "lfepolld_connections_pending_output", "gauge",
+                   "Connections with output waiting for the client to read it.");
+    metrics_u64(f, "lfepolld_connections_pending_output", NULL,
+                (uint64_t)__atomic_load_n(&s->npending, __ATOMIC_RELAXED));
+    metrics_family(f, "lfepolld_group_dispatched_total", "counter",
+                   "Connections the accept thread handed to each epoll group.");
+    for (int gi = 0; gi < s->ngroups; gi++) {
+        snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
+        metrics_u64(f, "lfepolld_group_dispatched_total", lab,
+                    __atomic_load_n(&s->groups[gi].accepted, __ATOMIC_RELAXED));
+    }
+    metrics_family(f, "lfepolld_draining", "gauge", "1 once a stop began (SIGTERM), else 0.");
+    metrics_u64(f, "lfepolld_draining", NULL,
+                (uint64_t)__atomic_load_n(&s->draining, __ATOMIC_RELAXED));
+    metrics_family(f, "lfepolld_accept_paused", "gauge",
+                   "1 while the accept thread has paused (out of descriptors or memory).");
+    metrics_u64(f, "lfepolld_accept_paused", NULL,
+                (uint64_t)__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED));
+    metrics_family(f, "lfepolld_workers_busy", "gauge",
+                   "Workers inside a batch of events at the moment of the scrape.");
+    {
+        uint64_t busy = 0;
+
+        for (int gi = 0; gi < s->ngroups; gi++)
+            for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
+                busy +=
+                    (uint64_t)__atomic_load_n(&s->groups[gi].workers[wi].busy, __ATOMIC_RELAXED);
+        metrics_u64(f, "lfepolld_workers_busy", NULL, busy);
+    }
+    WORKER_STATS(W_FAMILY)
+    ACCEPT_STATS(A_FAMILY)
+    metrics_family(f, "lfepolld_service_seconds", "histogram",
+                   "Per epoll group: time from the epoll_wait return that took an event to its "
+                   "re-arm or close, seconds.");
+    for (int gi = 0; gi < s->ngroups; gi++) {
+        struct svc_hist h = {0};
+
+        for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
+            stats_add_svc(&h, &s->groups[gi].workers[wi].svc);
+        snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
+        metrics_svc(f, "lfepolld_service_seconds", lab, &h);
+    }
+    if (s->lua) {
+        metrics_family(f, "lfepolld_lua_memory_bytes", "gauge",
+                       "Memory of each worker's Lua state, bytes.");
+        for (int gi = 0; gi < s->ngroups; gi++)
+            for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
+                snprintf(lab, sizeof(lab), "group=\"%d\",worker=\"%d\"", gi, wi);
+                metrics_u64(f, "lfepolld_lua_memory_bytes", lab,
+                            script_mem(s->groups[gi].workers[wi].script));
+            }
+        script_env_metrics(s->lua, f);
+    }
+    metrics_process(f, "/proc/self", "/proc/stat");
 }
 
 int server_reload(struct server *s)

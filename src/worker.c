@@ -71,7 +71,8 @@ void *worker_main(void *arg)
     struct conn_io io = {
         .buf = w->buf, .bufsize = WORKER_BUF, .max_pending = s->opt->max_pending, .st = &w->st};
     bool stop = false;
-    struct timespec t0;
+    struct timespec t0, t1;
+    int64_t start;
 
     if (w->script)
         script_bind(w->script);
@@ -86,8 +87,8 @@ void *worker_main(void *arg)
             break;
         }
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        __atomic_store_n(&w->busy_since_ns, t0.tv_sec * 1000000000LL + t0.tv_nsec,
-                         __ATOMIC_RELAXED);
+        start = t0.tv_sec * 1000000000LL + t0.tv_nsec;
+        __atomic_store_n(&w->busy_since_ns, start, __ATOMIC_RELAXED);
         __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
         if (w->script)
             script_refresh(w->script); /* between requests: a reloaded script starts here */
@@ -102,6 +103,9 @@ void *worker_main(void *arg)
             }
             HANDOFF_ACQUIRE(c);
             handle(w, c, w->evs[i].events, &io);
+            /* Service time, epoll_wait's return to the re-arm: one vDSO clock read an event. */
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            svc_record(&w->svc, (uint64_t)(t1.tv_sec * 1000000000LL + t1.tv_nsec - start));
         }
         __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
     }

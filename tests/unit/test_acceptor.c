@@ -386,7 +386,7 @@ static void test_accept_each_errno(void **state)
             fail_msg("%s: the connection was never accepted", strerror(cases[i].err));
         stats_snap_accept(&st, &r->s->ast);
         if (cases[i].counter) {
-#define PICK(name)                                                                                 \
+#define PICK(name, help)                                                                           \
     if (strcmp(cases[i].counter, #name) == 0)                                                      \
         moved = st.name;
             ACCEPT_STATS(PICK)

@@ -1,0 +1,31 @@
+/* admin: the --admin HTTP/1.1 listener (GET /metrics, /health, /stats), served by one thread
+ * of its own with its own epoll: never on the request path, it only reads what workers publish. */
+#ifndef LFE_ADMIN_H
+#define LFE_ADMIN_H
+
+#include <stddef.h>
+
+struct admin;
+struct server;
+
+#define ADMIN_MAX_CONNS 32     /* admin connections at once; the oldest makes room */
+#define ADMIN_MAX_REQUEST 8192 /* request line and headers; more is answered 431 */
+#define ADMIN_TIMEOUT_MS 5000  /* to send a whole request, then to read the answer */
+
+/* Listens on hostport (as --listen takes it) for the admin thread of s. /health answers 503
+ * while s drains or while a worker has been inside one batch longer than stall_ms. Returns the
+ * admin, or NULL with one line in err (a port in use, an address not of this machine). */
+struct admin *admin_new(const char *hostport, struct server *s, long stall_ms, char *err,
+                        size_t errlen);
+
+/* The address it listens on, "ADDR:PORT" (the port chosen when 0 was asked). */
+void admin_name(const struct admin *a, char *buf, size_t len);
+
+/* Creates the admin thread, pinned to cpus when not NULL (a cpu_set_t *). 0 or -errno. */
+int admin_start(struct admin *a, const void *cpus);
+
+/* Stops and joins the thread, closes every admin connection and the listener, frees a. NULL is
+ * a no-op. */
+void admin_free(struct admin *a);
+
+#endif /* LFE_ADMIN_H */

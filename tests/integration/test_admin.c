@@ -1,0 +1,579 @@
+/* test_admin: lfepolld --admin: /metrics as a real Prometheus reads it (promtool, and a
+ * Prometheus server scraping it), /health through a stuck worker and a drain, /stats, and
+ * hostile admin clients that must not stop the scrapes or the echo service. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static int tcp_connect(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        p = (const char *)p + w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads until EOF (or timeout_ms): the whole answer of a Connection: close server. Returns a
+ * malloc'd, NUL-terminated string. */
+static char *read_all(int fd, long timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms * slow;
+    size_t len = 0, cap = 65536;
+    char *buf = malloc(cap);
+
+    assert_non_null(buf);
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        long left = deadline - now_ms();
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        if (len + 1 == cap) {
+            buf = realloc(buf, cap *= 2);
+            assert_non_null(buf);
+        }
+        n = read(fd, buf + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Sends the raw request and returns the whole answer (malloc'd). */
+static char *http_raw(int port, const char *req)
+{
+    int fd = tcp_connect(port);
+    char *r;
+
+    send_all(fd, req, strlen(req));
+    r = read_all(fd, 10000);
+    close(fd);
+    return r;
+}
+
+/* GET path: returns the status code, *body (malloc'd) the body. */
+static int http_get(int port, const char *path, char **body)
+{
+    char req[512], *r, *b;
+    int code = -1;
+
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    r = http_raw(port, req);
+    sscanf(r, "HTTP/1.1 %d", &code);
+    b = strstr(r, "\r\n\r\n");
+    if (body)
+        *body = strdup(b ? b + 4 : "");
+    free(r);
+    return code;
+}
+
+/* The admin port from the daemon's log. */
+static int admin_port(struct daemon *d)
+{
+    long deadline = now_ms() + 5000;
+
+    while (now_ms() < deadline) {
+        const char *p = strstr(log_text(d), "admin HTTP on 127.0.0.1:");
+        if (p)
+            return atoi(p + strlen("admin HTTP on 127.0.0.1:"));
+        sleep_ms(10);
+    }
+    fail_msg("no admin port in the log: %s", log_text(d));
+    return -1;
+}
+
+/* The sum over every sample of family name (labels ignored) in a /metrics body. */
+static double metric_sum(const char *body, const char *name)
+{
+    size_t nl = strlen(name);
+    double sum = 0;
+    bool seen = false;
+
+    for (const char *p = body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        const char *v;
+
+        if (strncmp(p, name, nl) != 0 || (p[nl] != ' ' && p[nl] != '{'))
+            continue;
+        v = p[nl] == '{' ? strchr(p, '}') + 1 : p + nl;
+        sum += strtod(v, NULL);
+        seen = true;
+    }
+    if (!seen)
+        fail_msg("no %s in /metrics", name);
+    return sum;
+}
+
+/* Sends line on a new connection and expects want back (bounded: never hangs the run). */
+static void round_trip(int port, const char *line, const char *want)
+{
+    int fd = tcp_connect(port);
+    size_t wl = strlen(want), got = 0;
+    char buf[64];
+
+    send_all(fd, line, strlen(line));
+    while (got < wl) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&p, 1, 5000 * slow) <= 0)
+            break;
+        if ((n = read(fd, buf + got, wl - got)) <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got != wl || memcmp(buf, want, wl) != 0)
+        fail_msg("sent '%s': want '%s', got '%.*s'", line, want, (int)got, buf);
+    close(fd);
+}
+
+static void echo_round(int port)
+{
+    round_trip(port, "ping\n", "ping\n");
+}
+
+static void start(struct daemon *d, const char *const *args)
+{
+    if (spawn(d, args, 0, NULL) < 0)
+        fail_msg("lfepolld did not start: %s", log_text(d));
+}
+
+/* promtool (Debian's prometheus) accepts what /metrics writes: exit 0, no lint complaint. */
+static void promtool_check(const char *body)
+{
+    char path[] = "/tmp/lfe-metrics-XXXXXX", cmd[256];
+    int fd = mkstemp(path), rc;
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    close(fd);
+    if (system("command -v promtool >/dev/null") != 0) {
+        unlink(path);
+        if (getenv("CI"))
+            fail_msg("promtool is not installed (Debian package prometheus; make deps)");
+        print_message("promtool not installed: skipping its check (make deps installs it)\n");
+        return;
+    }
+    snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
+    rc = system(cmd);
+    unlink(path);
+    if (rc != 0)
+        fail_msg("promtool check metrics failed (output above)");
+}
+
+static void test_metrics_counters_and_histogram(void **state)
+{
+    static const char *const args[] = {"--admin", "127.0.0.1:0", "--workers", "2", NULL};
+    struct daemon d;
+    int ap, fds[5];
+    char *body;
+    double events, count;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+    assert_int_equal(http_get(ap, "/metrics", &body), 200);
+    promtool_check(body);
+    assert_true(metric_sum(body, "lfepolld_connections") == 0);
+    free(body);
+    for (int i = 0; i < 5; i++)
+        fds[i] = tcp_connect(d.port);
+    for (int i = 0; i < 40; i++)
+        echo_round(d.port);
+    sleep_ms(200);
+    assert_int_equal(http_get(ap, "/metrics", &body), 200);
+    promtool_check(body);
+    assert_true(metric_sum(body, "lfepolld_connections") == 5);
+    assert_true(metric_sum(body, "lfepolld_accept_accepted_total") == 45);
+    assert_true(metric_sum(body, "lfepolld_worker_bytes_out_total") == 200);
+    /* Every event handled is one observation of the service-time histogram. */
+    events = metric_sum(body, "lfepolld_worker_events_total");
+    count = metric_sum(body, "lfepolld_service_seconds_count");
+    if (events < 80 || count != events)
+        fail_msg("events %g, service-time observations %g", events, count);
+    assert_non_null(strstr(body, "lfepolld_service_seconds_bucket{group=\"0\",le=\"+Inf\"}"));
+    assert_true(metric_sum(body, "process_open_fds") > 5);
+    assert_true(metric_sum(body, "process_resident_memory_bytes") > 0);
+    free(body);
+    for (int i = 0; i < 5; i++)
+        close(fds[i]);
+    /* /stats is the SIGUSR1 text */
+    assert_int_equal(http_get(ap, "/stats", &body), 200);
+    assert_non_null(strstr(body, "stats: total live="));
+    assert_non_null(strstr(body, "stats: accept: accepted=45"));
+    free(body);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+static void test_metrics_lua(void **state)
+{
+    static const char *const args[] = {"--admin", "127.0.0.1:0", "--lua", "lua/kv.lua", NULL};
+    struct daemon d;
+    char *body;
+
+    (void)state;
+    start(&d, args);
+    assert_int_equal(http_get(admin_port(&d), "/metrics", &body), 200);
+    promtool_check(body);
+    assert_true(metric_sum(body, "lfepolld_lua_memory_bytes") >= 0);
+    assert_true(metric_sum(body, "lfepolld_lua_generation") == 1);
+    free(body);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* A worker stuck in C inside a callback (os.execute("sleep 3"), where the timeout's hook cannot
+ * reach) past --lua-timeout-ms: /health is 503 while it is stuck, 200 again after. */
+static void test_health_stuck_worker(void **state)
+{
+    static const char *const args[] = {"--admin",
+                                       "127.0.0.1:0",
+                                       "--lua",
+                                       "tests/lua/sleepy.lua",
+                                       "--lua-unsafe",
+                                       "--lua-timeout-ms",
+                                       "300",
+                                       "--workers",
+                                       "2",
+                                       NULL};
+    struct daemon d;
+    int ap, fd, code;
+    bool saw503 = false;
+    long deadline;
+    char *body;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+    assert_int_equal(http_get(ap, "/health", NULL), 200);
+    fd = tcp_connect(d.port);
+    send_all(fd, "sleep 3\n", 8);
+    deadline = now_ms() + 2800;
+    while (!saw503 && now_ms() < deadline) {
+        code = http_get(ap, "/health", &body);
+        if (code == 503) {
+            saw503 = true;
+            assert_non_null(strstr(body, "inside one batch for more than 300 ms"));
+        } else {
+            assert_int_equal(code, 200);
+        }
+        free(body);
+        sleep_ms(50);
+    }
+    assert_true(saw503);
+    free(read_all(fd, 6000)); /* "slept", or the timeout's close */
+    close(fd);
+    deadline = now_ms() + 5000L * slow;
+    while ((code = http_get(ap, "/health", NULL)) != 200 && now_ms() < deadline)
+        sleep_ms(50);
+    assert_int_equal(code, 200);
+    round_trip(d.port, "x\n", "ok\n");
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* While the daemon drains (a callback still running at SIGTERM), /health answers 503
+ * "draining", and the admin listener is the last thing to close. */
+static void test_health_draining(void **state)
+{
+    static const char *const args[] = {"--admin",
+                                       "127.0.0.1:0",
+                                       "--lua",
+                                       "tests/lua/sleepy.lua",
+                                       "--lua-unsafe",
+                                       "--lua-timeout-ms",
+                                       "0",
+                                       "--drain-timeout",
+                                       "5s",
+                                       NULL};
+    struct daemon d;
+    int ap, fd, code = 0;
+    long deadline;
+    char *body = NULL;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+    fd = tcp_connect(d.port);
+    send_all(fd, "sleep 2\n", 8);
+    sleep_ms(200);
+    kill(d.pid, SIGTERM);
+    deadline = now_ms() + 1500;
+    while (now_ms() < deadline) {
+        free(body);
+        body = NULL;
+        code = http_get(ap, "/health", &body);
+        if (code == 503 && strstr(body, "draining"))
+            break;
+        sleep_ms(20);
+    }
+    if (code != 503 || !strstr(body, "draining"))
+        fail_msg("during the drain /health said %d '%s'", code, body ? body : "");
+    free(body);
+    free(read_all(fd, 5000));
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* Hostile admin clients: garbage, a wrong method, an unknown path, an endless header, and more
+ * half-open connections than there are slots. Each gets its status or is let go; scrapes and
+ * the echo service go on. */
+static void test_admin_hostile_clients(void **state)
+{
+    static const char *const args[] = {"--admin", "127.0.0.1:0", NULL};
+    struct daemon d;
+    int ap, idle[40];
+    char *r, *big;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+    r = http_raw(ap, "\x01\x02garbage\r\n\r\n");
+    assert_true(strncmp(r, "HTTP/1.1 400 ", 13) == 0);
+    free(r);
+    r = http_raw(ap, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    assert_true(strncmp(r, "HTTP/1.1 405 ", 13) == 0);
+    assert_non_null(strstr(r, "Allow: GET, HEAD"));
+    free(r);
+    assert_int_equal(http_get(ap, "/nope", NULL), 404);
+    r = http_raw(ap, "HEAD /metrics HTTP/1.1\r\n\r\n");
+    assert_true(strncmp(r, "HTTP/1.1 200 ", 13) == 0);
+    assert_non_null(strstr(r, "\r\n\r\n"));
+    assert_true(strstr(r, "\r\n\r\n")[4] == '\0'); /* HEAD: no body */
+    free(r);
+    big = malloc(20000);
+    memcpy(big, "GET /metrics HTTP/1.1\r\nX: ", 26);
+    memset(big + 26, 'a', 20000 - 27);
+    big[20000 - 1] = '\0';
+    r = http_raw(ap, big);
+    assert_true(strncmp(r, "HTTP/1.1 431 ", 13) == 0);
+    free(r);
+    free(big);
+    /* Pipelined requests: the first is answered, the connection closes cleanly (no reset eats
+     * the answer). */
+    r = http_raw(ap, "GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n");
+    assert_true(strncmp(r, "HTTP/1.1 200 ", 13) == 0);
+    free(r);
+    /* 40 clients that connect and say half a request, more than the 32 slots */
+    for (int i = 0; i < 40; i++) {
+        idle[i] = tcp_connect(ap);
+        send_all(idle[i], "GET /met", 8);
+    }
+    sleep_ms(100);
+    for (int i = 0; i < 3; i++) {
+        char *body;
+        assert_int_equal(http_get(ap, "/metrics", &body), 200);
+        assert_non_null(strstr(body, "lfepolld_build_info"));
+        free(body);
+    }
+    echo_round(d.port);
+    for (int i = 0; i < 40; i++)
+        close(idle[i]);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_non_null(strstr(log_text(&d), "the oldest closed to make room"));
+    cleanup(&d);
+}
+
+static void test_admin_bad_flags(void **state)
+{
+    static const char *const bad[] = {"--admin", "nowhere", NULL};
+    static const char *const fmt[] = {"--log-format", "xml", NULL};
+    struct daemon d;
+    static const char *args[] = {"--admin", NULL, "--backlog", "128", NULL};
+    char addr[32];
+
+    (void)state;
+    bad_start(bad, 2, "--admin: 'nowhere' is not HOST:PORT");
+    bad_start(fmt, 2, "--log-format: 'xml' is not a format; use text or json");
+    /* the admin port taken by the daemon's own listener: a clear line, exit 1 */
+    {
+        static const char *const first[] = {NULL};
+        start(&d, first);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", d.port);
+        args[1] = addr;
+        bad_start(args, 1, "--admin: cannot listen on");
+        assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+        cleanup(&d);
+    }
+}
+
+/* --log-format json: every line of a run (start, a Lua log line with hostile bytes, stop) is one
+ * JSON object that Python's json module reads, with the message intact. */
+static void test_log_format_json(void **state)
+{
+    static const char *const args[] = {"--log-format", "json", "--lua", "tests/lua/hostile.lua",
+                                       NULL};
+    struct daemon d;
+    char cmd[256];
+    int fd;
+    char buf[3];
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    send_all(fd, "a\"b\\c\x1b[31m\xff\xfe\n", 14);
+    assert_int_equal(read(fd, buf, 3), 3);
+    close(fd);
+    sleep_ms(100);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    snprintf(cmd, sizeof(cmd),
+             "python3 -c 'import json,sys\n"
+             "n=0\n"
+             "for l in open(sys.argv[1]):\n"
+             "  o=json.loads(l); assert set(o)=={\"time\",\"level\",\"pid\",\"msg\"}, o; n+=1\n"
+             "assert n>=5, n' %s",
+             d.log);
+    if (system(cmd) != 0)
+        fail_msg("a log line is not one JSON object:\n%s", log_text(&d));
+    assert_non_null(strstr(log_text(&d), "\"msg\":\"listening on 127.0.0.1:"));
+    cleanup(&d);
+}
+
+/* A real Prometheus server scrapes lfepolld every second; its query API returns the live
+ * connection count the test holds open. */
+static void test_prometheus_scrapes(void **state)
+{
+    static const char *const args[] = {"--admin", "127.0.0.1:0", NULL};
+    char dir[] = "/tmp/lfe-prom-XXXXXX", path[256], cmd[1024], url[256];
+    struct daemon d;
+    int ap, pport, fds[7], rc;
+    pid_t prom;
+    long deadline;
+    bool seen = false;
+    FILE *f;
+
+    (void)state;
+    if (access("/usr/bin/prometheus", X_OK) != 0) {
+        if (getenv("CI"))
+            fail_msg("/usr/bin/prometheus is missing (Debian package prometheus; make deps)");
+        print_message("prometheus not installed: skipping (make deps installs it)\n");
+        return;
+    }
+    start(&d, args);
+    ap = admin_port(&d);
+    for (int i = 0; i < 7; i++)
+        fds[i] = tcp_connect(d.port);
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/prometheus.yml", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: lfepolld\n    static_configs:\n"
+            "      - targets: ['127.0.0.1:%d']\n",
+            ap);
+    fclose(f);
+    { /* a free port for its web API */
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t al = sizeof(a);
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+        getsockname(s, (struct sockaddr *)&a, &al);
+        pport = ntohs(a.sin_port);
+        close(s);
+    }
+    prom = fork();
+    assert_true(prom >= 0);
+    if (prom == 0) {
+        char cfg[300], data[300], web[64];
+        int null = open("/dev/null", O_WRONLY);
+
+        snprintf(cfg, sizeof(cfg), "--config.file=%s", path);
+        snprintf(data, sizeof(data), "--storage.tsdb.path=%s/data", dir);
+        snprintf(web, sizeof(web), "--web.listen-address=127.0.0.1:%d", pport);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl("/usr/bin/prometheus", "prometheus", cfg, data, web, (char *)NULL);
+        _exit(127);
+    }
+    snprintf(url, sizeof(url), "/api/v1/query?query=sum(lfepolld_connections)");
+    deadline = now_ms() + 60000;
+    while (!seen && now_ms() < deadline) {
+        int fd;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)pport)};
+
+        sleep_ms(500);
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+            char req[512], *r;
+
+            snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     url);
+            send_all(fd, req, strlen(req));
+            r = read_all(fd, 5000);
+            /* {"status":"success","data":{"resultType":"vector","result":[{"metric":{},
+             * "value":[1795481226.6,"7"]}]}} */
+            seen = strstr(r, "\"status\":\"success\"") && strstr(r, ",\"7\"]");
+            free(r);
+        }
+        close(fd);
+    }
+    kill(prom, SIGTERM);
+    waitpid(prom, &rc, 0);
+    for (int i = 0; i < 7; i++)
+        close(fds[i]);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        print_message("could not remove %s\n", dir);
+    if (!seen)
+        fail_msg("Prometheus never returned 7 live connections for sum(lfepolld_connections)");
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_metrics_counters_and_histogram, teardown),
+        cmocka_unit_test_teardown(test_metrics_lua, teardown),
+        cmocka_unit_test_teardown(test_health_stuck_worker, teardown),
+        cmocka_unit_test_teardown(test_health_draining, teardown),
+        cmocka_unit_test_teardown(test_admin_hostile_clients, teardown),
+        cmocka_unit_test_teardown(test_admin_bad_flags, teardown),
+        cmocka_unit_test_teardown(test_log_format_json, teardown),
+        cmocka_unit_test_teardown(test_prometheus_scrapes, teardown),
+    };
+
+    if (harness_init() < 0)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
