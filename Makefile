@@ -5,7 +5,7 @@
 #   make WERROR=1     warnings are errors (CI)
 #   make SANITIZER=address|undefined|thread   instrumented build in build-$(SANITIZER)/
 #   make bench        side-by-side benchmark against the peers in ../shared/peers
-#   make install      lfepolld and lfbench into $(DESTDIR)$(PREFIX)/bin (make uninstall)
+#   make install      binaries, man pages, units, Lua scripts, configs under $(DESTDIR)$(PREFIX) (make uninstall)
 #   make fuzz, make soak   libFuzzer targets (tests/fuzz), the long soak run (tests/soak)
 
 PREFIX ?= /usr/local
@@ -19,6 +19,7 @@ DEB_PKGS += zlib1g-dev # lfbench --hdr-log
 DEB_PKGS += nginx-light # tests/integration/test_lfbench_http.c: a real HTTP server
 DEB_PKGS += prometheus # tests/integration/test_admin.c: promtool, and a server that scrapes
 DEB_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify of the unit files
+DEB_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -77,7 +78,8 @@ UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
             tests/integration/test_hdr_interop.sh
-INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd tests/integration/test_units.sh
+INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd tests/integration/test_units.sh \
+            tests/integration/test_install.sh
 BADSERVER := $(TOBJ)/badserver
 
 .PHONY: all run test unit integration deps bench format format-check format-deps install uninstall \
@@ -274,12 +276,40 @@ format-deps:
 	  fi; \
 	}
 
+# make install: the binaries, man pages, systemd units (ExecStart= pointed at $(PREFIX)/bin), the
+# Lua scripts, sysctl.conf as sysctl.d/60-lfepoll.conf (installed, never applied: see
+# make sysctl-apply) and the example config, which is not overwritten when one is there already.
+# make uninstall removes exactly these (the config only while it is still the example).
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+LUA_SCRIPTS := $(wildcard lua/*.lua) lua/README.md
+INSTALLED := $(PREFIX)/bin/lfepolld $(PREFIX)/bin/lfbench $(PREFIX)/share/man/man8/lfepolld.8 \
+             $(PREFIX)/share/man/man1/lfbench.1 $(UNITDIR)/lfepolld.service $(UNITDIR)/lfepolld.socket \
+             $(LUA_SCRIPTS:lua/%=$(PREFIX)/share/lfepoll/lua/%) $(SYSCONFDIR)/sysctl.d/60-lfepoll.conf
+
 install: $(LFEPOLLD) $(LFBENCH)
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/share/lfepoll/lua \
+	  $(DESTDIR)$(SYSCONFDIR)/sysctl.d
 	install -m 755 $(LFEPOLLD) $(LFBENCH) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 man/lfepolld.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 644 man/lfbench.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	sed 's|^ExecStart=/usr/local/bin/lfepolld|ExecStart=$(PREFIX)/bin/lfepolld|' systemd/lfepolld.service \
+	  >$(DESTDIR)$(UNITDIR)/lfepolld.service && chmod 644 $(DESTDIR)$(UNITDIR)/lfepolld.service
+	install -m 644 systemd/lfepolld.socket $(DESTDIR)$(UNITDIR)/
+	install -m 644 $(LUA_SCRIPTS) $(DESTDIR)$(PREFIX)/share/lfepoll/lua/
+	install -m 644 sysctl.conf $(DESTDIR)$(SYSCONFDIR)/sysctl.d/60-lfepoll.conf
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf ]; then \
+	  echo "$(DESTDIR)$(SYSCONFDIR)/lfepolld.conf exists: left as it is (the example is etc/lfepolld.conf)"; \
+	else install -m 644 etc/lfepolld.conf $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf; fi
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/lfepolld $(DESTDIR)$(PREFIX)/bin/lfbench
+	rm -f $(INSTALLED:%=$(DESTDIR)%)
+	@if cmp -s etc/lfepolld.conf $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf; then \
+	  rm -f $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf ]; then \
+	  echo "$(DESTDIR)$(SYSCONFDIR)/lfepolld.conf differs from the example: kept"; fi
+	-rmdir $(DESTDIR)$(PREFIX)/share/lfepoll/lua $(DESTDIR)$(PREFIX)/share/lfepoll 2>/dev/null
 
 clean:
 	rm -rf build build-address build-undefined build-thread lfepolld lfbench

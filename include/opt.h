@@ -43,6 +43,8 @@ struct opt {
     const char *admin;                  /* --admin HOST:PORT, or NULL: no admin listener */
     bool log_json;                      /* --log-format json */
     bool reuseport;                     /* --reuseport: SO_REUSEPORT on the listeners */
+    const char *config;                 /* --config FILE, or NULL */
+    const char *user;                   /* --user NAME: drop to it after binding, or NULL */
 };
 
 enum opt_result {
@@ -51,8 +53,11 @@ enum opt_result {
     OPT_ERROR = -1 /* bad input: err holds one line saying what is wrong and what to do */
 };
 
-/* Fills o with the defaults, then applies argv. Pure: no I/O except --help/--version text on
- * out. Returns an enum opt_result. */
+/* Fills o with the defaults, then applies the --config file's options (when argv names one),
+ * then argv: the command line wins, and a --listen there replaces the file's. No I/O but the
+ * config file's read and --help/--version text on out. o's strings point into argv and into
+ * what the file held, which stays until the next opt_parse. Errors in the file name it and the
+ * line ("FILE:7: unknown option '--lisen'..."). Returns an enum opt_result. Not thread-safe. */
 enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                           size_t errlen);
 

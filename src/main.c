@@ -11,7 +11,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +79,37 @@ static int check_sysctl(const struct opt *o)
         fprintf(stderr, "lfepolld: %s: %s\n", o->sysctl_conf ? o->sysctl_conf : "sysctl.conf", err);
     free(text);
     return rc;
+}
+
+/* --user: after every listener is bound (a port below 1024 needs root), become NAME: its
+ * supplementary groups, gid, then uid; then make sure root cannot be taken back. Returns 0, or
+ * -1 with one line in err: the daemon must not go on as root when asked not to. */
+static int drop_privileges(const char *user, char *err, size_t len)
+{
+    struct passwd *pw = getpwnam(user);
+
+    if (!pw) {
+        snprintf(err, len, "--user %s: no such user (see getent passwd)", user);
+        return -1;
+    }
+    if (geteuid() != 0) {
+        if (pw->pw_uid == geteuid())
+            return 0; /* already that user */
+        snprintf(err, len, "--user %s: only root can become another user (running as uid %d)", user,
+                 (int)geteuid());
+        return -1;
+    }
+    if (initgroups(user, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
+        snprintf(err, len, "--user %s: cannot switch to uid %d gid %d: %s", user, (int)pw->pw_uid,
+                 (int)pw->pw_gid, strerror(errno));
+        return -1;
+    }
+    if (pw->pw_uid != 0 && (setuid(0) == 0 || geteuid() == 0)) {
+        snprintf(err, len, "--user %s: root could be taken back after the switch; refusing to run",
+                 user);
+        return -1;
+    }
+    return 0;
 }
 
 static long mono_ms(void)
@@ -314,6 +347,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "lfepolld: %s\n", err);
             goto out;
         }
+    }
+
+    if (o.user) {
+        if (drop_privileges(o.user, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfepolld: %s\n", err);
+            rc = 2;
+            goto out;
+        }
+        log_info("running as user %s (uid %d, gid %d)", o.user, (int)getuid(), (int)getgid());
     }
 
     block_signals();

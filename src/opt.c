@@ -2,6 +2,7 @@
 #include "opt.h"
 
 #include "args.h"
+#include "file.h"
 #include "topo.h"
 
 #include <errno.h>
@@ -10,6 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#define CONF_MAX_SIZE (1u << 20) /* a config file */
+#define CONF_MAX_LINE 4096
+#define CONF_MAX_OPTS 256
 
 static const char usage[] =
     "usage: lfepolld [options]\n"
@@ -48,6 +54,10 @@ static const char usage[] =
     "  --sysctl-conf FILE     check against FILE instead of the built-in sysctl.conf\n"
     "  --admin HOST:PORT      HTTP listener for GET /metrics (Prometheus), /health and\n"
     "                         /stats, on a thread of its own (default: none)\n"
+    "  --config FILE          options from FILE, one 'name = value' a line (long names,\n"
+    "                         no dashes; a flag alone or '= true'; # comments); the\n"
+    "                         command line wins, and its --listen replaces the file's\n"
+    "  --user NAME            drop to NAME's uid and gid once the listeners are bound\n"
     "  --reuseport            SO_REUSEPORT on the listeners: several instances may share\n"
     "                         a port (a closing one resets what waits in its queue)\n"
     "  --log-format text|json log lines as text, or one JSON object each (default text)\n"
@@ -159,29 +169,17 @@ static bool hostport_ok(const char *s)
     return parse_long(colon + 1, 0, 65535, &port) == 0;
 }
 
+static const char *const with_value[] = {"--listen",         "--backlog",       "--groups",
+                                         "--workers",        "--cpus",          "--max-conns",
+                                         "--max-pending",    "--drain-timeout", "--batch",
+                                         "--dispatch",       "--lua",           "--lua-mem-mb",
+                                         "--lua-timeout-ms", "--lua-shared-mb", "--lua-ctx-mb",
+                                         "--sysctl-conf",    "--admin",         "--log-format",
+                                         "--config",         "--user",          NULL};
+
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                              size_t errlen)
 {
-    static const char *const with_value[] = {"--listen",
-                                             "--backlog",
-                                             "--groups",
-                                             "--workers",
-                                             "--cpus",
-                                             "--max-conns",
-                                             "--max-pending",
-                                             "--drain-timeout",
-                                             "--batch",
-                                             "--dispatch",
-                                             "--lua",
-                                             "--lua-mem-mb",
-                                             "--lua-timeout-ms",
-                                             "--lua-shared-mb",
-                                             "--lua-ctx-mb",
-                                             "--sysctl-conf",
-                                             "--admin",
-                                             "--log-format",
-                                             NULL};
-
     memset(o, 0, sizeof(*o));
     o->backlog = 65535;
     o->pin = true;
@@ -329,6 +327,20 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 snprintf(err, errlen, "--dispatch: '%s' is not a policy; use rr or least", val);
                 return OPT_ERROR;
             }
+        } else if (!strcmp(name, "--config")) {
+            if (!*val) {
+                snprintf(err, errlen,
+                         "--config: give the path of a config file, e.g. "
+                         "/etc/lfepolld.conf");
+                return OPT_ERROR;
+            }
+            o->config = val;
+        } else if (!strcmp(name, "--user")) {
+            if (!*val) {
+                snprintf(err, errlen, "--user: give a user name, e.g. nobody");
+                return OPT_ERROR;
+            }
+            o->user = val;
         } else if (!strcmp(name, "--reuseport")) {
             o->reuseport = true;
         } else if (!strcmp(name, "--admin")) {
@@ -358,9 +370,199 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     return OPT_RUN;
 }
 
+static bool takes_value(const char *name)
+{
+    for (const char *const *w = with_value; *w; w++)
+        if (!strcmp(*w, name))
+            return true;
+    return false;
+}
+
+/* What --config read, kept until the next opt_parse: struct opt points into it. */
+static char *conf_text;
+static char **conf_argv;
+
+/* Reads the config file into conf_argv as command-line words ("--name=value", "--name"), each
+ * line checked as the command line checks it. Returns how many, or -1 with one line in err that
+ * names the file and the line. */
+static int conf_load(const char *path, char *err, size_t errlen)
+{
+    char why[384];
+    size_t len;
+    struct stat st;
+    int n = 0, lineno = 0;
+    char *p;
+
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "--config %s: not a regular file", path);
+        return -1;
+    }
+    conf_text = file_read(path, CONF_MAX_SIZE, &len, why, sizeof(why));
+    if (!conf_text) {
+        snprintf(err, errlen, "--config: %s%s", why,
+                 errno == EFBIG ? " (a config file is at most 1 MiB)" : "");
+        return -1;
+    }
+    if (memchr(conf_text, '\0', len)) {
+        snprintf(err, errlen, "--config %s: holds a NUL byte: not a text file", path);
+        return -1;
+    }
+    conf_argv = calloc(CONF_MAX_OPTS, sizeof(*conf_argv));
+    if (!conf_argv) {
+        snprintf(err, errlen, "--config %s: out of memory", path);
+        return -1;
+    }
+    for (p = conf_text; *p;) {
+        char *line = p, *end = strchr(p, '\n'), *eq, *name, *val = NULL, *word;
+        struct opt tmp;
+        char *one[2] = {(char *)"lfepolld", NULL};
+        size_t wl;
+
+        lineno++;
+        if (end) {
+            *end = '\0';
+            p = end + 1;
+        } else {
+            p = line + strlen(line);
+        }
+        if (strlen(line) > CONF_MAX_LINE) {
+            snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, lineno, CONF_MAX_LINE);
+            return -1;
+        }
+        while (*line == ' ' || *line == '\t')
+            line++;
+        for (char *t = line + strlen(line); t > line && strchr(" \t\r", t[-1]); t--)
+            t[-1] = '\0';
+        if (!*line || *line == '#')
+            continue;
+        name = line;
+        if ((eq = strchr(line, '='))) {
+            *eq = '\0';
+            val = eq + 1;
+            while (*val == ' ' || *val == '\t')
+                val++;
+            for (char *t = eq; t > name && (t[-1] == ' ' || t[-1] == '\t'); t--)
+                t[-1] = '\0';
+        }
+        if (strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name) || !*name ||
+            *name == '-') {
+            snprintf(err, errlen,
+                     "%s:%d: '%s' is not an option name; write e.g. 'listen = "
+                     "127.0.0.1:9876' (long names without the dashes)",
+                     path, lineno, name);
+            return -1;
+        }
+        if (!strcmp(name, "config") || !strcmp(name, "help") || !strcmp(name, "version")) {
+            snprintf(err, errlen, "%s:%d: '%s' cannot be set in a config file", path, lineno, name);
+            return -1;
+        }
+        if (n == CONF_MAX_OPTS) {
+            snprintf(err, errlen, "%s:%d: more than %d options", path, lineno, CONF_MAX_OPTS);
+            return -1;
+        }
+        /* "--name=value" (the command line's own form) for an option that takes a value; a
+         * flag is "name" or "name = true", and "name = false" leaves it out. */
+        wl = strlen(name) + (val ? strlen(val) : 0) + 4;
+        word = malloc(wl);
+        if (!word) {
+            snprintf(err, errlen, "--config %s: out of memory", path);
+            return -1;
+        }
+        snprintf(word, wl, "--%s", name);
+        one[1] = word;
+        if (val && !takes_value(word) &&
+            parse(&tmp, 2, one, NULL, why, sizeof(why)) == OPT_ERROR) { /* not an option */
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            free(word);
+            return -1;
+        }
+        if (val && !takes_value(word)) {
+            if (!strcmp(val, "false") || !strcmp(val, "no") || !strcmp(val, "off")) {
+                free(word);
+                continue;
+            }
+            if (strcmp(val, "true") && strcmp(val, "yes") && strcmp(val, "on")) {
+                snprintf(err, errlen, "%s:%d: '%s' is a flag: write '%s' or '%s = true'", path,
+                         lineno, name, name, name);
+                free(word);
+                return -1;
+            }
+        } else if (val) {
+            snprintf(word, wl, "--%s=%s", name, val);
+        }
+        conf_argv[n++] = word;
+        one[1] = word;
+        if (parse(&tmp, 2, one, NULL, why, sizeof(why)) == OPT_ERROR) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            return -1;
+        }
+    }
+    return n;
+}
+
+static void conf_free(void)
+{
+    for (int i = 0; conf_argv && i < CONF_MAX_OPTS && conf_argv[i]; i++)
+        free(conf_argv[i]);
+    free(conf_argv);
+    free(conf_text);
+    conf_argv = NULL;
+    conf_text = NULL;
+}
+
+/* Whether argument a of the command line is option name, as "--name" or "--name=...". */
+static bool is_opt(const char *a, const char *name)
+{
+    size_t l = strlen(name);
+
+    return !strncmp(a, name, l) && (a[l] == '\0' || a[l] == '=');
+}
+
 enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err, size_t errlen)
 {
-    enum opt_result r = parse(o, argc, argv, out, err, errlen);
+    const char *path = NULL;
+    bool cli_listen = false;
+    char **merged = NULL;
+    enum opt_result r;
+    int n = 0, m = 0;
+
+    conf_free();
+    for (int i = 1; i < argc; i++) {
+        if (is_opt(argv[i], "--listen"))
+            cli_listen = true;
+        if (is_opt(argv[i], "--config")) {
+            const char *v = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[i + 1] : "";
+            if (path) {
+                snprintf(err, errlen, "--config: give one config file, not two");
+                return OPT_ERROR;
+            }
+            path = v;
+        }
+    }
+    if (path && *path) {
+        if ((n = conf_load(path, err, errlen)) < 0) {
+            args_one_line(err);
+            conf_free();
+            return OPT_ERROR;
+        }
+        merged = calloc((size_t)(argc + n + 1), sizeof(*merged));
+        if (!merged) {
+            snprintf(err, errlen, "--config %s: out of memory", path);
+            conf_free();
+            return OPT_ERROR;
+        }
+        merged[m++] = argv[0];
+        /* the file first: what the command line says after it wins */
+        for (int i = 0; i < n; i++)
+            if (!(cli_listen && is_opt(conf_argv[i], "--listen")))
+                merged[m++] = conf_argv[i];
+        for (int i = 1; i < argc; i++)
+            merged[m++] = argv[i];
+        argc = m;
+        argv = merged;
+    }
+    r = parse(o, argc, argv, out, err, errlen);
+    free(merged); /* the words it held live on in conf_argv and argv */
 
     if (r == OPT_ERROR) /* the messages quote arguments, which may hold a newline */
         args_one_line(err);

@@ -356,6 +356,42 @@ static void test_reuseport_two_instances(void **state)
     cleanup(&d2);
 }
 
+/* --user: the listeners bound as root, then every thread runs as nobody for good; a user that
+ * does not exist stops the start. Needs root (as CI runs). */
+static void test_user_drop(void **state)
+{
+    static const char *const args[] = {"--user", "nobody", "--backlog", "128", NULL};
+    static const char *const bad[] = {"--user", "no-such-user-lfe", "--backlog", "128", NULL};
+    char path[64], line[256];
+    struct daemon d;
+    int uids = 0;
+    FILE *f;
+
+    (void)state;
+    if (geteuid() != 0) {
+        print_message("not root: --user cannot be tested here (CI runs as root)\n");
+        return;
+    }
+    bad_start(bad, 2, "--user no-such-user-lfe: no such user");
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)d.pid);
+    round_trip(d.port, "as nobody\n", "as nobody\n");
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d.pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, "Uid:", 4) || !strncmp(line, "Gid:", 4)) {
+            if (!strstr(line, "\t65534\t65534\t65534\t65534"))
+                fail_msg("want every id 65534 (nobody): %s", line);
+            uids++;
+        }
+    fclose(f);
+    assert_int_equal(uids, 2);
+    assert_non_null(strstr(log_text(&d), "running as user nobody (uid 65534"));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +399,7 @@ int main(void)
         cmocka_unit_test_teardown(test_notify_nobody_listening, teardown),
         cmocka_unit_test_teardown(test_socket_activation, teardown),
         cmocka_unit_test_teardown(test_reuseport_two_instances, teardown),
+        cmocka_unit_test_teardown(test_user_drop, teardown),
     };
 
     if (harness_init() < 0)

@@ -8,6 +8,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#define CONF_BIG ((1 << 20) + 16)
 
 #include "opt.h"
 
@@ -187,6 +190,92 @@ static void test_error_quoting_newline_is_one_line(void **state)
     expect_error("takes no value (got 'a?b')", parse("--no-pin=a\rb", NULL));
 }
 
+/* Writes text (len bytes) to a fresh temporary file; returns its path (static). */
+static const char *conf(const char *text, size_t len)
+{
+    static char path[64];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/tmp/lfe-opt-conf-%d", (int)getpid());
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    fclose(f);
+    return path;
+}
+#define CONF(s) conf(s, sizeof(s) - 1)
+
+static void test_config_file(void **state)
+{
+    const char *p;
+
+    (void)state;
+    p = CONF("# lfepolld.conf\n\nlisten = 127.0.0.1:1111\r\nworkers=3\n  backlog =  128  \n"
+             "no-pin\nlua-unsafe = false\nadmin = 127.0.0.1:9877\n");
+    assert_int_equal(parse("--config", p, NULL), OPT_RUN);
+    assert_string_equal(o.listen[0], "127.0.0.1:1111");
+    assert_int_equal(o.nlisten, 1);
+    assert_false(o.listen_default);
+    assert_int_equal(o.workers, 3);
+    assert_int_equal(o.backlog, 128);
+    assert_false(o.pin);
+    assert_false(o.lua_unsafe);
+    assert_string_equal(o.admin, "127.0.0.1:9877");
+    assert_string_equal(o.config, p);
+    /* the command line wins; its --listen replaces the file's */
+    assert_int_equal(parse("--workers", "2",
+                           "--config="
+                           "/dev/null",
+                           NULL),
+                     OPT_ERROR);
+    assert_int_equal(parse("--workers", "2", "--listen", "127.0.0.1:2222", "--config", p, NULL),
+                     OPT_RUN);
+    assert_int_equal(o.workers, 2);
+    assert_int_equal(o.nlisten, 1);
+    assert_string_equal(o.listen[0], "127.0.0.1:2222");
+    assert_int_equal(o.backlog, 128);
+    p = CONF("no-pin = true\nuser = nobody\n");
+    assert_int_equal(parse("--config", p, NULL), OPT_RUN);
+    assert_false(o.pin);
+    assert_string_equal(o.user, "nobody");
+}
+
+static void test_config_file_errors(void **state)
+{
+    char big[CONF_BIG];
+    const char *p;
+
+    (void)state;
+    p = CONF("workers = 2\n\nlisen = 127.0.0.1:1\n");
+    expect_error(":3: unknown option '--lisen'; see lfepolld --help", parse("--config", p, NULL));
+    assert_non_null(strstr(err, p));
+    expect_error(":1: --backlog: 'x' is not an integer",
+                 parse("--config", CONF("backlog = x\n"), NULL));
+    expect_error(":2: 'no-pin' is a flag: write 'no-pin' or 'no-pin = true'",
+                 parse("--config", CONF("# x\nno-pin = maybe\n"), NULL));
+    expect_error(":1: 'config' cannot be set in a config file",
+                 parse("--config", CONF("config = /etc/lfepolld.conf\n"), NULL));
+    expect_error(":1: '--listen' is not an option name",
+                 parse("--config", CONF("--listen = 127.0.0.1:1\n"), NULL));
+    expect_error(":1: --listen needs a value", parse("--config", CONF("listen\n"), NULL));
+    expect_error("holds a NUL byte", parse("--config", conf("workers = 2\n\0\n", 14), NULL));
+    memset(big, 'a', sizeof(big));
+    big[sizeof(big) - 1] = '\n';
+    expect_error(":1: line longer than 4096 bytes", parse("--config", conf(big, 5000), NULL));
+    expect_error("(a config file is at most 1 MiB)",
+                 parse("--config", conf(big, sizeof(big)), NULL));
+    expect_error("--config /tmp: not a regular file", parse("--config", "/tmp", NULL));
+    expect_error("--config: cannot open /nonexistent/lfepolld.conf",
+                 parse("--config", "/nonexistent/lfepolld.conf", NULL));
+    expect_error("--config: give one config file, not two",
+                 parse("--config", "/dev/null", "--config", "/dev/null", NULL));
+    expect_error("--config: give the path of a config file", parse("--config=", NULL));
+    expect_error("--user: give a user name", parse("--user", "", NULL));
+    /* a newline in the file name cannot split the message */
+    expect_error("cannot open", parse("--config", "/no/such\nfile", NULL));
+    unlink(conf("", 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +286,8 @@ int main(void)
         cmocka_unit_test(test_too_many_listen),
         cmocka_unit_test(test_sizes_durations),
         cmocka_unit_test(test_error_quoting_newline_is_one_line),
+        cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_config_file_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
