@@ -6,6 +6,7 @@
 #include "script.h"
 #include "sdnotify.h"
 #include "server.h"
+#include "takeover.h"
 #include "topo.h"
 #include "tune.h"
 
@@ -23,8 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static struct server *srv; /* for the signal helpers below; main thread only */
-static struct admin *adm;  /* --admin's listener, or NULL */
+static struct server *srv;   /* for the signal helpers below; main thread only */
+static struct admin *adm;    /* --admin's listener, or NULL */
+static struct takeover *tko; /* --takeover: serving PATH for a successor, or NULL */
 
 /* The signals main takes, synchronously: SIGINT/SIGTERM stop, SIGUSR1 prints the counters,
  * SIGHUP reloads the script. Set by block_signals(); main thread only. */
@@ -206,6 +208,7 @@ int main(int argc, char **argv)
     cpu_set_t allowed;
     char err[512], cpus[256];
     int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0, nheld, activated;
+    int taken[TAKEOVER_MAX_FDS], ntaken = 0, tconn = -1, reused = 0;
     long reserved, max_conns, somaxconn, stall, wd_ms, tick_ms, next_wd = 0, last_live = 0;
 
     switch (opt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
@@ -300,8 +303,27 @@ int main(int argc, char **argv)
     somaxconn = net_somaxconn();
     for (int i = 0; i < activated; i++) /* socket activation: used as they are */
         lfds[nlisten++] = SD_LISTEN_FDS_START + i;
+    if (o.takeover && !activated &&
+        (ntaken = takeover_receive(o.takeover, taken, TAKEOVER_MAX_FDS, &tconn, err, sizeof(err))) <
+            0) {
+        fprintf(stderr, "lfepolld: %s\n", err);
+        goto out;
+    }
     for (int i = 0; i < o.nlisten && !activated; i++) {
-        int fd = net_listen_reuseport(o.listen[i], o.backlog, o.reuseport, err, sizeof(err));
+        int fd = -1;
+
+        /* a socket the running instance handed over, bound where this --listen asks */
+        for (int k = 0; k < ntaken && fd < 0; k++)
+            if (taken[k] >= 0 && takeover_match(taken[k], o.listen[i])) {
+                fd = taken[k];
+                taken[k] = -1;
+                reused++;
+            }
+        if (fd >= 0) {
+            lfds[nlisten++] = fd;
+            continue;
+        }
+        fd = net_listen_reuseport(o.listen[i], o.backlog, o.reuseport, err, sizeof(err));
 
         if (fd < 0) {
             fprintf(stderr, "lfepolld: %s\n", err);
@@ -309,6 +331,9 @@ int main(int argc, char **argv)
         }
         lfds[nlisten++] = fd;
     }
+    for (int k = 0; k < ntaken; k++)
+        if (taken[k] >= 0)
+            close(taken[k]); /* bound where no --listen of ours asks: the old one's alone */
     if (!activated)
         tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
     if (somaxconn > 0 && o.backlog > somaxconn)
@@ -369,6 +394,21 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = 1;
+    /* PATH is served before the predecessor is told to go: if it cannot be, this instance
+     * stops and the predecessor goes on serving. */
+    if (o.takeover && !(tko = takeover_serve(o.takeover, lfds, nheld, err, sizeof(err)))) {
+        log_err("%s", err);
+        if (tconn >= 0)
+            close(tconn);
+        server_stop(srv, 0, NULL);
+        goto out;
+    }
+    if (tconn >= 0) {
+        takeover_ready(tconn);
+        log_info("--takeover: %d of %d listener%s taken over from the running instance, which "
+                 "now drains",
+                 reused, ntaken, ntaken == 1 ? "" : "s");
+    }
     if (adm) {
         char name[128];
         admin_name(adm, name, sizeof(name));
@@ -445,6 +485,8 @@ int main(int argc, char **argv)
         }
     }
     sdnotify_send("STOPPING=1\nSTATUS=draining");
+    takeover_free(tko); /* before the listeners close: none is handed over closed */
+    tko = NULL;
     stop_guard(o.drain_ms + STOP_GUARD_MS);
     if (server_stop(srv, o.drain_ms, drain_wait) > 0) {
         /* A worker is stuck where nothing can stop it: its state cannot be freed under it. */
@@ -461,6 +503,7 @@ out_close:
     for (int i = 0; i < nlisten; i++)
         close(lfds[i]);
 out:
+    takeover_free(tko);
     admin_free(adm); /* after server_stop: /health says 503 while draining */
     server_free(srv);
     script_env_free(lua);

@@ -58,6 +58,9 @@ static const char usage[] =
     "                         no dashes; a flag alone or '= true'; # comments); the\n"
     "                         command line wins, and its --listen replaces the file's\n"
     "  --user NAME            drop to NAME's uid and gid once the listeners are bound\n"
+    "  --takeover PATH        restart without refusing anyone: take the listening sockets\n"
+    "                         of the lfepolld serving PATH (it then drains and exits),\n"
+    "                         and serve PATH for the next one\n"
     "  --reuseport            SO_REUSEPORT on the listeners: several instances may share\n"
     "                         a port (a closing one resets what waits in its queue)\n"
     "  --log-format text|json log lines as text, or one JSON object each (default text)\n"
@@ -169,13 +172,28 @@ static bool hostport_ok(const char *s)
     return parse_long(colon + 1, 0, 65535, &port) == 0;
 }
 
-static const char *const with_value[] = {"--listen",         "--backlog",       "--groups",
-                                         "--workers",        "--cpus",          "--max-conns",
-                                         "--max-pending",    "--drain-timeout", "--batch",
-                                         "--dispatch",       "--lua",           "--lua-mem-mb",
-                                         "--lua-timeout-ms", "--lua-shared-mb", "--lua-ctx-mb",
-                                         "--sysctl-conf",    "--admin",         "--log-format",
-                                         "--config",         "--user",          NULL};
+static const char *const with_value[] = {"--listen",
+                                         "--backlog",
+                                         "--groups",
+                                         "--workers",
+                                         "--cpus",
+                                         "--max-conns",
+                                         "--max-pending",
+                                         "--drain-timeout",
+                                         "--batch",
+                                         "--dispatch",
+                                         "--lua",
+                                         "--lua-mem-mb",
+                                         "--lua-timeout-ms",
+                                         "--lua-shared-mb",
+                                         "--lua-ctx-mb",
+                                         "--sysctl-conf",
+                                         "--admin",
+                                         "--log-format",
+                                         "--config",
+                                         "--user",
+                                         "--takeover",
+                                         NULL};
 
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                              size_t errlen)
@@ -341,6 +359,14 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->user = val;
+        } else if (!strcmp(name, "--takeover")) {
+            if (!*val || strlen(val) >= 100) {
+                snprintf(err, errlen,
+                         "--takeover: give the path of a Unix socket (under 100 bytes), e.g. "
+                         "/run/lfepolld/takeover.sock");
+                return OPT_ERROR;
+            }
+            o->takeover = val;
         } else if (!strcmp(name, "--reuseport")) {
             o->reuseport = true;
         } else if (!strcmp(name, "--admin")) {

@@ -1,0 +1,209 @@
+/* test_takeover: --takeover PATH under lfbench load. Instance A serves; lfbench runs; B starts
+ * with the same PATH, takes A's listening sockets, and A drains and exits 0. lfbench, long
+ * connections (reconnecting every 50 requests, so that they move to B) and short ones, must see
+ * no refused connection, no reset, no failed request and every byte verified; B must have
+ * served. Then the hostile cases: garbage on PATH, a stale PATH file, a successor that dies
+ * before it is ready, a directory that does not exist. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char sock[64], addr[32];
+
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t al = sizeof(a);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    getsockname(s, (struct sockaddr *)&a, &al);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static void setup_paths(void)
+{
+    snprintf(sock, sizeof(sock), "/tmp/lfe-takeover-%d.sock", (int)getpid());
+    unlink(sock);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+}
+
+static void start(struct daemon *d)
+{
+    const char *args[] = {"--listen", addr, "--takeover", sock, "--backlog", "1024", NULL};
+
+    if (spawn(d, args, 0, NULL) < 0)
+        fail_msg("lfepolld did not start: %s", log_text(d));
+}
+
+static bool wait_log(struct daemon *d, const char *needle, long ms)
+{
+    long deadline = now_ms() + ms * slow;
+
+    while (now_ms() < deadline) {
+        if (strstr(log_text(d), needle))
+            return true;
+        sleep_ms(10);
+    }
+    return false;
+}
+
+/* Runs lfbench with args against addr; returns its pid (output to log). */
+static pid_t bench(const char *const *extra, const char *log)
+{
+    const char *lfb = getenv("LFBENCH");
+    pid_t pid;
+
+    assert_non_null(lfb);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *argv[32] = {"lfbench"};
+        int n = 1, out = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+        for (; *extra; extra++)
+            argv[n++] = *extra;
+        argv[n++] = addr;
+        dup2(out, 1);
+        dup2(out, 2);
+        execv(lfb, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void takeover_under_load(const char *const *load)
+{
+    struct daemon a, b;
+    char log[] = "/tmp/lfe-takeover-bench-XXXXXX", buf[8192];
+    pid_t lb;
+    int st, fd;
+    ssize_t n;
+
+    close(mkstemp(log));
+    setup_paths();
+    start(&a);
+    lb = bench(load, log);
+    sleep_ms(1500);
+    start(&b);
+    if (!wait_log(&b, "taken over from the running instance", 5000))
+        fail_msg("B did not take over: %s", log_text(&b));
+    assert_int_equal(stop_daemon(&a, 0, 15000), 0); /* A drains and exits 0 by itself */
+    waitpid(lb, &st, 0);
+    fd = open(log, O_RDONLY);
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("lfbench failed across the hand-over (exit %d):\n%s",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+    print_message("%s", strstr(buf, "requests") ? strstr(buf, "requests") : buf);
+    /* B served: its counters at stop show accepted connections */
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    if (strstr(log_text(&b), "stats: accept: accepted=0 "))
+        fail_msg("B accepted nothing: %s", log_text(&b));
+    assert_non_null(strstr(log_text(&a), "the successor serves; stopping"));
+    unlink(log);
+    cleanup(&a);
+    cleanup(&b);
+    unlink(sock);
+}
+
+static void test_takeover_long(void **state)
+{
+    static const char *const load[] = {"-c", "20",        "-d",   "5",  "--reconnect-every",
+                                       "50", "--timeout", "3000", "-q", NULL};
+
+    (void)state;
+    takeover_under_load(load);
+}
+
+static void test_takeover_short(void **state)
+{
+    static const char *const load[] = {"--mode", "short",     "-c",   "10", "-d",
+                                       "5",      "--timeout", "3000", "-q", NULL};
+
+    (void)state;
+    takeover_under_load(load);
+}
+
+/* Garbage on PATH is dropped with a line, a stale PATH file is no instance, a successor that
+ * dies before it is ready leaves the instance serving (and a later one can take over), and a
+ * PATH whose directory does not exist stops the start with one line. */
+static void test_takeover_hostile(void **state)
+{
+    struct daemon a, b;
+    struct sockaddr_un u = {.sun_family = AF_UNIX};
+    int fd;
+
+    (void)state;
+    setup_paths();
+    /* a stale file at PATH: a socket nobody listens on */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    strcpy(u.sun_path, sock);
+    assert_int_equal(bind(fd, (struct sockaddr *)&u, sizeof(u)), 0);
+    close(fd);
+    start(&a);
+    /* garbage */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&u, sizeof(u)), 0);
+    assert_int_equal(send(fd, "GET / HTTP/1.0\n", 15, MSG_NOSIGNAL), 15);
+    assert_true(wait_log(&a, "a client said nothing a successor says; dropped", 5000));
+    close(fd);
+    /* a successor that asks, receives, and dies before READY */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&u, sizeof(u)), 0);
+    assert_int_equal(send(fd, "LFE-TAKEOVER 1\n", 15, MSG_NOSIGNAL), 15);
+    assert_true(wait_log(&a, "handed to a successor", 5000));
+    close(fd);
+    assert_true(wait_log(&a, "the successor went away before it was ready; still serving", 5000));
+    assert_true(kill(a.pid, 0) == 0);
+    /* then a real one takes over */
+    start(&b);
+    assert_int_equal(stop_daemon(&a, 0, 15000), 0);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    assert_int_equal(access(sock, F_OK), -1); /* the last one removed PATH */
+    cleanup(&a);
+    cleanup(&b);
+    {
+        static const char *const bad[] = {"--takeover", "/nonexistent-dir/x.sock", "--backlog",
+                                          "128", NULL};
+        bad_start(bad, 1,
+                  "--takeover /nonexistent-dir/x.sock: the directory /nonexistent-dir does not "
+                  "exist");
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_takeover_long, teardown),
+        cmocka_unit_test_teardown(test_takeover_short, teardown),
+        cmocka_unit_test_teardown(test_takeover_hostile, teardown),
+    };
+
+    if (harness_init() < 0)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
