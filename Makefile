@@ -57,7 +57,7 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover dispatch frame shdict ctx script script_env \
+SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover iplimit dispatch frame shdict ctx script script_env \
             lfelib lpattern lconn server acceptor worker tune
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
@@ -71,7 +71,7 @@ LFBENCH := $(BINDIR)/lfbench
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
 UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
-        lpattern lconn file hdr http json result sweep ports
+        lpattern lconn file hdr http json result sweep ports iplimit
 CLI_TMODS := bopt hist payload verify rate kstat hdr http json result sweep ports
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)

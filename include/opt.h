@@ -45,6 +45,7 @@ struct opt {
     bool reuseport;                     /* --reuseport: SO_REUSEPORT on the listeners */
     const char *config;                 /* --config FILE, or NULL */
     const char *user;                   /* --user NAME: drop to it after binding, or NULL */
+    long max_per_ip;                    /* --max-conns-per-ip: 0 = no limit */
     const char *takeover;               /* --takeover PATH: listener hand-over socket, or NULL */
 };
 

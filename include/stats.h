@@ -34,7 +34,8 @@
     X(shed, "accepted over --max-conns and closed at once")                                        \
     X(emfile, "accept4 EMFILE/ENFILE: accepting paused")                                           \
     X(enomem, "accept4 ENOBUFS/ENOMEM, or no memory for a connection")                             \
-    X(err_other, "other accept4 or epoll_ctl errors")
+    X(err_other, "other accept4 or epoll_ctl errors")                                              \
+    X(shed_per_ip, "closed at once: its address had --max-conns-per-ip connections already")
 
 #define STATS_FIELD(name, help) uint64_t name;
 

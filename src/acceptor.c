@@ -12,7 +12,7 @@
 
 /* What the accept thread keeps across calls, on its own stack: when each kind of failure was
  * last logged. A flood logs one line a second per kind; the counters say how many there were. */
-enum { RL_EMFILE, RL_NOMEM, RL_LOST, RL_LISTENER, RL_EPOLL, RL_ARM, RL_KINDS };
+enum { RL_EMFILE, RL_NOMEM, RL_LOST, RL_LISTENER, RL_EPOLL, RL_ARM, RL_IPTABLE, RL_KINDS };
 struct acc {
     struct server *s;
     time_t logged[RL_KINDS];
@@ -168,8 +168,30 @@ static bool accept_all(struct acc *a, int li)
             close(fd);                  /* over --max-conns: shed at once */
             continue;
         }
+        if (s->iplimit) {
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof(ss);
+            int32_t slot =
+                getpeername(fd, (struct sockaddr *)&ss, &sl) == 0
+                    ? iplimit_acquire(s->iplimit, (struct sockaddr *)&ss, s->opt->max_per_ip)
+                    : IPLIMIT_OVER; /* gone already */
+
+            if (slot < 0) {
+                STAT_ADD(&s->ast, shed_per_ip, 1); /* counted before the client sees the close */
+                close(fd);
+                if (slot == IPLIMIT_FULL && log_now(a, RL_IPTABLE))
+                    log_warn("accept: no room for one more client address in the "
+                             "--max-conns-per-ip table (%d others on its chain): connection "
+                             "closed",
+                             IPLIMIT_PROBES);
+                continue;
+            }
+            s->ipslot[fd] = slot;
+        }
         c = conn_new(fd, s->lua ? CONN_LUA : CONN_ECHO);
         if (!c) {
+            if (s->iplimit)
+                iplimit_release(s->iplimit, s->ipslot[fd]);
             /* The client sees the close; the queue goes on (each connection retries calloc). */
             STAT_ADD(&s->ast, enomem, 1); /* before the client can see the close */
             close(fd);

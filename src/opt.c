@@ -33,6 +33,8 @@ static const char usage[] =
     "  --no-pin               do not set CPU affinity on worker threads\n"
     "  --max-conns N          live connections; more are accepted and closed at once\n"
     "                         (default: what RLIMIT_NOFILE leaves, raised soft to hard)\n"
+    "  --max-conns-per-ip N   live connections from one client address; more are closed\n"
+    "                         at once and counted (default 0: no limit)\n"
     "  --max-pending BYTES    output held per connection before reading pauses (default 1M)\n"
     "  --drain-timeout TIME   on SIGTERM/SIGINT, time for in-flight work: 5, 2.5s, 500ms\n"
     "                         (default 5s)\n"
@@ -193,6 +195,7 @@ static const char *const with_value[] = {"--listen",
                                          "--config",
                                          "--user",
                                          "--takeover",
+                                         "--max-conns-per-ip",
                                          NULL};
 
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
@@ -359,6 +362,14 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->user = val;
+        } else if (!strcmp(name, "--max-conns-per-ip")) {
+            if (parse_long(val, 0, INT_MAX, &v) < 0) {
+                snprintf(err, errlen,
+                         "--max-conns-per-ip: '%s' is not an integer from 0 (no limit) to %d", val,
+                         INT_MAX);
+                return OPT_ERROR;
+            }
+            o->max_per_ip = v;
         } else if (!strcmp(name, "--takeover")) {
             if (!*val || strlen(val) >= 100) {
                 snprintf(err, errlen,

@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "iplimit.h"
 #include "lconn.h"
 #include "opt.h"
 #include "script.h"
@@ -71,15 +72,18 @@ struct server {
     long live __attribute__((aligned(64))); /* atomic: live connections, all groups */
     long npending;                          /* atomic: connections with output pending */
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
-    int accept_paused;      /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
-                             * waiting on the listeners (out of descriptors or memory, a listener
-                             * refused, or one that could not be re-armed) */
-    size_t table_size;      /* RLIMIT_NOFILE: no fd reaches it */
-    struct conn **table;    /* fd -> connection; slots are atomic */
-    cpu_set_t all_cpus;     /* union of the groups' CPUs: the accept thread's */
-    struct script_env *lua; /* Lua mode: the script's shared environment */
-    int lua_connect_first;  /* atomic: register new connections for EPOLLOUT */
-    uint64_t next_id;       /* accept thread: the last connection id given */
+    int accept_paused;       /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
+                              * waiting on the listeners (out of descriptors or memory, a listener
+                              * refused, or one that could not be re-armed) */
+    size_t table_size;       /* RLIMIT_NOFILE: no fd reaches it */
+    struct conn **table;     /* fd -> connection; slots are atomic */
+    cpu_set_t all_cpus;      /* union of the groups' CPUs: the accept thread's */
+    struct script_env *lua;  /* Lua mode: the script's shared environment */
+    int lua_connect_first;   /* atomic: register new connections for EPOLLOUT */
+    uint64_t next_id;        /* accept thread: the last connection id given */
+    struct iplimit *iplimit; /* --max-conns-per-ip: counts per address, or NULL */
+    int32_t *ipslot;         /* fd -> its iplimit slot (written by the accept thread before the
+                              * hand-off, read by the closing owner) */
 };
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept

@@ -89,6 +89,9 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 26) ? (1u << 26) : rl.rlim_cur;
     /* calloc of a large table is mmap'd zero pages: untouched slots cost no memory. */
     s->table = calloc(s->table_size, sizeof(*s->table));
+    if (o->max_per_ip && (!(s->iplimit = iplimit_new(max_conns)) ||
+                          !(s->ipslot = calloc(s->table_size, sizeof(*s->ipslot)))))
+        goto out_nomem;
     s->groups = calloc((size_t)s->ngroups, sizeof(*s->groups));
     if (!s->table || !s->groups)
         goto out_nomem;
@@ -580,5 +583,7 @@ void server_free(struct server *s)
     }
     free(s->groups);
     free(s->table);
+    iplimit_free(s->iplimit);
+    free(s->ipslot);
     free(s);
 }

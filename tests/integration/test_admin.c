@@ -560,6 +560,81 @@ static void test_prometheus_scrapes(void **state)
     cleanup(&d);
 }
 
+/* A connection from source address src (127.x.y.z) to port, or -1. */
+static int connect_from(int port, const char *src)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in b = {.sin_family = AF_INET};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, src, &b.sin_addr);
+    assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* Whether fd echoes a line (true), or was closed by the server (false). */
+static bool echoes(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[8];
+    ssize_t n;
+
+    if (send(fd, "abc\n", 4, MSG_NOSIGNAL) != 4)
+        return false;
+    if (poll(&p, 1, 5000 * slow) <= 0)
+        fail_msg("neither an echo nor a close within 5 s");
+    n = read(fd, buf, sizeof(buf));
+    return n == 4 && memcmp(buf, "abc\n", 4) == 0;
+}
+
+/* --max-conns-per-ip 3: from one address the 4th and 5th connections are closed at once and
+ * counted; other addresses are counted apart; a close makes room again; 300 addresses, each
+ * at its limit, are all served (the table holds them). */
+static void test_max_conns_per_ip(void **state)
+{
+    static const char *const args[] = {"--admin", "127.0.0.1:0", "--max-conns-per-ip", "3", NULL};
+    static const char *const bad[] = {"--max-conns-per-ip", "-1", NULL};
+    struct daemon d;
+    int ap, fds[5], other, many[300], served = 0;
+    char *body, src[32];
+
+    (void)state;
+    bad_start(bad, 2, "--max-conns-per-ip: '-1' is not an integer from 0 (no limit)");
+    start(&d, args);
+    ap = admin_port(&d);
+    for (int i = 0; i < 5; i++)
+        fds[i] = connect_from(d.port, "127.0.0.1");
+    for (int i = 0; i < 5; i++)
+        if (echoes(fds[i]) != (i < 3))
+            fail_msg("connection %d from 127.0.0.1: want %s", i, i < 3 ? "served" : "closed");
+    other = connect_from(d.port, "127.0.0.2");
+    assert_true(echoes(other));
+    assert_int_equal(http_get(ap, "/metrics", &body), 200);
+    assert_true(metric_sum(body, "lfepolld_accept_shed_per_ip_total") == 2);
+    free(body);
+    close(fds[0]);
+    sleep_ms(200);
+    fds[0] = connect_from(d.port, "127.0.0.1");
+    assert_true(echoes(fds[0]));
+    for (int i = 0; i < 300; i++) {
+        snprintf(src, sizeof(src), "127.1.%d.%d", i / 200, i % 200 + 1);
+        many[i] = connect_from(d.port, src);
+    }
+    for (int i = 0; i < 300; i++) {
+        served += echoes(many[i]);
+        close(many[i]);
+    }
+    assert_int_equal(served, 300);
+    for (int i = 0; i < 5; i++)
+        close(fds[i]);
+    close(other);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_non_null(strstr(log_text(&d), "shed_per_ip=2"));
+    cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -571,6 +646,7 @@ int main(void)
         cmocka_unit_test_teardown(test_admin_bad_flags, teardown),
         cmocka_unit_test_teardown(test_log_format_json, teardown),
         cmocka_unit_test_teardown(test_prometheus_scrapes, teardown),
+        cmocka_unit_test_teardown(test_max_conns_per_ip, teardown),
     };
 
     if (harness_init() < 0)
