@@ -186,12 +186,13 @@ static bool accept_all(struct acc *a, int li)
                              IPLIMIT_PROBES);
                 continue;
             }
-            s->ipslot[fd] = slot;
+            /* atomic: the fd number's previous owner read its slot just before closing */
+            __atomic_store_n(&s->ipslot[fd], slot, __ATOMIC_RELAXED);
         }
         c = conn_new(fd, s->lua ? CONN_LUA : CONN_ECHO);
         if (!c) {
             if (s->iplimit)
-                iplimit_release(s->iplimit, s->ipslot[fd]);
+                iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[fd], __ATOMIC_RELAXED));
             /* The client sees the close; the queue goes on (each connection retries calloc). */
             STAT_ADD(&s->ast, enomem, 1); /* before the client can see the close */
             close(fd);

@@ -112,7 +112,7 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
         script_on_close(sc, &lconn_of(c)->sc, why);
     __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
     if (s->iplimit)
-        iplimit_release(s->iplimit, s->ipslot[c->fd]);
+        iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[c->fd], __ATOMIC_RELAXED));
     /* No EPOLL_CTL_DEL first: the registration is disarmed (its EPOLLONESHOT event was delivered
      * to this worker and not re-armed) or was never made, so no other thread can be handed it,
      * and close() of the only reference to the socket removes it from the epoll set. One

@@ -82,8 +82,8 @@ struct server {
     int lua_connect_first;   /* atomic: register new connections for EPOLLOUT */
     uint64_t next_id;        /* accept thread: the last connection id given */
     struct iplimit *iplimit; /* --max-conns-per-ip: counts per address, or NULL */
-    int32_t *ipslot;         /* fd -> its iplimit slot (written by the accept thread before the
-                              * hand-off, read by the closing owner) */
+    int32_t *ipslot;         /* fd -> its iplimit slot; atomic (written by the accept thread
+                              * before the hand-off, read by the closing owner) */
 };
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept
