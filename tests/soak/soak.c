@@ -16,7 +16,8 @@
  * What "RSS within 1%" compares. VmRSS is anonymous memory plus file pages, and the file pages
  * (3.7 MB of code and libraries, more than the daemon's own memory) move when the kernel evicts
  * them under memory pressure: 680 KiB once in a 10-minute run, on a machine shared with builds.
- * So the change in anonymous memory must be within 1% of the baseline's VmRSS, the Lua heaps
+ * So the change in anonymous memory must be within 1% of the baseline's VmRSS (or 128 KiB, the
+ * swing measured without a leak: SOAK_ANON_SWING_KB), the Lua heaps
  * left out (their garbage swings with the collector's cycle; the daemon reports them exactly,
  * and they are bounded on their own). jemalloc runs with its caches off (MALLOC_CONF=
  * dirty_decay_ms:0,muzzy_decay_ms:0,tcache:false,narenas:1 unless MALLOC_CONF is set; `MALLOC_CONF=
@@ -711,6 +712,14 @@ static long fd_count(pid_t pid)
     return n;
 }
 
+/* How far anonymous memory outside Lua may move between two idle checkpoints without a leak,
+ * where 1% of RSS is less. In kv mode it swings by up to 65 KiB with no trend: 1163, 1178, 1230,
+ * 1191 KiB at the checkpoints of one 300 s run (2026-11-24), and +64 and +65 KiB at the end of
+ * two 60 s CI runs whose 1% was 52 KiB (the C side of the Lua handlers: conn.ctx copies,
+ * lfe.shared's entries and chains, reply buffers, freed at different times). A leak is a trend:
+ * a 10-minute make soak still shows one of 128 KiB or more. */
+#define SOAK_ANON_SWING_KB 128
+
 /* A field of /proc/PID/status in KiB ("VmRSS", "RssAnon", "RssFile"), or -1. */
 static long status_kb(pid_t pid, const char *field)
 {
@@ -997,11 +1006,11 @@ static void check_target(struct target *t, long duration_ms)
          * Lua heaps' garbage. What is left is anonymous memory outside Lua. */
         long b = t->base.anon - t->base.lua_kb, e = t->end.anon - t->end.lua_kb;
 
-        check(labs(e - b) * 100 <= t->base.rss,
+        check(labs(e - b) * 100 <= t->base.rss || labs(e - b) <= SOAK_ANON_SWING_KB,
               "%s: RSS %ld KiB at the baseline, %ld KiB at the end; anonymous memory%s %ld KiB "
-              "then %ld KiB: %+ld KiB, %s of RSS (within 1%%)",
+              "then %ld KiB: %+ld KiB, %s of RSS (within 1%%, or %d KiB)",
               t->name, t->base.rss, t->end.rss, t->kv ? " outside Lua" : "", b, e, e - b,
-              pct(t->base.rss, t->base.rss + e - b));
+              pct(t->base.rss, t->base.rss + e - b), SOAK_ANON_SWING_KB);
         if (t->kv)
             check(t->end.lua_kb <= 2 * t->base.lua_kb + 256,
                   "%s: Lua heaps %ld KiB at the baseline, %ld KiB at the end (at most twice, plus "
