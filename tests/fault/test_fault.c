@@ -71,30 +71,6 @@ static void spawn_faulty(struct daemon *d, const char *rules, const char *const 
         fail_msg("lfepolld did not start with LFE_FAULT=%s: %s", rules, log_text(d));
 }
 
-static int tcp_connect(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-        assert_true(w > 0);
-        p = (const char *)p + w;
-        n -= (size_t)w;
-    }
-}
-
 /* Reads until buf holds want bytes, the peer closes, or timeout_ms pass. Returns the bytes
  * read; *closed says whether the peer closed (EOF or reset). */
 static size_t read_n(int fd, char *buf, size_t want, long timeout_ms, bool *closed)

@@ -5,12 +5,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -226,4 +231,150 @@ int harness_init(void)
     }
     signal(SIGPIPE, SIG_IGN);
     return 0;
+}
+
+/* --- clients the daemon tests share --- */
+
+int tcp_connect(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+void send_all(int fd, const void *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        p = (const char *)p + w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads until EOF (or timeout_ms): the whole answer of a Connection: close server. Returns a
+ * malloc'd, NUL-terminated string. */
+char *read_all(int fd, long timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms * slow;
+    size_t len = 0, cap = 65536;
+    char *buf = malloc(cap);
+
+    assert_non_null(buf);
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        long left = deadline - now_ms();
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        if (len + 1 == cap) {
+            buf = realloc(buf, cap *= 2);
+            assert_non_null(buf);
+        }
+        n = read(fd, buf + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Sends the raw request and returns the whole answer (malloc'd). */
+char *http_raw(int port, const char *req)
+{
+    int fd = tcp_connect(port);
+    char *r;
+
+    send_all(fd, req, strlen(req));
+    r = read_all(fd, 10000);
+    close(fd);
+    return r;
+}
+
+/* GET path: returns the status code, *body (malloc'd) the body. */
+int http_get(int port, const char *path, char **body)
+{
+    char req[512], *r, *b;
+    int code = -1;
+
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    r = http_raw(port, req);
+    sscanf(r, "HTTP/1.1 %d", &code);
+    b = strstr(r, "\r\n\r\n");
+    if (body)
+        *body = strdup(b ? b + 4 : "");
+    free(r);
+    return code;
+}
+
+/* The admin port from the daemon's log. */
+int admin_port(struct daemon *d)
+{
+    long deadline = now_ms() + 5000;
+
+    while (now_ms() < deadline) {
+        const char *p = strstr(log_text(d), "admin HTTP on 127.0.0.1:");
+        if (p)
+            return atoi(p + strlen("admin HTTP on 127.0.0.1:"));
+        sleep_ms(10);
+    }
+    fail_msg("no admin port in the log: %s", log_text(d));
+    return -1;
+}
+
+/* The sum over every sample of family name (labels ignored) in a /metrics body. */
+double metric_sum(const char *body, const char *name)
+{
+    size_t nl = strlen(name);
+    double sum = 0;
+    bool seen = false;
+
+    for (const char *p = body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        const char *v;
+
+        if (strncmp(p, name, nl) != 0 || (p[nl] != ' ' && p[nl] != '{'))
+            continue;
+        v = p[nl] == '{' ? strchr(p, '}') + 1 : p + nl;
+        sum += strtod(v, NULL);
+        seen = true;
+    }
+    if (!seen)
+        fail_msg("no %s in /metrics", name);
+    return sum;
+}
+
+/* A connection from source address src (127.x.y.z) to port, or -1. */
+int connect_from(int port, const char *src)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in b = {.sin_family = AF_INET};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, src, &b.sin_addr);
+    assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* Whether fd echoes a line (true), or was closed by the server (false). */
+bool echoes(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[8];
+    ssize_t n;
+
+    if (send(fd, "abc\n", 4, MSG_NOSIGNAL) != 4)
+        return false;
+    if (poll(&p, 1, 5000 * slow) <= 0)
+        fail_msg("neither an echo nor a close within 5 s");
+    n = read(fd, buf, sizeof(buf));
+    return n == 4 && memcmp(buf, "abc\n", 4) == 0;
 }

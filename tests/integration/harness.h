@@ -50,4 +50,23 @@ int count_lines(const char *s);
 /* lfepolld with args must fail to start with want_status and one line containing needle. */
 void bad_start(const char *const *args, int want_status, const char *needle);
 
+/* Clients the daemon tests share; each fails the test on a system call that fails. */
+int tcp_connect(int port);
+void send_all(int fd, const void *p, size_t n);
+/* Reads until EOF (or timeout_ms): the whole answer of a Connection: close server. Returns a
+ * malloc'd, NUL-terminated string. */
+char *read_all(int fd, long timeout_ms);
+/* Sends the raw request and returns the whole answer (malloc'd). */
+char *http_raw(int port, const char *req);
+/* GET path: returns the status code, *body (malloc'd) the body. */
+int http_get(int port, const char *path, char **body);
+/* The admin port from the daemon's log. */
+int admin_port(struct daemon *d);
+/* The sum over every sample of family name (labels ignored) in a /metrics body. */
+double metric_sum(const char *body, const char *name);
+/* A connection from source address src (127.x.y.z) to port, or -1. */
+int connect_from(int port, const char *src);
+/* Whether fd echoes a line (true), or was closed by the server (false). */
+bool echoes(int fd);
+
 #endif /* LFE_TEST_HARNESS_H */

@@ -25,28 +25,6 @@
 #include "harness.h"
 #include "load.h"
 
-static int tcp_connect(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-
-    assert_true(fd >= 0);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        assert_true(w > 0);
-        p = (const char *)p + w;
-        n -= (size_t)w;
-    }
-}
-
 static void send_str(int fd, const char *s)
 {
     send_all(fd, s, strlen(s));

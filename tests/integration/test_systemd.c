@@ -25,7 +25,7 @@
 
 #include "harness.h"
 
-static int tcp_connect(int port)
+static int try_connect(int port)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -42,7 +42,7 @@ static int tcp_connect(int port)
 /* Sends line on a new connection, expects want back within 5 s. */
 static void round_trip(int port, const char *line, const char *want)
 {
-    int fd = tcp_connect(port);
+    int fd = try_connect(port);
     size_t wl = strlen(want), got = 0;
     char buf[64];
 
@@ -128,7 +128,7 @@ static void test_notify_lifecycle(void **state)
     assert_non_null(strstr(m, "STATUS=serving, 0 connections"));
     round_trip(d.port, "x\n", "ok\n");
     assert_true(wait_msg(nfd, "WATCHDOG=1", 2000));
-    fd = tcp_connect(d.port);
+    fd = try_connect(d.port);
     assert_true(wait_msg(nfd, "STATUS=serving, 1 connection", 3000));
     /* a worker stuck in C for 2 s: no WATCHDOG=1 from 300 ms into it until it is back */
     assert_int_equal(send(fd, "sleep 2\n", 8, MSG_NOSIGNAL), 8);
@@ -247,7 +247,7 @@ static void test_socket_activation(void **state)
     port = ntohs(a.sin_port);
     /* A connection queued before the daemon exists is served once it takes the socket. */
     {
-        int early = tcp_connect(port);
+        int early = try_connect(port);
         pid = activate(lfd, "1", false, log, NULL);
         deadline = now_ms() + 5000L * slow;
         while (!strstr(slurp(log), "from systemd's socket activation") && now_ms() < deadline)
@@ -325,7 +325,7 @@ static void test_reuseport_two_instances(void **state)
     }
     kill(d1.pid, SIGSTOP); /* d1 accepts nothing: what hashes to its socket waits there */
     for (int i = 0; i < 40; i++) {
-        fds[i] = tcp_connect(ntohs(a.sin_port));
+        fds[i] = try_connect(ntohs(a.sin_port));
         assert_true(fds[i] >= 0);
         send(fds[i], "q\n", 2, MSG_NOSIGNAL);
     }

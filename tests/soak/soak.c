@@ -301,7 +301,7 @@ static int read_line(int fd, struct lines *r, long deadline, char *line, size_t 
     }
 }
 
-static int send_all(int fd, const char *p, size_t n, long deadline)
+static int send_until(int fd, const char *p, size_t n, long deadline)
 {
     while (n) {
         struct pollfd pf = {.fd = fd, .events = POLLOUT};
@@ -482,7 +482,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
         while (rc == 0 && now_ms() < end && !over()) {
             clen = wlen = 0;
             kv_command(c, cmd, &clen, want, &wlen);
-            rc = send_all(fd, cmd, clen, deadline) < 0
+            rc = send_until(fd, cmd, clen, deadline) < 0
                      ? (failf(why, wl, "send: %s", strerror(errno)))
                      : kv_expect(fd, &r, want, wlen, deadline, why, wl);
             sleep_ms(between(c, 0, 10));
@@ -497,7 +497,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
                 return failf(why, wl, "connect: %s", strerror(-fd));
             r.len = clen = wlen = 0;
             kv_command(c, cmd, &clen, want, &wlen);
-            rc = send_all(fd, cmd, clen, deadline) < 0
+            rc = send_until(fd, cmd, clen, deadline) < 0
                      ? (failf(why, wl, "send: %s", strerror(errno)))
                      : kv_expect(fd, &r, want, wlen, deadline, why, wl);
             if (i < 19)
@@ -509,7 +509,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
             clen = wlen = 0;
             for (int j = 0; j < 64; j++)
                 kv_command(c, cmd, &clen, want, &wlen);
-            rc = send_all(fd, cmd, clen, deadline) < 0
+            rc = send_until(fd, cmd, clen, deadline) < 0
                      ? (failf(why, wl, "send: %s", strerror(errno)))
                      : kv_expect(fd, &r, want, wlen, deadline, why, wl);
         }
@@ -524,7 +524,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
             big[i] = (char)('a' + rnd(c) % 26);
         big[BIG] = '\0';
         clen = (size_t)snprintf(cmd, sizeof(cmd), "SET %s %s\n", key, big);
-        if (send_all(fd, cmd, clen, deadline) < 0 ||
+        if (send_until(fd, cmd, clen, deadline) < 0 ||
             kv_expect(fd, &r, "STORED\n", 7, deadline, why, wl) < 0) {
             rc = -1;
             break;
@@ -532,7 +532,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
         clen = 0;
         for (int i = 0; i < 300; i++)
             clen += (size_t)sprintf(cmd + clen, "GET %s\n", key);
-        if (send_all(fd, cmd, clen, deadline) < 0) {
+        if (send_until(fd, cmd, clen, deadline) < 0) {
             rc = failf(why, wl, "send: %s", strerror(errno));
             break;
         }
@@ -546,7 +546,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
     case HALF: /* commands, FIN, the replies, then the server's close */
         for (int j = 0, n = (int)between(c, 1, 64); j < n; j++)
             kv_command(c, cmd, &clen, want, &wlen);
-        if (send_all(fd, cmd, clen, deadline) < 0) {
+        if (send_until(fd, cmd, clen, deadline) < 0) {
             rc = failf(why, wl, "send: %s", strerror(errno));
             break;
         }
@@ -562,7 +562,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
         break;
     case RESET: /* throwaway keys (whether they ran is unknown), part of a line, a reset */
         clen = (size_t)sprintf(cmd, "SET r%d x\nINCR r%dc 1\nGET r%d", c->id, c->id, c->id);
-        send_all(fd, cmd, (size_t)between(c, 0, (long)clen), deadline);
+        send_until(fd, cmd, (size_t)between(c, 0, (long)clen), deadline);
         sleep_ms(between(c, 0, 20));
         reset_close(fd);
         return 0;
@@ -588,7 +588,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
             }
             cmd[clen++] = '\n';
         }
-        if (send_all(fd, cmd, clen, deadline) < 0) {
+        if (send_until(fd, cmd, clen, deadline) < 0) {
             rc = failf(why, wl, "send: %s", strerror(errno));
             break;
         }
@@ -601,7 +601,7 @@ static int kv_session(struct cli *c, enum kind k, char *why, size_t wl)
         }
         if (rc == 0 && oversize) {
             memset(cmd, '#', 70000);
-            send_all(fd, cmd, 70000, deadline); /* may fail: the server closes */
+            send_until(fd, cmd, 70000, deadline); /* may fail: the server closes */
             if (read_line(fd, &r, deadline, line, sizeof(line), &l) != 0)
                 rc = failf(why, wl, "a line over max_frame did not close");
         }
@@ -655,7 +655,7 @@ static int kv_prime(struct cli *c, char *why, size_t wl)
             n = (size_t)snprintf(cmd, sizeof(cmd), "SET s%dbig v%0*d\n", c->id, BIG - 1, 0);
             snprintf(want, sizeof(want), "STORED\n");
         }
-        rc = send_all(fd, cmd, n, deadline) < 0
+        rc = send_until(fd, cmd, n, deadline) < 0
                  ? failf(why, wl, "send: %s", strerror(errno))
                  : kv_expect(fd, &r, want, strlen(want), deadline, why, wl);
     }
