@@ -20,6 +20,7 @@ DEB_PKGS += nginx-light # tests/integration/test_lfbench_http.c: a real HTTP ser
 DEB_PKGS += prometheus # tests/integration/test_admin.c: promtool, and a server that scrapes
 DEB_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify of the unit files
 DEB_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
+DEB_PKGS += haproxy # tests/integration/test_hygiene.c: a real PROXY protocol sender
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -57,7 +58,7 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover iplimit dispatch frame shdict ctx script script_env \
+SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover iplimit proxy dispatch frame shdict ctx script script_env \
             lfelib lpattern lconn server acceptor worker tune
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
@@ -71,14 +72,14 @@ LFBENCH := $(BINDIR)/lfbench
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
 UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
-        lpattern lconn file hdr http json result sweep ports iplimit
+        lpattern lconn file hdr http json result sweep ports iplimit proxy
 CLI_TMODS := bopt hist payload verify rate kstat hdr http json result sweep ports
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
             tests/integration/test_hdr_interop.sh
-INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover tests/integration/test_units.sh \
+INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene tests/integration/test_units.sh \
             tests/integration/test_install.sh
 BADSERVER := $(TOBJ)/badserver
 
@@ -151,6 +152,9 @@ $(TOBJ)/test_systemd: $(TOBJ)/int_test_systemd.o $(TOBJ)/int_harness.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/test_takeover: $(TOBJ)/int_test_takeover.o $(TOBJ)/int_harness.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_hygiene: $(TOBJ)/int_test_hygiene.o $(TOBJ)/int_harness.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o

@@ -14,6 +14,9 @@
 #define CONN_SEEN 0x2u     /* a worker has taken an event of it (counts "accepted" once) */
 #define CONN_STARTED 0x4u  /* Lua: on_connect ran and the framing is fixed */
 #define CONN_CLOSING 0x8u  /* Lua: the script closed it: write what is pending, then close */
+#define CONN_PROXY                                                                                 \
+    0x10u /* --proxy-protocol: its header is still to come; out holds the part                     \
+           * read so far (never output: nothing is written before it ends) */
 
 /* Why a connection ends: on_close's reason in Lua mode (conn_why_name), a counter otherwise. */
 enum conn_why {
@@ -27,6 +30,7 @@ enum conn_why {
     CONN_WHY_RESET,         /* the peer reset or vanished */
     CONN_WHY_IO_ERROR,      /* another socket or epoll error */
     CONN_WHY_SHUTDOWN,      /* the daemon is stopping */
+    CONN_WHY_IDLE,          /* no event for --idle-timeout */
 };
 
 /* The reason as a script sees it: "eof", "closed", "error", ... ("" for CONN_WHY_NONE). */

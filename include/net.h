@@ -33,6 +33,10 @@ void net_local_name(int fd, char *buf, size_t len);
  * for a peer that is gone (ENOTCONN). Thread-safe. */
 void net_peer_name(int fd, char *buf, size_t len);
 
+/* "ADDR:PORT" or "[ADDR]:PORT" for an IPv4 or IPv6 address, "?" for any other family. */
+struct sockaddr_storage;
+void net_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);
+
 /* net.core.somaxconn, or -1 when it cannot be read. */
 long net_somaxconn(void);
 

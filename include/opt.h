@@ -47,6 +47,8 @@ struct opt {
     const char *user;                   /* --user NAME: drop to it after binding, or NULL */
     long max_per_ip;                    /* --max-conns-per-ip: 0 = no limit */
     const char *takeover;               /* --takeover PATH: listener hand-over socket, or NULL */
+    int idle_ms;                        /* --idle-timeout: 0 = never */
+    bool proxy;                         /* --proxy-protocol: a PROXY header opens each connection */
 };
 
 enum opt_result {

@@ -32,6 +32,8 @@ struct script_opts {
 struct script_conn {
     uint64_t id;            /* connection number, from 1 */
     int fd;                 /* the socket (conn.peer) */
+    char *peer;             /* --proxy-protocol: the client's address from its header, as
+                             * text (malloc'd), or NULL: the socket's own peer */
     uint32_t ctxlen;        /* bytes at ctx */
     char *ctx;              /* conn.ctx serialized between callbacks; NULL when empty */
     uint32_t ctx_ver;       /* bumped at each save */
@@ -106,8 +108,12 @@ void script_on_close(struct script *sc, struct script_conn *c, enum conn_why why
 void script_note(struct script *sc, const struct script_conn *c, const char *where,
                  const char *what);
 
-/* Frees the connection's Lua-side data (ctx). */
+/* Frees the connection's Lua-side data (ctx, peer). */
 void script_conn_release(struct script_conn *c);
+
+/* The client's address as text, "ADDR:PORT" or "[ADDR]:PORT": the PROXY header's when there was
+ * one, else the socket's peer ("?" when gone). */
+void script_conn_peer(const struct script_conn *c, char *buf, size_t len);
 
 void script_free(struct script *sc);
 

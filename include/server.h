@@ -52,6 +52,11 @@ int server_stalled(struct server *s, long limit_ms);
 /* Live connections now. Any thread. */
 long server_live(struct server *s);
 
+/* --idle-timeout, from main's loop: shuts down (SHUT_RDWR) every connection that has been armed
+ * without an event for the timeout at now_ms (CLOCK_MONOTONIC); a worker then closes it as
+ * "idle". A no-op without the option. Returns how many it shut down. Main thread only. */
+long server_sweep_idle(struct server *s, long now_ms);
+
 /* Whether a load balancer should send traffic here: true while serving; false, with the reason
  * in why, while draining or while server_stalled(s, stall_ms) is non-zero. Any thread. */
 bool server_healthy(struct server *s, long stall_ms, char *why, size_t len);

@@ -28,6 +28,14 @@ static bool log_now(struct acc *a, int kind)
     return true;
 }
 
+static long mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
 static long group_load(void *ctx, unsigned g)
 {
     struct server *s = ctx;
@@ -168,7 +176,11 @@ static bool accept_all(struct acc *a, int li)
             close(fd);                  /* over --max-conns: shed at once */
             continue;
         }
-        if (s->iplimit) {
+        if (s->iplimit && s->opt->proxy) {
+            /* the client's address comes in its PROXY header: the worker that reads it counts
+             * it (proxy_admit); until then the connection holds no slot */
+            __atomic_store_n(&s->ipslot[fd], -1, __ATOMIC_RELAXED);
+        } else if (s->iplimit) {
             struct sockaddr_storage ss;
             socklen_t sl = sizeof(ss);
             int32_t slot =
@@ -206,14 +218,18 @@ static bool accept_all(struct acc *a, int li)
         __atomic_add_fetch(&g->live, 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->live, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&s->table[fd], c, __ATOMIC_RELEASE);
+        if (fd > __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED))
+            __atomic_store_n(&s->fd_hi, (long)fd, __ATOMIC_RELAXED); /* only this thread writes */
         ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-        if (s->lua) {
+        if (s->opt->proxy)
+            c->flags |= CONN_PROXY; /* its first bytes are a PROXY header, for the worker */
+        else if (s->lua && __atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
+            ev.events |= EPOLLOUT; /* on_connect may speak first: run it now, not at input */
+        if (s->lua)
             lconn_of(c)->sc.id = ++s->next_id;
-            /* on_connect may speak first: have a worker run it now, not at the first input. */
-            if (__atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
-                ev.events |= EPOLLOUT;
-        }
         ev.data.ptr = c;
+        if (s->idle)
+            idle_arm(s, fd, mono_ms());
         /* From here a worker may own, close and free c: do not touch it again. */
         HANDOFF_RELEASE(c);
         if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -222,6 +238,8 @@ static bool accept_all(struct acc *a, int li)
                 log_warn("accept: epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
                          strerror(errno));
             STAT_ADD(&s->ast, err_other, 1); /* before the client can see the close */
+            if (s->idle)
+                idle_take(s, fd); /* the sweeper may have claimed it meanwhile */
             conn_close(s, g, c, CONN_WHY_IO_ERROR, NULL);
             continue;
         }

@@ -79,6 +79,7 @@ const char *conn_why_name(enum conn_why why)
         [CONN_WHY_RESET] = "reset",
         [CONN_WHY_IO_ERROR] = "io_error",
         [CONN_WHY_SHUTDOWN] = "shutdown",
+        [CONN_WHY_IDLE] = "idle",
     };
 
     return (unsigned)why < sizeof(names) / sizeof(names[0]) ? names[why] : "";

@@ -100,7 +100,7 @@ static int get_peer(lua_State *L, struct cud *u)
 {
     char peer[64];
 
-    net_peer_name(u->c->fd, peer, sizeof(peer));
+    script_conn_peer(u->c, peer, sizeof(peer));
     lua_pushstring(L, peer);
     return 1;
 }

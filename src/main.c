@@ -447,6 +447,13 @@ int main(int argc, char **argv)
     if (sdnotify_watchdog_usec() && wd_ms < 1)
         wd_ms = 1;
     tick_ms = wd_ms && wd_ms < 1000 ? wd_ms : 1000;
+    /* --idle-timeout is swept each tick: an idle connection goes between TIME and TIME + a tick
+     * (a quarter of TIME, 50 ms to 1 s) after its last event */
+    if (o.idle_ms) {
+        long q = o.idle_ms / 4 < 50 ? 50 : o.idle_ms / 4;
+
+        tick_ms = q < tick_ms ? q : tick_ms;
+    }
     notify_ready(0);
     for (;;) {
         struct timespec tick = {tick_ms / 1000, (tick_ms % 1000) * 1000000L};
@@ -469,6 +476,7 @@ int main(int argc, char **argv)
             log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
             break;
         }
+        server_sweep_idle(srv, now);
         if (wd_ms && now >= next_wd) {
             if (server_stalled(srv, stall) == 0) {
                 sdnotify_send("WATCHDOG=1");

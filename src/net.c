@@ -130,8 +130,7 @@ int net_accept(int lfd)
     }
 }
 
-/* "ADDR:PORT" or "[ADDR]:PORT" for an IPv4 or IPv6 address, "?" for any other family. */
-static void format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
+void net_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
     char a[INET6_ADDRSTRLEN];
 
@@ -155,7 +154,7 @@ void net_local_name(int fd, char *buf, size_t len)
 
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
         ss.ss_family = AF_UNSPEC;
-    format_addr(&ss, buf, len);
+    net_addr_name(&ss, buf, len);
 }
 
 void net_peer_name(int fd, char *buf, size_t len)
@@ -165,7 +164,7 @@ void net_peer_name(int fd, char *buf, size_t len)
 
     if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
         ss.ss_family = AF_UNSPEC;
-    format_addr(&ss, buf, len);
+    net_addr_name(&ss, buf, len);
 }
 
 long net_somaxconn(void)

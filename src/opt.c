@@ -36,6 +36,11 @@ static const char usage[] =
     "  --max-conns-per-ip N   live connections from one client address; more are closed\n"
     "                         at once and counted (default 0: no limit)\n"
     "  --max-pending BYTES    output held per connection before reading pauses (default 1M)\n"
+    "  --idle-timeout TIME    close a connection with no event for TIME: 300, 30s, 500ms\n"
+    "                         (default 0: never)\n"
+    "  --proxy-protocol       every connection starts with a PROXY protocol v1 or v2\n"
+    "                         header (HAProxy send-proxy); its client address is the\n"
+    "                         peer's; a connection without one is closed\n"
     "  --drain-timeout TIME   on SIGTERM/SIGINT, time for in-flight work: 5, 2.5s, 500ms\n"
     "                         (default 5s)\n"
     "  --batch N              events one worker takes per epoll_wait (default 16)\n"
@@ -174,29 +179,13 @@ static bool hostport_ok(const char *s)
     return parse_long(colon + 1, 0, 65535, &port) == 0;
 }
 
-static const char *const with_value[] = {"--listen",
-                                         "--backlog",
-                                         "--groups",
-                                         "--workers",
-                                         "--cpus",
-                                         "--max-conns",
-                                         "--max-pending",
-                                         "--drain-timeout",
-                                         "--batch",
-                                         "--dispatch",
-                                         "--lua",
-                                         "--lua-mem-mb",
-                                         "--lua-timeout-ms",
-                                         "--lua-shared-mb",
-                                         "--lua-ctx-mb",
-                                         "--sysctl-conf",
-                                         "--admin",
-                                         "--log-format",
-                                         "--config",
-                                         "--user",
-                                         "--takeover",
-                                         "--max-conns-per-ip",
-                                         NULL};
+static const char *const with_value[] = {
+    "--listen",         "--backlog",          "--groups",       "--workers",
+    "--cpus",           "--max-conns",        "--max-pending",  "--drain-timeout",
+    "--batch",          "--dispatch",         "--lua",          "--lua-mem-mb",
+    "--lua-timeout-ms", "--lua-shared-mb",    "--lua-ctx-mb",   "--sysctl-conf",
+    "--admin",          "--log-format",       "--config",       "--user",
+    "--takeover",       "--max-conns-per-ip", "--idle-timeout", NULL};
 
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                              size_t errlen)
@@ -333,6 +322,17 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->drain_ms = (int)v;
+        } else if (!strcmp(name, "--idle-timeout")) {
+            if (opt_parse_duration_ms(val, &v) < 0) {
+                snprintf(
+                    err, errlen,
+                    "--idle-timeout: '%s' is not a duration; write 300, 30s or 500ms (0: never)",
+                    val);
+                return OPT_ERROR;
+            }
+            o->idle_ms = (int)v;
+        } else if (!strcmp(name, "--proxy-protocol")) {
+            o->proxy = true;
         } else if (!strcmp(name, "--batch")) {
             if (parse_long(val, 1, 1024, &v) < 0) {
                 snprintf(err, errlen, "--batch: '%s' is not an integer from 1 to 1024", val);

@@ -84,7 +84,36 @@ struct server {
     struct iplimit *iplimit; /* --max-conns-per-ip: counts per address, or NULL */
     int32_t *ipslot;         /* fd -> its iplimit slot; atomic (written by the accept thread
                               * before the hand-off, read by the closing owner) */
+    uint64_t *idle;          /* --idle-timeout: fd -> IDLE_* word (below), else NULL */
+    long fd_hi;              /* atomic: the highest connection fd accepted (the sweep's end) */
+    pthread_mutex_t iplock;  /* --proxy-protocol with --max-conns-per-ip: workers take slots */
 };
+
+/* --idle-timeout. Any connection that is armed in epoll belongs to no thread, so the sweeper
+ * (main, each tick) cannot simply close it: a worker may be handed it at that moment, and the
+ * fd number may be reused once it is closed. Instead each fd has one word, (ms << 2) | state:
+ *   IDLE_OWNED    a thread owns the connection (or there is none): the sweeper skips it;
+ *   IDLE_ARMED    registered and armed, last event at ms: the owner stores it just before the
+ *                 re-arm (the accept thread before EPOLL_CTL_ADD);
+ *   IDLE_CLAIMED  the sweeper found it idle and holds it for one shutdown(2);
+ *   IDLE_EXPIRED  shut down by the sweeper (SHUT_RDWR: epoll reports EPOLLHUP whatever the
+ *                 registration asks), handed back for a worker to close as "idle".
+ * A thread handed the connection by epoll_wait takes it with a CAS ARMED|EXPIRED -> OWNED,
+ * waiting out the few instructions of a CLAIMED (idle_take). Only an owner closes a connection,
+ * and the sweeper never owns one, so a claimed fd cannot be closed and reused under it; an ABA
+ * is impossible because a new connection on the fd carries a later ms. Without --idle-timeout
+ * none of this runs: the words are not even allocated. */
+enum { IDLE_OWNED, IDLE_ARMED, IDLE_CLAIMED, IDLE_EXPIRED };
+
+/* Publishes fd as armed, last active at ms. Caller owns it, before the epoll_ctl that arms it. */
+static inline void idle_arm(struct server *s, int fd, long ms)
+{
+    __atomic_store_n(&s->idle[fd], ((uint64_t)ms << 2) | IDLE_ARMED, __ATOMIC_RELEASE);
+}
+
+/* Takes fd, armed or expired, for the calling thread (which epoll_wait handed it, or whose
+ * epoll_ctl failed after idle_arm). Returns true when the sweeper shut it down for idleness. */
+bool idle_take(struct server *s, int fd);
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept
  * thread, MOD by a worker) happens before the epoll_wait that returns the connection to the

@@ -104,7 +104,7 @@ static void report(struct script *sc, const struct script_conn *c, const char *c
         __atomic_add_fetch(&e->log_quiet, 1, __ATOMIC_RELAXED);
         return;
     }
-    net_peer_name(c ? c->fd : -1, peer, sizeof(peer));
+    script_conn_peer(c, peer, sizeof(peer));
     log_warn("lua: worker %s, connection %llu (%s): %s: %s", sc->name,
              c ? (unsigned long long)c->id : 0ull, peer, cb, what);
 }
@@ -630,4 +630,14 @@ void script_free(struct script *sc)
 void script_conn_release(struct script_conn *c)
 {
     ctx_release(c);
+    free(c->peer);
+    c->peer = NULL;
+}
+
+void script_conn_peer(const struct script_conn *c, char *buf, size_t len)
+{
+    if (c && c->peer)
+        snprintf(buf, len, "%s", c->peer);
+    else
+        net_peer_name(c ? c->fd : -1, buf, len);
 }

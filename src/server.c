@@ -22,6 +22,10 @@
  * closing worker before close(); read by main only after every thread is joined). Counters are
  * per thread, written by their owner, summed on read.
  *
+ * Idle timeout (--idle-timeout). An armed connection belongs to no thread, so main's sweep only
+ * claims it (a CAS on a per-fd word), shuts it down (SHUT_RDWR: epoll reports EPOLLHUP) and hands
+ * it back; the worker epoll hands it to closes it. The words and their states are in pool.h.
+ *
  * Stop. SIGTERM: draining = 1, the accept thread exits and main closes the listeners; workers go
  * on serving. Main waits until the pool is quiet (no output pending, no worker inside a batch,
  * no event handled across two 10 ms looks) or the drain timeout passes, then makes each group's
@@ -54,6 +58,45 @@ void pool_kick(int efd)
     eventfd_write(efd, 1);
 }
 
+bool idle_take(struct server *s, int fd)
+{
+    uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_ACQUIRE);
+
+    for (;;) {
+        if ((v & 3) == IDLE_CLAIMED) { /* the sweeper is inside one shutdown(2): wait it out */
+            sched_yield();
+            v = __atomic_load_n(&s->idle[fd], __ATOMIC_ACQUIRE);
+            continue;
+        }
+        if (__atomic_compare_exchange_n(&s->idle[fd], &v, IDLE_OWNED, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_ACQUIRE))
+            return (v & 3) == IDLE_EXPIRED;
+    }
+}
+
+long server_sweep_idle(struct server *s, long now)
+{
+    long hi = __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED), n = 0;
+    uint64_t limit = (uint64_t)s->opt->idle_ms;
+
+    if (!s->idle)
+        return 0;
+    for (long fd = 0; fd <= hi && (size_t)fd < s->table_size; fd++) {
+        uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED);
+
+        if ((v & 3) != IDLE_ARMED || (uint64_t)now - (v >> 2) < limit || (uint64_t)now < (v >> 2))
+            continue;
+        if (!__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_CLAIMED, false,
+                                         __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            continue; /* a worker took it meanwhile: it was not idle */
+        /* Claimed: no thread owns it, none can until we hand it back, so fd is still its. */
+        shutdown((int)fd, SHUT_RDWR);
+        __atomic_store_n(&s->idle[fd], (v & ~(uint64_t)3) | IDLE_EXPIRED, __ATOMIC_RELEASE);
+        n++;
+    }
+    return n;
+}
+
 static int add_fd(int epfd, int fd, uint32_t events, uint64_t data)
 {
     struct epoll_event ev = {.events = events, .data.u64 = data};
@@ -71,6 +114,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&s->iplock, NULL);
     s->opt = o;
     s->plan = p;
     s->ngroups = p->ngroups;
@@ -91,6 +135,8 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
     s->table = calloc(s->table_size, sizeof(*s->table));
     if (o->max_per_ip && (!(s->iplimit = iplimit_new(max_conns)) ||
                           !(s->ipslot = calloc(s->table_size, sizeof(*s->ipslot)))))
+        goto out_nomem;
+    if (o->idle_ms && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
         goto out_nomem;
     s->groups = calloc((size_t)s->ngroups, sizeof(*s->groups));
     if (!s->table || !s->groups)
@@ -250,6 +296,8 @@ static bool flush_and_close(struct server *s, struct conn *c, long deadline, str
 {
     bool ask = now_ms() < deadline, told = ask || !(c->flags & CONN_STARTED) || !runner;
 
+    if (c->flags & CONN_PROXY)
+        obuf_free(&c->out); /* part of a PROXY header, not output */
     while (obuf_len(&c->out)) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
         long left = deadline - now_ms();
@@ -585,5 +633,7 @@ void server_free(struct server *s)
     free(s->table);
     iplimit_free(s->iplimit);
     free(s->ipslot);
+    free(s->idle);
+    pthread_mutex_destroy(&s->iplock);
     free(s);
 }

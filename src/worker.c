@@ -1,11 +1,14 @@
 /* worker: a follower thread of one epoll group; takes events, runs the handler, re-arms. */
 #include "log.h"
+#include "net.h"
 #include "pool.h"
+#include "proxy.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,21 +25,126 @@ static bool log_now(void)
     return true;
 }
 
-static void handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io)
+/* The client's address from the header: the per-address limit counts it (the accept thread could
+ * not: it saw only the proxy), and a script's conn.peer shows it. Returns false when the limit
+ * closes the connection. */
+static bool proxy_admit(struct worker *w, struct conn *c, const struct proxy_hdr *h)
 {
     struct server *s = w->srv;
-    bool had = obuf_len(&c->out) != 0, has;
+    struct sockaddr_storage peer;
+    socklen_t sl = sizeof(peer);
+    char name[64];
+
+    if (h->family != AF_UNSPEC)
+        peer = h->src;
+    else if (getpeername(c->fd, (struct sockaddr *)&peer, &sl) < 0)
+        return false; /* gone already */
+    if (s->iplimit) {
+        int32_t slot;
+
+        /* Several workers take slots here, so they take turns: once per connection, never
+         * per request, and only with both options set. */
+        pthread_mutex_lock(&s->iplock);
+        slot = iplimit_acquire(s->iplimit, (struct sockaddr *)&peer, s->opt->max_per_ip);
+        pthread_mutex_unlock(&s->iplock);
+        if (slot < 0) {
+            STAT_ADD(&w->st, proxy_shed_per_ip, 1);
+            return false;
+        }
+        __atomic_store_n(&s->ipslot[c->fd], slot, __ATOMIC_RELAXED);
+    }
+    if (w->script && h->family != AF_UNSPEC) {
+        net_addr_name(&peer, name, sizeof(name));
+        lconn_of(c)->sc.peer = strdup(name); /* NULL (no memory): conn.peer shows the proxy */
+    }
+    return true;
+}
+
+/* --proxy-protocol: reads c's header, never a byte past it (those are the handler's). Peeks, so
+ * that only the header's bytes are taken from the socket; a header cut across segments is kept
+ * in c->out until it is whole. Returns 1 when the header is complete (the handler runs next),
+ * 0 to wait for more of it, -1 to close (no header, a malformed one, EOF, an error). */
+static int proxy_read(struct worker *w, struct conn *c, const struct conn_io *io)
+{
+    size_t have = obuf_len(&c->out), take;
+    struct proxy_hdr h;
+    const char *why;
+    char name[64];
+    ssize_t n;
+    int len;
+
+    memcpy(io->buf, c->out.data + c->out.off, have);
+    do
+        n = recv(c->fd, io->buf + have, PROXY_MAX - have, MSG_PEEK);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    if (n < 0) {
+        conn_count_error(errno, io);
+        return -1;
+    }
+    if (n == 0)
+        return -1; /* closed before its header ended: a health check that only connects */
+    len = proxy_parse(io->buf, have + (size_t)n, &h, &why);
+    if (len < 0) {
+        STAT_ADD(&w->st, proxy_bad, 1);
+        if (log_now()) {
+            net_peer_name(c->fd, name, sizeof(name));
+            log_warn("connection from %s: %s; closed (at most one such line a second per "
+                     "worker: proxy_bad counts them)",
+                     name, why);
+        }
+        return -1;
+    }
+    take = len ? (size_t)len - have : (size_t)n;
+    /* The peeked bytes are queued: this read returns exactly take of them. */
+    if (conn_read_some(c, io->buf + have, take) != (ssize_t)take) {
+        STAT_ADD(&w->st, err_io, 1);
+        return -1;
+    }
+    if (!len) {
+        if (obuf_append(&c->out, io->buf + have, take) < 0) {
+            STAT_ADD(&w->st, err_nomem, 1);
+            return -1;
+        }
+        return 0;
+    }
+    obuf_free(&c->out);
+    c->flags &= ~CONN_PROXY;
+    return proxy_admit(w, c, &h) ? 1 : -1;
+}
+
+/* Handles one event of c, owned by w. now_ms: the last clock read before it (the time the
+ * idle sweep will count from). */
+static void handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io,
+                   long now_ms)
+{
+    struct server *s = w->srv;
+    bool had, has;
     enum conn_why why = CONN_WHY_EOF;
-    uint32_t want = w->script ? lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why)
-                              : conn_echo(c, events, io);
+    uint32_t want;
     struct epoll_event ev;
-    int fd = c->fd; /* after the re-arm, c belongs to whichever worker epoll hands it to */
+    int fd = c->fd, pr; /* after the re-arm, c belongs to whichever worker epoll hands it to */
 
     STAT_ADD(&w->st, events, 1);
     if (!(c->flags & CONN_SEEN)) {
         c->flags |= CONN_SEEN;
         STAT_ADD(&w->st, accepted, 1);
     }
+    if ((c->flags & CONN_PROXY) && (pr = proxy_read(w, c, io)) <= 0) {
+        /* Its header is not whole yet (nothing is pending output), or it ends here. */
+        if (pr < 0) {
+            obuf_free(&c->out);
+            conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
+            return;
+        }
+        had = has = false;
+        want = EPOLLIN | EPOLLRDHUP;
+        goto rearm;
+    }
+    had = obuf_len(&c->out) != 0;
+    want = w->script ? lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why)
+                     : conn_echo(c, events, io);
     has = obuf_len(&c->out) != 0;
     if (!want) {
         if (had)
@@ -46,8 +154,11 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
     }
     if (had != has)
         __atomic_add_fetch(&s->npending, has ? 1 : -1, __ATOMIC_RELAXED);
+rearm:
     ev.events = want | EPOLLONESHOT;
     ev.data.ptr = c;
+    if (s->idle)
+        idle_arm(s, fd, now_ms);
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
         /* Failed: the registration is unchanged (still disarmed), so c is still ours. Its
@@ -58,10 +169,28 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
                      w->idx, fd, strerror(errno));
         if (has)
             __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
+        if (s->idle)
+            idle_take(s, fd); /* published as armed: the sweeper may hold it this instant */
+        if (c->flags & CONN_PROXY)
+            obuf_free(&c->out);
         conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
         return;
     }
     STAT_ADD(&w->st, rearms, 1);
+}
+
+/* A connection the sweeper shut down for --idle-timeout: whatever it still had pending goes (its
+ * client read nothing for that long, or sent nothing). */
+static void close_idle(struct worker *w, struct conn *c)
+{
+    if (obuf_len(&c->out) && !(c->flags & CONN_PROXY))
+        __atomic_sub_fetch(&w->srv->npending, 1, __ATOMIC_RELAXED);
+    obuf_free(&c->out);
+    STAT_ADD(&w->st, events, 1);
+    if (!(c->flags & CONN_SEEN))
+        STAT_ADD(&w->st, accepted, 1);
+    STAT_ADD(&w->st, idle_closed, 1);
+    conn_close(w->srv, w->g, c, CONN_WHY_IDLE, w);
 }
 
 void *worker_main(void *arg)
@@ -72,7 +201,7 @@ void *worker_main(void *arg)
         .buf = w->buf, .bufsize = WORKER_BUF, .max_pending = s->opt->max_pending, .st = &w->st};
     bool stop = false;
     struct timespec t0, t1;
-    int64_t start;
+    int64_t start, last;
 
     if (w->script)
         script_bind(w->script);
@@ -87,7 +216,7 @@ void *worker_main(void *arg)
             break;
         }
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        start = t0.tv_sec * 1000000000LL + t0.tv_nsec;
+        start = last = t0.tv_sec * 1000000000LL + t0.tv_nsec;
         __atomic_store_n(&w->busy_since_ns, start, __ATOMIC_RELAXED);
         __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
         if (w->script)
@@ -102,10 +231,15 @@ void *worker_main(void *arg)
                 continue;
             }
             HANDOFF_ACQUIRE(c);
-            handle(w, c, w->evs[i].events, &io);
-            /* Service time, epoll_wait's return to the re-arm: one vDSO clock read an event. */
+            if (s->idle && idle_take(s, c->fd))
+                close_idle(w, c);
+            else
+                handle(w, c, w->evs[i].events, &io, (long)(last / 1000000));
+            /* Service time, epoll_wait's return to the re-arm: one vDSO clock read an event,
+             * which also dates the next event's re-arm for --idle-timeout. */
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            svc_record(&w->svc, (uint64_t)(t1.tv_sec * 1000000000LL + t1.tv_nsec - start));
+            last = t1.tv_sec * 1000000000LL + t1.tv_nsec;
+            svc_record(&w->svc, (uint64_t)(last - start));
         }
         __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
     }

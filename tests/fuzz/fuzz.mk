@@ -12,7 +12,7 @@
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_BUILD ?= build-fuzz
-FUZZ_ALL := frame ctx opt bopt tune kstat verify lua lpattern json
+FUZZ_ALL := frame ctx opt bopt tune kstat verify lua lpattern json proxy
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 
 # Every target links the daemon's and lfbench's modules (SRV_MODS, CLI_MODS of the Makefile),

@@ -1,0 +1,447 @@
+/* test_hygiene: connection hygiene. --idle-timeout against idle clients, a flood of them, a
+ * client that never reads, a client that keeps talking, and a Lua script that hears "idle";
+ * --proxy-protocol against v1 and v2 headers whole and byte by byte, garbage, a stop in the
+ * middle of a header, the per-address limit on the header's address, and a real HAProxy
+ * (send-proxy, send-proxy-v2, its health checks) in front. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static void start(struct daemon *d, const char *const *args)
+{
+    if (spawn(d, args, 0, NULL) < 0)
+        fail_msg("lfepolld did not start: %s", log_text(d));
+}
+
+/* What fd says within timeout_ms: 1 data (read into buf, *n bytes), 0 EOF or reset by the
+ * server, -1 nothing at all. */
+static int wait_read(int fd, char *buf, size_t cap, ssize_t *n, long timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+
+    if (poll(&p, 1, (int)timeout_ms) <= 0)
+        return -1;
+    *n = read(fd, buf, cap);
+    return *n > 0 ? 1 : 0;
+}
+
+/* The server closed fd within timeout_ms: whatever was pending to read is read first. */
+static bool closed_within(int fd, long timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms * slow;
+    char buf[65536];
+    ssize_t n;
+
+    while (now_ms() < deadline) {
+        int r = wait_read(fd, buf, sizeof(buf), &n, deadline - now_ms());
+
+        if (r == 0)
+            return true;
+        if (r < 0)
+            return false;
+    }
+    return false;
+}
+
+static double metric(int ap, const char *name)
+{
+    char *body;
+    double v;
+
+    assert_int_equal(http_get(ap, "/metrics", &body), 200);
+    v = metric_sum(body, name);
+    free(body);
+    return v;
+}
+
+/* Sends line and expects want back within 5 s. */
+static void ask(int fd, const char *line, const char *want)
+{
+    char buf[256];
+    size_t got = 0, wl = strlen(want);
+    ssize_t n;
+
+    send_all(fd, line, strlen(line));
+    while (got < wl) {
+        if (wait_read(fd, buf + got, sizeof(buf) - 1 - got, &n, 5000 * slow) != 1)
+            fail_msg("'%s': no answer (got '%.*s', want '%s')", line, (int)got, buf, want);
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    assert_string_equal(buf, want);
+}
+
+/* --idle-timeout 500ms: an idle connection is closed, and not before its time; one that keeps
+ * talking is not; one that never reads its echo (output stuck at --max-pending) is; a flood of
+ * 300 silent ones all go; each is counted, and the daemon serves on. */
+static void test_idle_timeout(void **state)
+{
+    static const char *const args[] = {"--idle-timeout", "500ms", "--admin", "127.0.0.1:0",
+                                       "--max-pending",  "64K",   NULL};
+    static const char *const bad[] = {"--idle-timeout", "soon", NULL};
+    static char chunk[65536];
+    struct daemon d;
+    int ap, idle, busy, reader, flood[300], fl;
+    ssize_t n;
+    char buf[64];
+    size_t sent = 0;
+    long t0;
+
+    (void)state;
+    bad_start(bad, 2, "--idle-timeout: 'soon' is not a duration; write 300, 30s or 500ms");
+    start(&d, args);
+    ap = admin_port(&d);
+
+    idle = tcp_connect(d.port);
+    busy = tcp_connect(d.port);
+    ask(idle, "hello\n", "hello\n");
+    /* not before its time: nothing at all for the first 200 ms */
+    assert_int_equal(wait_read(idle, buf, sizeof(buf), &n, 200), -1);
+    t0 = now_ms();
+    /* the busy one talks every 100 ms for 1.5 s, three timeouts */
+    while (now_ms() - t0 < 1500) {
+        ask(busy, "still here\n", "still here\n");
+        sleep_ms(100);
+    }
+    assert_true(closed_within(idle, 5000));
+    ask(busy, "after\n", "after\n");
+    close(busy);
+
+    /* never reads: the echo fills its receive buffer, then the daemon's 64K, and the daemon
+     * stops reading it: no event comes any more */
+    reader = tcp_connect(d.port);
+    fl = fcntl(reader, F_GETFL);
+    fcntl(reader, F_SETFL, fl | O_NONBLOCK);
+    memset(chunk, 'x', sizeof(chunk));
+    for (long until = now_ms() + 400; now_ms() < until;) {
+        ssize_t w = send(reader, chunk, sizeof(chunk), MSG_NOSIGNAL);
+
+        if (w > 0)
+            sent += (size_t)w;
+        else
+            sleep_ms(10);
+    }
+    fcntl(reader, F_SETFL, fl);
+    assert_true(sent > 65536);
+    sleep_ms(1500); /* reading nothing for three timeouts */
+    assert_true(closed_within(reader, 5000));
+
+    for (int i = 0; i < 300; i++)
+        flood[i] = tcp_connect(d.port);
+    for (int i = 0; i < 300; i++)
+        if (!closed_within(flood[i], 10000))
+            fail_msg("silent connection %d of 300 still open", i);
+    busy = tcp_connect(d.port);
+    ask(busy, "and after the flood\n", "and after the flood\n");
+    close(busy);
+    sleep_ms(100);
+    assert_true(metric(ap, "lfepolld_worker_idle_closed_total") == 302);
+    assert_true(metric(ap, "lfepolld_connections") == 0);
+    close(idle);
+    close(reader);
+    for (int i = 0; i < 300; i++)
+        close(flood[i]);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_non_null(strstr(log_text(&d), "idle_closed=302"));
+    cleanup(&d);
+}
+
+/* In Lua mode on_close hears "idle", for a silent connection and for one in the middle of a
+ * line; the rest of the script's connections are untouched. */
+static void test_idle_timeout_lua(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/peer.lua", "--idle-timeout", "300ms",
+                                       NULL};
+    struct daemon d;
+    int a, b, c;
+
+    (void)state;
+    start(&d, args);
+    a = tcp_connect(d.port);
+    b = tcp_connect(d.port);
+    ask(a, "x\n", "x\n");
+    send_all(b, "half a li", 9);
+    assert_true(closed_within(a, 5000));
+    assert_true(closed_within(b, 5000));
+    c = tcp_connect(d.port);
+    ask(c, "closes idle\n", "2\n");
+    ask(c, "closes eof\n", "0\n");
+    close(a);
+    close(b);
+    close(c);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+static const char v2_sig[12] = "\r\n\r\n\0\r\nQUIT\n";
+
+/* A v2 PROXY header for an IPv4 (fam 0x11) or IPv6 (0x21) client src:sport. */
+static size_t v2_header(char *out, int fam, const char *src, int sport)
+{
+    unsigned char *p = (unsigned char *)out;
+    size_t alen = fam == 0x11 ? 12 : 36, half = (alen - 4) / 2;
+
+    memcpy(p, v2_sig, 12);
+    p[12] = 0x21;
+    p[13] = (unsigned char)fam;
+    p[14] = 0;
+    p[15] = (unsigned char)alen;
+    memset(p + 16, 0, alen);
+    inet_pton(fam == 0x11 ? AF_INET : AF_INET6, src, p + 16);
+    p[16 + 2 * half] = (unsigned char)(sport >> 8);
+    p[16 + 2 * half + 1] = (unsigned char)sport;
+    return 16 + alen;
+}
+
+/* Echo behind --proxy-protocol: the header never comes back, whole or byte by byte, with the
+ * payload in the same segment or not; garbage, a header that is too long, and a half header at
+ * a stop are closed, and none of their bytes is echoed. */
+static void test_proxy_echo(void **state)
+{
+    static const char *const args[] = {"--proxy-protocol", "--admin", "127.0.0.1:0", NULL};
+    static const char v1[] = "PROXY TCP4 192.0.2.1 127.0.0.1 40000 9876\r\n";
+    struct daemon d;
+    char buf[256], h2[64], longv1[200];
+    int ap, a, b, c, e, f, g;
+    size_t n2;
+    ssize_t n;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+
+    a = tcp_connect(d.port);
+    snprintf(buf, sizeof(buf), "%shello\n", v1);
+    send_all(a, buf, strlen(buf));
+    ask(a, "", "hello\n");
+    ask(a, "again\n", "again\n");
+
+    b = tcp_connect(d.port);
+    for (const char *p = v1; *p; p++) {
+        send_all(b, p, 1);
+        sleep_ms(2); /* each byte its own segment, most its own event */
+    }
+    ask(b, "split\n", "split\n");
+
+    c = tcp_connect(d.port);
+    n2 = v2_header(h2, 0x21, "2001:db8::1", 1234);
+    memcpy(h2 + n2, "v2 payload\n", 11);
+    send_all(c, h2, n2 + 11);
+    ask(c, "", "v2 payload\n");
+
+    e = tcp_connect(d.port);
+    send_all(e, "GET / HTTP/1.0\r\n\r\n", 18);
+    assert_true(closed_within(e, 5000));
+
+    memset(longv1, '1', sizeof(longv1));
+    memcpy(longv1, "PROXY TCP4 ", 11);
+    f = tcp_connect(d.port);
+    send_all(f, longv1, sizeof(longv1));
+    assert_true(closed_within(f, 5000));
+
+    g = tcp_connect(d.port);
+    send_all(g, v1, 20); /* half a header, then the daemon stops */
+    sleep_ms(100);
+    assert_true(metric(ap, "lfepolld_worker_proxy_bad_total") == 2);
+    close(a);
+    close(b);
+    close(c);
+    close(e);
+    close(f);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    /* the half header is not output: nothing comes back before the close */
+    n = read(g, buf, sizeof(buf));
+    assert_true(n <= 0);
+    close(g);
+    cleanup(&d);
+}
+
+/* conn.peer is the header's client; UNKNOWN and LOCAL fall back to the socket's peer; the
+ * per-address limit counts the header's address, not the proxy's. */
+static void test_proxy_lua_peer_and_limit(void **state)
+{
+    static const char *const args[] = {"--lua",
+                                       "tests/lua/peer.lua",
+                                       "--proxy-protocol",
+                                       "--max-conns-per-ip",
+                                       "2",
+                                       "--admin",
+                                       "127.0.0.1:0",
+                                       NULL};
+    struct daemon d;
+    char h[128], want[64];
+    struct sockaddr_in me;
+    socklen_t ml = sizeof(me);
+    int ap, a, b, c, one[3], other;
+    size_t n;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+
+    a = tcp_connect(d.port);
+    send_all(a, "PROXY TCP4 203.0.113.9 127.0.0.1 4000 80\r\n", 42);
+    ask(a, "peer\n", "203.0.113.9:4000\n");
+
+    b = tcp_connect(d.port);
+    n = v2_header(h, 0x21, "2001:db8::9", 4001);
+    send_all(b, h, n);
+    ask(b, "peer\n", "[2001:db8::9]:4001\n");
+
+    c = tcp_connect(d.port);
+    getsockname(c, (struct sockaddr *)&me, &ml);
+    send_all(c, "PROXY UNKNOWN\r\n", 15);
+    snprintf(want, sizeof(want), "127.0.0.1:%d\n", ntohs(me.sin_port));
+    ask(c, "peer\n", want);
+
+    /* two from 198.51.100.1 through the same proxy address: the third is closed */
+    for (int i = 0; i < 3; i++) {
+        one[i] = tcp_connect(d.port);
+        snprintf(h, sizeof(h), "PROXY TCP4 198.51.100.1 127.0.0.1 %d 80\r\n", 5000 + i);
+        send_all(one[i], h, strlen(h));
+        if (i < 2)
+            ask(one[i], "peer\n", i ? "198.51.100.1:5001\n" : "198.51.100.1:5000\n");
+    }
+    assert_true(closed_within(one[2], 5000));
+    other = tcp_connect(d.port);
+    send_all(other, "PROXY TCP4 198.51.100.2 127.0.0.1 6000 80\r\n", 43);
+    ask(other, "peer\n", "198.51.100.2:6000\n");
+    assert_true(metric(ap, "lfepolld_worker_proxy_shed_per_ip_total") == 1);
+    close(one[0]);
+    sleep_ms(200);
+    one[2] = tcp_connect(d.port);
+    send_all(one[2], "PROXY TCP4 198.51.100.1 127.0.0.1 5009 80\r\n", 43);
+    ask(one[2], "peer\n", "198.51.100.1:5009\n");
+    ask(one[2], "closes eof\n", "1\n"); /* one[0]'s; one[2]'s first was never started */
+    close(a);
+    close(b);
+    close(c);
+    close(one[1]);
+    close(one[2]);
+    close(other);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* A TCP port free now on 127.0.0.1 (for HAProxy's frontends). */
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* A real HAProxy in front, one frontend with send-proxy (v1), one with send-proxy-v2, each
+ * backend health-checked with check-send-proxy every 100 ms: a client through either one is
+ * seen by the script at its own address and port, and the health checks cost no proxy_bad. */
+static void test_haproxy(void **state)
+{
+    static const char *const args[] = {"--lua",   "tests/lua/peer.lua", "--proxy-protocol",
+                                       "--admin", "127.0.0.1:0",        NULL};
+    struct daemon d;
+    char cfg[] = "/tmp/lfe-haproxy-XXXXXX", want[64];
+    int ap, p1, p2, fd, status;
+    FILE *f;
+    pid_t hp;
+
+    (void)state;
+    if (access("/usr/sbin/haproxy", X_OK) != 0)
+        fail_msg("haproxy is not installed: run make deps (Debian package haproxy)");
+    start(&d, args);
+    ap = admin_port(&d);
+    p1 = free_port();
+    p2 = free_port();
+    fd = mkstemp(cfg);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    fprintf(f,
+            "global\n  maxconn 200\n"
+            "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 10s\n"
+            "  timeout server 10s\n"
+            "frontend v1\n  bind 127.0.0.1:%d\n  default_backend v1\n"
+            "backend v1\n  server s 127.0.0.1:%d send-proxy check inter 100ms check-send-proxy\n"
+            "frontend v2\n  bind 127.0.0.1:%d\n  default_backend v2\n"
+            "backend v2\n  server s 127.0.0.1:%d send-proxy-v2 check inter 100ms "
+            "check-send-proxy\n",
+            p1, d.port, p2, d.port);
+    fclose(f);
+    hp = fork();
+    if (hp == 0) {
+        int null = open("/dev/null", O_WRONLY);
+
+        dup2(null, 1);
+        execl("/usr/sbin/haproxy", "haproxy", "-db", "-q", "-f", cfg, (char *)NULL);
+        _exit(127);
+    }
+    assert_true(hp > 0);
+    for (int port = p1, round = 0; round < 2; round++, port = p2) {
+        struct sockaddr_in me;
+        socklen_t ml = sizeof(me);
+        long deadline = now_ms() + 10000 * slow;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        for (;;) { /* until HAProxy listens */
+            fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+                break;
+            close(fd);
+            if (now_ms() > deadline || waitpid(hp, &status, WNOHANG) == hp)
+                fail_msg("HAProxy did not listen on %d", port);
+            sleep_ms(50);
+        }
+        getsockname(fd, (struct sockaddr *)&me, &ml);
+        snprintf(want, sizeof(want), "127.0.0.1:%d\n", ntohs(me.sin_port));
+        ask(fd, "peer\n", want);
+        ask(fd, "through HAProxy\n", "through HAProxy\n");
+        close(fd);
+    }
+    sleep_ms(500); /* a few health checks, each a connection with a header and nothing more */
+    kill(hp, SIGTERM);
+    waitpid(hp, &status, 0);
+    unlink(cfg);
+    assert_true(metric(ap, "lfepolld_worker_proxy_bad_total") == 0);
+    assert_true(metric(ap, "lfepolld_worker_accepted_total") >= 4);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_idle_timeout, teardown),
+        cmocka_unit_test_teardown(test_idle_timeout_lua, teardown),
+        cmocka_unit_test_teardown(test_proxy_echo, teardown),
+        cmocka_unit_test_teardown(test_proxy_lua_peer_and_limit, teardown),
+        cmocka_unit_test_teardown(test_haproxy, teardown),
+    };
+
+    if (harness_init() < 0)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
