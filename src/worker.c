@@ -73,7 +73,8 @@ static int proxy_read(struct worker *w, struct conn *c, const struct conn_io *io
     ssize_t n;
     int len;
 
-    memcpy(io->buf, c->out.data + c->out.off, have);
+    if (have) /* the part an earlier event read */
+        memcpy(io->buf, c->out.data + c->out.off, have);
     do
         n = recv(c->fd, io->buf + have, PROXY_MAX - have, MSG_PEEK);
     while (n < 0 && errno == EINTR);
