@@ -324,10 +324,10 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
             o->drain_ms = (int)v;
         } else if (!strcmp(name, "--idle-timeout")) {
             if (opt_parse_duration_ms(val, &v) < 0) {
-                snprintf(
-                    err, errlen,
-                    "--idle-timeout: '%s' is not a duration; write 300, 30s or 500ms (0: never)",
-                    val);
+                snprintf(err, errlen,
+                         "--idle-timeout: '%s' is not a duration of 0 (never) to 86400s; write "
+                         "300, 30s or 500ms",
+                         val);
                 return OPT_ERROR;
             }
             o->idle_ms = (int)v;

@@ -106,7 +106,7 @@ static void test_idle_timeout(void **state)
     long t0;
 
     (void)state;
-    bad_start(bad, 2, "--idle-timeout: 'soon' is not a duration; write 300, 30s or 500ms");
+    bad_start(bad, 2, "--idle-timeout: 'soon' is not a duration of 0 (never) to 86400s");
     start(&d, args);
     ap = admin_port(&d);
 
@@ -161,6 +161,101 @@ static void test_idle_timeout(void **state)
         close(flood[i]);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     assert_non_null(strstr(log_text(&d), "idle_closed=302"));
+    cleanup(&d);
+}
+
+/* Connections that wake as they expire: 64 clients each send 8 bytes and read their echo, then
+ * wait 60 to 140 ms around the 100 ms timeout (the sweep runs every 50 ms) and send again, for
+ * 3 s. Every send must end in its exact echo or in a close (the sweep won the race), never in
+ * silence (a connection no worker is handed again) or in other bytes; a closed client comes
+ * back. Both outcomes must have happened many times. make test SANITIZER=thread runs it under
+ * TSan, where the daemon's exit status says whether a race was seen. */
+static void test_idle_race(void **state)
+{
+    static const char *const args[] = {"--idle-timeout", "100ms", "--admin", "127.0.0.1:0", NULL};
+    enum { N = 64 };
+    struct {
+        int fd;
+        bool waiting;
+        long next, sent_at;
+        char msg[9];
+        size_t got;
+    } c[N];
+    struct daemon d;
+    long t0, echoes = 0, closes = 0, seq = 0;
+    int ap;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+    srand(12345);
+    for (int i = 0; i < N; i++) {
+        c[i].fd = tcp_connect(d.port);
+        c[i].waiting = false;
+        c[i].next = now_ms() + rand() % 100;
+    }
+    t0 = now_ms();
+    while (now_ms() - t0 < 3000) {
+        struct pollfd p[N];
+        long now = now_ms();
+
+        for (int i = 0; i < N; i++) {
+            if (!c[i].waiting && now >= c[i].next) {
+                snprintf(c[i].msg, sizeof(c[i].msg), "%07ld\n", seq++);
+                c[i].got = 0;
+                c[i].sent_at = now;
+                c[i].waiting = true;
+                if (send(c[i].fd, c[i].msg, 8, MSG_NOSIGNAL) != 8) {
+                    closes++; /* closed by the sweep before this send */
+                    close(c[i].fd);
+                    c[i].fd = tcp_connect(d.port);
+                    c[i].waiting = false;
+                }
+            }
+            if (c[i].waiting && now - c[i].sent_at > 5000 * slow)
+                fail_msg("client %d: neither an echo nor a close 5 s after its send", i);
+            p[i].fd = c[i].waiting ? c[i].fd : -1;
+            p[i].events = POLLIN;
+            p[i].revents = 0;
+        }
+        if (poll(p, N, 5) < 0)
+            fail_msg("poll: %s", strerror(errno));
+        for (int i = 0; i < N; i++) {
+            char buf[16];
+            ssize_t n;
+
+            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            n = read(c[i].fd, buf, 8 - c[i].got);
+            if (n > 0) {
+                if (memcmp(buf, c[i].msg + c[i].got, (size_t)n) != 0)
+                    fail_msg("client %d: got other bytes than its own", i);
+                c[i].got += (size_t)n;
+                if (c[i].got == 8) {
+                    echoes++;
+                    c[i].waiting = false;
+                    c[i].next = now_ms() + 60 + rand() % 81;
+                }
+                continue;
+            }
+            closes++; /* EOF or reset: the sweep took it */
+            close(c[i].fd);
+            c[i].fd = tcp_connect(d.port);
+            c[i].waiting = false;
+            c[i].next = now_ms();
+        }
+    }
+    for (int i = 0; i < N; i++)
+        close(c[i].fd);
+    for (long until = now_ms() + 5000 * slow;
+         metric(ap, "lfepolld_connections") != 0 && now_ms() < until;)
+        sleep_ms(50);
+    assert_true(metric(ap, "lfepolld_connections") == 0);
+    print_message("idle race: %ld echoes, %ld closes by the sweep\n", echoes, closes);
+    if (echoes < 100 || closes < 20)
+        fail_msg("the race was not exercised: %ld echoes, %ld closes", echoes, closes);
+    assert_true(metric(ap, "lfepolld_worker_idle_closed_total") >= (double)closes);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     cleanup(&d);
 }
 
@@ -435,6 +530,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_idle_timeout, teardown),
+        cmocka_unit_test_teardown(test_idle_race, teardown),
         cmocka_unit_test_teardown(test_idle_timeout_lua, teardown),
         cmocka_unit_test_teardown(test_proxy_echo, teardown),
         cmocka_unit_test_teardown(test_proxy_lua_peer_and_limit, teardown),
