@@ -66,6 +66,8 @@ static void check_config(const struct opt *o, char **argv, int argc)
     FZ_CHECK(o->max_pending >= 1024 && o->max_pending <= (1u << 30), "max_pending %zu",
              o->max_pending);
     FZ_CHECK(o->drain_ms >= 0 && o->drain_ms <= 86400000, "drain_ms %d", o->drain_ms);
+    FZ_CHECK(o->idle_ms >= 0 && o->idle_ms <= 86400000, "idle_ms %d", o->idle_ms);
+    FZ_CHECK(o->max_per_ip >= 0 && o->max_per_ip <= 2147483647L, "max_per_ip %ld", o->max_per_ip);
     FZ_CHECK(o->batch >= 1 && o->batch <= 1024, "batch %d", o->batch);
     FZ_CHECK(o->dispatch == DISPATCH_RR || o->dispatch == DISPATCH_LEAST, "dispatch %d",
              (int)o->dispatch);
