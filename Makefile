@@ -58,7 +58,7 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover iplimit proxy dispatch frame shdict ctx script script_env \
+SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover iplimit proxy dispatch frame shdict ctx script script_env lio \
             lfelib lpattern lconn server acceptor worker tune
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
@@ -79,7 +79,7 @@ UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
             tests/integration/test_hdr_interop.sh
-INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene tests/integration/test_units.sh \
+INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
             tests/integration/test_install.sh
 BADSERVER := $(TOBJ)/badserver
 
@@ -155,6 +155,9 @@ $(TOBJ)/test_takeover: $(TOBJ)/int_test_takeover.o $(TOBJ)/int_harness.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/test_hygiene: $(TOBJ)/int_test_hygiene.o $(TOBJ)/int_harness.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_lua_io: $(TOBJ)/int_test_lua_io.o $(TOBJ)/int_harness.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o

@@ -35,6 +35,8 @@ struct opt {
     const char *lua;                    /* --lua SCRIPT, or NULL: echo */
     size_t lua_mem;                     /* --lua-mem-mb, bytes per lua_State (0: no cap) */
     int lua_timeout_ms;                 /* --lua-timeout-ms (0: none) */
+    int lua_wall_ms;                    /* --lua-wall-timeout-ms (0: none) */
+    int lua_io_ms;                      /* --lua-io-timeout-ms */
     bool lua_unsafe;                    /* --lua-unsafe: every standard library */
     size_t lua_shared;                  /* --lua-shared-mb, bytes */
     size_t lua_ctx;                     /* --lua-ctx-mb, bytes: conn.ctx of all connections */

@@ -26,6 +26,8 @@ struct script_opts {
     size_t max_output;   /* bytes one callback may queue (conn:send + its reply); 0 = no bound */
     size_t ctx_max;      /* serialized conn.ctx per connection; 0 = SCRIPT_CTX_MAX */
     size_t ctx_total;    /* serialized conn.ctx of all connections together; 0 = no bound */
+    int wall_ms;         /* --lua-wall-timeout-ms: a callback's time, waits included; 0 none */
+    int io_timeout_ms;   /* --lua-io-timeout-ms: lfe.connect's and a socket's default */
 };
 
 /* What the Lua side keeps per connection (inside the connection, owned by whoever owns it). */
@@ -107,6 +109,14 @@ void script_on_close(struct script *sc, struct script_conn *c, enum conn_why why
 /* Logs a problem with a connection through the same rate limit as script errors. */
 void script_note(struct script *sc, const struct script_conn *c, const char *where,
                  const char *what);
+
+/* Whether sc's worker is waiting in lfe.sleep or on a socket now (not stuck in a callback).
+ * Any thread. */
+bool script_waiting(struct script *sc);
+
+/* A stop began: every call that waits (lfe.sleep, a socket) ends by deadline_ms (CLOCK_MONOTONIC
+ * ms) with "stopping", those waiting now included. Any thread; e may be NULL. */
+void script_env_stop(struct script_env *e, long deadline_ms);
 
 /* Frees the connection's Lua-side data (ctx, peer). */
 void script_conn_release(struct script_conn *c);

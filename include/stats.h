@@ -27,6 +27,7 @@
     X(lua_nomem, "callbacks over --lua-mem-mb: connection closed")                                 \
     X(frames_big, "frames over max_frame: connection closed")                                      \
     X(lua_reloads, "script generations this worker switched to")                                   \
+    X(lua_wall_timeouts, "callbacks ended by --lua-wall-timeout-ms: connection closed")            \
     X(idle_closed, "connections closed by --idle-timeout")                                         \
     X(proxy_bad, "connections without a valid PROXY header (--proxy-protocol): closed")            \
     X(proxy_shed_per_ip, "closed after its PROXY header: that client had --max-conns-per-ip")

@@ -630,6 +630,7 @@ static void open_lfe(lua_State *L, struct lstate *ls)
     lua_setfield(L, -2, "log");
     lua_pushstring(L, ls->sc ? ls->sc->name : "check");
     lua_setfield(L, -2, "worker");
+    lio_open(L, ls);
 }
 
 int luaopen_lfe(lua_State *L)

@@ -274,6 +274,8 @@ int main(int argc, char **argv)
         struct script_opts so = {.path = o.lua,
                                  .mem_cap = o.lua_mem,
                                  .timeout_ms = o.lua_timeout_ms,
+                                 .wall_ms = o.lua_wall_ms,
+                                 .io_timeout_ms = o.lua_io_ms,
                                  .unsafe = o.lua_unsafe,
                                  .shared_bytes = o.lua_shared,
                                  .max_output = o.max_pending,
@@ -437,6 +439,12 @@ int main(int argc, char **argv)
         cpulist_format(&p.cpus[gi], cpus, sizeof(cpus));
         log_info("group %d: %d worker%s on CPUs %s", gi, p.nworkers[gi],
                  p.nworkers[gi] == 1 ? "" : "s", p.pin ? cpus : "any (--no-pin)");
+        if (p.nworkers[gi] > CPU_COUNT(&p.cpus[gi]))
+            log_info("group %d: %d workers for %d CPU%s: right for Lua handlers that wait (on a "
+                     "backend, lfe.sleep), which hold a worker but no CPU; for handlers that only "
+                     "compute, give one worker per CPU",
+                     gi, p.nworkers[gi], CPU_COUNT(&p.cpus[gi]),
+                     CPU_COUNT(&p.cpus[gi]) == 1 ? "" : "s");
     }
     log_info("limits: max-conns %ld (RLIMIT_NOFILE %llu), max-pending %zu bytes per connection",
              max_conns, (unsigned long long)rl.rlim_cur, o.max_pending);

@@ -48,7 +48,11 @@ static const char usage[] =
     "                         of two random groups (default rr)\n"
     "  --lua SCRIPT           serve connections with this Lua 5.4 script (see lua/README.md)\n"
     "  --lua-mem-mb N         memory cap per worker's Lua state, MiB; 0 = none (default 64)\n"
-    "  --lua-timeout-ms N     abort a callback running longer; 0 = never (default 1000)\n"
+    "  --lua-timeout-ms N     abort a callback running longer; 0 = never (default 1000);\n"
+    "                         time waiting in lfe.sleep or a socket does not count\n"
+    "  --lua-wall-timeout-ms N  end a callback taking longer, waits included; 0 = never\n"
+    "                         (default 5000)\n"
+    "  --lua-io-timeout-ms N  default timeout of lfe.connect and each socket call (1000)\n"
     "  --lua-shared-mb N      capacity of lfe.shared, MiB (default 16)\n"
     "  --lua-ctx-mb N         conn.ctx kept in C for all connections together, MiB; a save\n"
     "                         past it fails its callback (default 64; 1 MiB a connection)\n"
@@ -179,13 +183,32 @@ static bool hostport_ok(const char *s)
     return parse_long(colon + 1, 0, 65535, &port) == 0;
 }
 
-static const char *const with_value[] = {
-    "--listen",         "--backlog",          "--groups",       "--workers",
-    "--cpus",           "--max-conns",        "--max-pending",  "--drain-timeout",
-    "--batch",          "--dispatch",         "--lua",          "--lua-mem-mb",
-    "--lua-timeout-ms", "--lua-shared-mb",    "--lua-ctx-mb",   "--sysctl-conf",
-    "--admin",          "--log-format",       "--config",       "--user",
-    "--takeover",       "--max-conns-per-ip", "--idle-timeout", NULL};
+static const char *const with_value[] = {"--listen",
+                                         "--backlog",
+                                         "--groups",
+                                         "--workers",
+                                         "--cpus",
+                                         "--max-conns",
+                                         "--max-pending",
+                                         "--drain-timeout",
+                                         "--batch",
+                                         "--dispatch",
+                                         "--lua",
+                                         "--lua-mem-mb",
+                                         "--lua-timeout-ms",
+                                         "--lua-shared-mb",
+                                         "--lua-ctx-mb",
+                                         "--sysctl-conf",
+                                         "--admin",
+                                         "--log-format",
+                                         "--config",
+                                         "--user",
+                                         "--takeover",
+                                         "--max-conns-per-ip",
+                                         "--idle-timeout",
+                                         "--lua-wall-timeout-ms",
+                                         "--lua-io-timeout-ms",
+                                         NULL};
 
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                              size_t errlen)
@@ -200,6 +223,8 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     o->verbosity = 1;
     o->lua_mem = (size_t)64 << 20;
     o->lua_timeout_ms = 1000;
+    o->lua_wall_ms = 5000;
+    o->lua_io_ms = 1000;
     o->lua_shared = (size_t)16 << 20;
     o->lua_ctx = (size_t)64 << 20;
 
@@ -253,6 +278,16 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->lua_timeout_ms = (int)v;
+        } else if (!strcmp(name, "--lua-wall-timeout-ms") || !strcmp(name, "--lua-io-timeout-ms")) {
+            bool wall = name[6] == 'w';
+
+            if (parse_long(val, wall ? 0 : 1, 3600000, &v) < 0) {
+                snprintf(err, errlen,
+                         "%s: '%s' is not a whole number of milliseconds from %d to 3600000", name,
+                         val, wall ? 0 : 1);
+                return OPT_ERROR;
+            }
+            *(wall ? &o->lua_wall_ms : &o->lua_io_ms) = (int)v;
         } else if (!strcmp(name, "--check-sysctl")) {
             o->sysctl = o->sysctl > 1 ? o->sysctl : 1;
         } else if (!strcmp(name, "--apply-sysctl")) {

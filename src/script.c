@@ -543,11 +543,13 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
     /* Neither push allocates (a light C function, a light userdata; the stack has room). */
     lua_pushcfunction(L, call_protected);
     lua_pushlightuserdata(L, &k);
+    lio_call_begin(sc, ref == sc->ls->ref_close);
     __atomic_store_n(&sc->start_ms, coarse_ms(), __ATOMIC_RELAXED);
     __atomic_store_n(&sc->seq, sc->seq + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&sc->in_call, 1, __ATOMIC_RELEASE);
     rc = lua_pcall(L, 1, 0, 1);
     __atomic_store_n(&sc->in_call, 0, __ATOMIC_RELEASE);
+    lio_call_end(sc);
     if (sc->hooked) {
         lua_sethook(L, NULL, 0, 0);
         sc->hooked = 0;
@@ -572,6 +574,13 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
                      sc->ls->used >> 10, sc->ls->cap >> 10);
             report(sc, c, cb, what);
             res = SCRIPT_NOMEM;
+        } else if (sc->wall_out) {
+            char what[1024];
+            STAT_ADD(sc->st, lua_wall_timeouts, 1);
+            snprintf(what, sizeof(what), "ended after --lua-wall-timeout-ms %d: %s",
+                     sc->env->o.wall_ms, msg ? msg : "");
+            report(sc, c, cb, what);
+            res = SCRIPT_TIMEOUT;
         } else if (sc->timed_out) {
             char what[1024];
             STAT_ADD(sc->st, lua_timeouts, 1);
@@ -586,6 +595,7 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
         }
     }
     sc->timed_out = 0;
+    sc->wall_out = 0;
     lua_settop(L, 1);
     if (res == SCRIPT_NOMEM)
         after_nomem(sc);
@@ -623,6 +633,7 @@ void script_free(struct script *sc)
         return;
     script_env_unregister(sc->env, sc);
     lstate_free(sc->ls);
+    lio_free(sc);
     free(sc->ser.data);
     free(sc);
 }

@@ -97,10 +97,15 @@ struct script_env *script_env_new(const struct script_opts *o, char *err, size_t
         return NULL;
     }
     e->o = *o;
+    e->stopfd = -1;
     e->path = strdup(o->path);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->wd_cv, NULL);
     e->dict = shdict_new(o->shared_bytes);
+    if (lio_env_init(e) < 0) {
+        snprintf(err, errlen, "eventfd: %s", strerror(errno));
+        goto fail;
+    }
     if (!e->path || !e->dict) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -253,6 +258,7 @@ static void *watchdog_main(void *arg)
             uint64_t seq = __atomic_load_n(&sc->seq, __ATOMIC_RELAXED);
 
             if (__atomic_load_n(&sc->in_call, __ATOMIC_ACQUIRE) && seq != sc->fired &&
+                !__atomic_load_n(&sc->blocked, __ATOMIC_ACQUIRE) &&
                 now - __atomic_load_n(&sc->start_ms, __ATOMIC_RELAXED) >= e->o.timeout_ms) {
                 sc->fired = seq;
                 __atomic_store_n(&sc->kill_seq, seq, __ATOMIC_RELEASE);
@@ -305,6 +311,7 @@ void script_env_free(struct script_env *e)
     if (e->cur)
         script_env_src_put(e, e->cur);
     shdict_free(e->dict);
+    lio_env_free(e);
     free(e->scripts);
     free(e->path);
     pthread_cond_destroy(&e->wd_cv);

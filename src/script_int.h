@@ -36,10 +36,12 @@ struct script_env {
     bool wd_started;
     pthread_cond_t wd_cv;
     bool wd_stop;
-    long log_sec;    /* atomic: second of the current error-log window */
-    int log_n;       /* atomic: errors logged in it */
-    long log_quiet;  /* atomic: errors not logged */
-    size_t ctx_used; /* atomic: bytes of saved conn.ctx, all connections (--lua-ctx-mb) */
+    long log_sec;          /* atomic: second of the current error-log window */
+    int log_n;             /* atomic: errors logged in it */
+    long log_quiet;        /* atomic: errors not logged */
+    size_t ctx_used;       /* atomic: bytes of saved conn.ctx, all connections (--lua-ctx-mb) */
+    int stopfd;            /* lio: eventfd made readable when a stop begins */
+    long stop_deadline_ms; /* atomic: lio: the drain's deadline (mono ms), 0 until a stop */
 };
 
 /* One lua_State and what was loaded into it. */
@@ -74,6 +76,14 @@ struct script {
     volatile sig_atomic_t hooked;    /* set by the signal handler: the hook is armed */
     volatile sig_atomic_t timed_out; /* set with it */
     struct outbuf ser;               /* conn.ctx serialization scratch */
+    /* lio.c: the calls that wait. */
+    int blocked;                    /* atomic: inside a wait: the CPU watchdog looks away */
+    volatile sig_atomic_t wall_out; /* the callback waited past --lua-wall-timeout-ms */
+    long wall_deadline_ms;          /* this callback's, mono ms; 0: none */
+    bool in_close;                  /* running on_close: no waiting */
+    struct lsock *socks;            /* sockets this callback opened, still open */
+    struct lio_pooled *pool;        /* kept-alive sockets, oldest first */
+    int npool;
 };
 
 /* The conn object: a userdata made fresh for each callback (lfelib_push_conn), dead once it
@@ -127,6 +137,21 @@ struct cud *lfelib_push_conn(lua_State *L, struct script *sc, struct script_conn
 /* Appends a callback's output to u->out, within --max-pending for the callback (what names the
  * caller in the error). Raises past it or on memory. */
 void lfelib_output(lua_State *L, struct cud *u, const char *s, size_t len, const char *what);
+
+/* --- lio.c: the calls that wait --- */
+
+/* Adds lfe.now, lfe.sleep and lfe.connect to the lfe table at the top of L's stack, and the
+ * socket's metatable to the registry. Raises on memory. */
+void lio_open(lua_State *L, struct lstate *ls);
+/* Around each callback: its wall-clock deadline, whether it is on_close; at its end, the
+ * sockets it left open are closed. */
+void lio_call_begin(struct script *sc, bool in_close);
+void lio_call_end(struct script *sc);
+/* Closes sc's pooled sockets. */
+void lio_free(struct script *sc);
+/* The environment's stop eventfd: 0 or -errno; and its release. */
+int lio_env_init(struct script_env *e);
+void lio_env_free(struct script_env *e);
 
 /* --- ctx.c: conn.ctx kept between callbacks --- */
 

@@ -42,6 +42,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,7 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     struct timespec until;
 
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
+    script_env_stop(s->lua, deadline); /* Lua calls that wait end by the drain's deadline */
     if (s->acc_started) {
         pool_kick(s->acc_wakefd);
         pthread_join(s->acc_tid, NULL);
@@ -467,9 +469,15 @@ int server_stalled(struct server *s, long limit_ms)
         for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
             struct worker *w = &s->groups[gi].workers[wi];
 
+            long lim = limit_ms;
+
+            /* A callback waiting in lfe.sleep or on a socket is not stuck: it may wait up to
+             * --lua-wall-timeout-ms in all (no bound without it) */
+            if (w->script && script_waiting(w->script))
+                lim = s->opt->lua_wall_ms > 0 ? s->opt->lua_wall_ms + limit_ms : LONG_MAX / 2000000;
             /* busy is stored after busy_since: a busy worker's start time is its own */
             if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE) &&
-                now - __atomic_load_n(&w->busy_since_ns, __ATOMIC_RELAXED) > limit_ms * 1000000LL)
+                now - __atomic_load_n(&w->busy_since_ns, __ATOMIC_RELAXED) > lim * 1000000LL)
                 n++;
         }
     return n;

@@ -232,6 +232,9 @@ void *worker_main(void *arg)
                 continue;
             }
             HANDOFF_ACQUIRE(c);
+            /* stall detection counts from this event (a batch of callbacks that wait may be
+             * long in all): a plain store, read by main and the admin thread */
+            __atomic_store_n(&w->busy_since_ns, last, __ATOMIC_RELAXED);
             if (s->idle && idle_take(s, c->fd))
                 close_idle(w, c);
             else

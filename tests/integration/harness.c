@@ -378,3 +378,18 @@ bool echoes(int fd)
     n = read(fd, buf, sizeof(buf));
     return n == 4 && memcmp(buf, "abc\n", 4) == 0;
 }
+
+/* A TCP port free now on 127.0.0.1 (another process may take it before the caller binds it). */
+int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}

@@ -68,5 +68,7 @@ double metric_sum(const char *body, const char *name);
 int connect_from(int port, const char *src);
 /* Whether fd echoes a line (true), or was closed by the server (false). */
 bool echoes(int fd);
+/* A TCP port free now on 127.0.0.1 (another process may take it before the caller binds it). */
+int free_port(void);
 
 #endif /* LFE_TEST_HARNESS_H */

@@ -436,21 +436,6 @@ static void test_proxy_lua_peer_and_limit(void **state)
     cleanup(&d);
 }
 
-/* A TCP port free now on 127.0.0.1 (for HAProxy's frontends). */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t l = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 /* A real HAProxy in front, one frontend with send-proxy (v1), one with send-proxy-v2, each
  * backend health-checked with check-send-proxy every 100 ms: a client through either one is
  * seen by the script at its own address and port, and the health checks cost no proxy_bad. */

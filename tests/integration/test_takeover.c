@@ -29,19 +29,6 @@
 
 static char sock[64], addr[32];
 
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t al = sizeof(a);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
-    getsockname(s, (struct sockaddr *)&a, &al);
-    close(s);
-    return ntohs(a.sin_port);
-}
-
 static void setup_paths(void)
 {
     snprintf(sock, sizeof(sock), "/tmp/lfe-takeover-%d.sock", (int)getpid());

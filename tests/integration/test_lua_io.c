@@ -1,0 +1,410 @@
+/* test_lua_io: Lua handlers that wait (lfe.connect, the socket, lfe.sleep). Each call's success,
+ * timeout and error against backends that refuse, stall, close half-way and reset
+ * (badserver.c); the pool (reuse, a pooled socket the backend closed, the bound per address);
+ * bad use (a socket from another callback, on_close, bad arguments); the CPU watchdog not
+ * firing while a callback waits and the wall-clock bound firing; SIGTERM with every worker
+ * waiting; lua/proxy.lua in front of lua/delay.lua. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static pid_t bad_pid = -1;
+
+static void start(struct daemon *d, const char *const *args)
+{
+    if (spawn(d, args, 0, NULL) < 0)
+        fail_msg("lfepolld did not start: %s", log_text(d));
+}
+
+/* Starts badserver on a free port with mode and its arguments; returns the port. */
+static int start_bad(const char *mode, const char *a1)
+{
+    const char *bin = getenv("BADSERVER");
+    char port[16], line[16] = "";
+    int p[2], n = 0;
+
+    assert_non_null(bin);
+    snprintf(port, sizeof(port), "%d", free_port());
+    assert_int_equal(pipe(p), 0);
+    bad_pid = fork();
+    if (bad_pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        execl(bin, "badserver", port, mode, a1, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    while (n < (int)sizeof(line) - 1 && read(p[0], line + n, 1) == 1 && line[n] != '\n')
+        n++;
+    close(p[0]);
+    if (strncmp(line, "ready", 5))
+        fail_msg("badserver %s did not start", mode);
+    return atoi(port);
+}
+
+static void stop_bad(void)
+{
+    if (bad_pid > 0) {
+        kill(bad_pid, SIGKILL);
+        waitpid(bad_pid, NULL, 0);
+    }
+    bad_pid = -1;
+}
+
+static int teardown_all(void **state)
+{
+    stop_bad();
+    return teardown(state);
+}
+
+/* Sends line, returns the answer line (static, without "\n"), or "<closed>" / "<silent>". */
+static const char *cmd(int fd, const char *line, long timeout_ms)
+{
+    static char buf[4096];
+    size_t got = 0;
+
+    send_all(fd, line, strlen(line));
+    send_all(fd, "\n", 1);
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&p, 1, (int)(timeout_ms * slow)) <= 0)
+            return "<silent>";
+        n = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (n <= 0)
+            return "<closed>";
+        got += (size_t)n;
+        if (buf[got - 1] == '\n' || got == sizeof(buf) - 1)
+            break;
+    }
+    buf[got - 1] = '\0';
+    return buf;
+}
+
+static void expect(int fd, const char *line, const char *want)
+{
+    const char *got = cmd(fd, line, 10000);
+
+    if (strcmp(got, want))
+        fail_msg("'%s': got '%s', want '%s'", line, got, want);
+}
+
+static void expect_prefix(int fd, const char *line, const char *want)
+{
+    const char *got = cmd(fd, line, 10000);
+
+    if (strncmp(got, want, strlen(want)))
+        fail_msg("'%s': got '%s', want '%s...'", line, got, want);
+}
+
+/* The log names what, within 5 s. */
+static void log_has(struct daemon *d, const char *what)
+{
+    for (long until = now_ms() + 5000 * slow; now_ms() < until; sleep_ms(20))
+        if (strstr(log_text(d), what))
+            return;
+    fail_msg("the log does not say '%s':\n%s", what, log_text(d));
+}
+
+/* Each call against each kind of backend: success, refusal, a stall (timeout), a close half-way
+ * (with the partial line), a reset half-way; the patterns of receive. */
+static void test_calls_and_failures(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/io.lua", NULL};
+    struct daemon d;
+    char line[128];
+    int fd, echo, stall, trunc, rst;
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    echo = start_bad("echo", NULL);
+    snprintf(line, sizeof(line), "get %d hello", echo);
+    expect(fd, line, "got hello");
+    snprintf(line, sizeof(line), "raw %d abcdefgh 5", echo);
+    expect(fd, line, "raw abcde");
+    snprintf(line, sizeof(line), "raw %d xy\\r *l", echo); /* no newline: a timeout, partial */
+    expect(fd, line, "ERR recv timeout partial=xy\\r");
+    stop_bad();
+
+    snprintf(line, sizeof(line), "get %d hello", echo);
+    expect(fd, line, "ERR connect connection refused");
+
+    stall = start_bad("stall", "0");
+    snprintf(line, sizeof(line), "get %d hello 0.2", stall);
+    expect(fd, line, "ERR recv timeout");
+    stop_bad();
+
+    trunc = start_bad("trunc", "1");
+    snprintf(line, sizeof(line), "get %d abcdefgh", trunc);
+    expect(fd, line, "ERR recv closed partial=abcd");
+    stop_bad();
+
+    rst = start_bad("truncrst", "1"); /* half the answer, then a reset */
+    snprintf(line, sizeof(line), "get %d abcdefgh", rst);
+    expect_prefix(fd, line, "ERR recv closed");
+    stop_bad();
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* The pool: a second request reuses the first's connection (the backend, lfepolld with
+ * peer.lua, sees the same client port); a pooled connection the backend closed (its
+ * --idle-timeout) is noticed and replaced without an error; at most 32 are kept per address. */
+static void test_pool(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/io.lua", "--workers", "1", NULL};
+    static const char *const bargs[] = {"--lua", "tests/lua/peer.lua", "--idle-timeout", "300ms",
+                                        NULL};
+    struct daemon d, b;
+    char line[128], first[64], *list, *save, *tok;
+    int fd, reused = 0, n = 0;
+
+    (void)state;
+    start(&b, bargs);
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    snprintf(line, sizeof(line), "get %d peer", b.port);
+    snprintf(first, sizeof(first), "%s", cmd(fd, line, 5000));
+    assert_memory_equal(first, "got 127.0.0.1:", 14);
+    expect(fd, line, first); /* the same connection */
+    sleep_ms(800);           /* the backend closes it: idle */
+    expect_prefix(fd, line, "got 127.0.0.1:");
+    assert_string_not_equal(cmd(fd, line, 5000), first);
+
+    snprintf(line, sizeof(line), "many %d 40", b.port);
+    list = strdup(cmd(fd, line, 10000));
+    {
+        char again[4096], key[80];
+
+        snprintf(again, sizeof(again), ",%s,", cmd(fd, line, 10000));
+        for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            n++;
+            snprintf(key, sizeof(key), ",%s,", tok);
+            reused += strstr(again, key) != NULL;
+        }
+    }
+    free(list);
+    assert_int_equal(n, 40);
+    if (reused < 1 || reused > 32)
+        fail_msg("%d of 40 connections came back from the pool; want 1 to 32", reused);
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&d);
+    cleanup(&b);
+}
+
+/* Bad use: each a clear error in the log and the connection closed, the daemon serving on. One
+ * worker: the socket kept in a global must be in the state the next callback runs in. */
+static void test_bad_use(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/io.lua", "--workers", "1", NULL};
+    static const struct {
+        const char *cmd, *log;
+    } cases[] = {
+        {"bad port", "lfe.connect: port 70000 is out of range (1 to 65535)"},
+        {"bad option", "lfe.connect: unknown option 'timeuot' (the options: timeout)"},
+        {"bad host", "'example.com' is not a numeric IPv4 or IPv6 address or localhost"},
+        {"bad timeout", "lfe.sleep: -1.0 is not a number of seconds from 0 to 86400"},
+    };
+    struct daemon d;
+    char line[64];
+    int fd, echo;
+
+    (void)state;
+    start(&d, args);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fd = tcp_connect(d.port);
+        expect(fd, cases[i].cmd, "<closed>");
+        log_has(&d, cases[i].log);
+        close(fd);
+    }
+    echo = start_bad("echo", NULL);
+    fd = tcp_connect(d.port);
+    snprintf(line, sizeof(line), "keep %d", echo);
+    expect(fd, line, "kept");
+    expect(fd, "usekept", "<closed>");
+    log_has(&d, "sock:send: this socket belongs to another callback");
+    close(fd);
+    fd = tcp_connect(d.port);
+    expect(fd, "closesleep", "ok");
+    close(fd);
+    log_has(&d, "on_close sleep: false");
+    log_has(&d, "lfe.sleep is not allowed in on_close");
+    fd = tcp_connect(d.port);
+    expect(fd, "sleep 0", "slept 0.000");
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* The CPU watchdog (--lua-timeout-ms 200) does not fire while a callback sleeps 600 ms; it
+ * still fires for one that spins; the wall-clock bound (--lua-wall-timeout-ms 1000) ends one
+ * that sleeps 2 s, even though the script's pcall would swallow an ordinary error. */
+static void test_timeouts(void **state)
+{
+    static const char *const args[] = {"--lua",   "tests/lua/io.lua",      "--lua-timeout-ms",
+                                       "200",     "--lua-wall-timeout-ms", "1000",
+                                       "--admin", "127.0.0.1:0",           NULL};
+    static const char *const bad[] = {"--lua-wall-timeout-ms", "soon", NULL};
+    struct daemon d;
+    char *body;
+    int fd, ap;
+
+    (void)state;
+    bad_start(bad, 2, "--lua-wall-timeout-ms: 'soon' is not a whole number of milliseconds");
+    start(&d, args);
+    ap = admin_port(&d);
+    fd = tcp_connect(d.port);
+    expect_prefix(fd, "sleep 0.6", "slept 0.6");
+    expect(fd, "spin 5", "<closed>");
+    close(fd);
+    fd = tcp_connect(d.port);
+    expect(fd, "sleep 2", "<closed>");
+    close(fd);
+    log_has(&d, "ended after --lua-wall-timeout-ms 1000");
+    assert_int_equal(http_get(ap, "/metrics", &body), 200);
+    assert_true(metric_sum(body, "lfepolld_worker_lua_timeouts_total") == 1);
+    assert_true(metric_sum(body, "lfepolld_worker_lua_wall_timeouts_total") == 1);
+    free(body);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* SIGTERM while every worker waits (two in lfe.sleep 30, two on a backend that never answers,
+ * with 30 s timeouts): the daemon exits 0 within the drain timeout (1 s) and a little. */
+static void test_stop_while_waiting(void **state)
+{
+    static const char *const args[] = {
+        "--lua", "tests/lua/io.lua", "--workers", "4", "--drain-timeout", "1s", NULL};
+    struct daemon d;
+    char line[64];
+    int fd[4], stall;
+    long t0;
+
+    (void)state;
+    start(&d, args);
+    stall = start_bad("stall", "0");
+    for (int i = 0; i < 4; i++) {
+        fd[i] = tcp_connect(d.port);
+        if (i < 2)
+            snprintf(line, sizeof(line), "sleep 30\n");
+        else
+            snprintf(line, sizeof(line), "get %d x 30\n", stall);
+        send_all(fd[i], line, strlen(line));
+    }
+    sleep_ms(300);
+    t0 = now_ms();
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    if (now_ms() - t0 > 1000 + 2000 * slow)
+        fail_msg("the stop took %ld ms with --drain-timeout 1s", now_ms() - t0);
+    for (int i = 0; i < 4; i++)
+        close(fd[i]);
+    cleanup(&d);
+}
+
+/* Writes lua/proxy.lua with its backend list replaced. */
+static void write_proxy(const char *path, const char *backends)
+{
+    FILE *in = fopen("lua/proxy.lua", "r"), *out = fopen(path, "w");
+    char l[512];
+
+    assert_non_null(in);
+    assert_non_null(out);
+    while (fgets(l, sizeof(l), in)) {
+        if (strstr(l, "    backends = { \""))
+            fprintf(out, "    backends = { %s },\n", backends);
+        else if (strstr(l, "timeout = 1.0,"))
+            fprintf(out, "    timeout = 0.5,\n");
+        else
+            fputs(l, out);
+    }
+    fclose(in);
+    fclose(out);
+}
+
+/* lua/proxy.lua in front of two lua/delay.lua backends: 300 requests, a tenth of them asking
+ * for a 20 ms delay, each answered with itself; one backend stopped (SIGSTOP: it neither
+ * answers nor refuses) and the other killed: errors, never a hang. */
+static void test_proxy_and_delay(void **state)
+{
+    static const char *const bargs[] = {"--lua", "lua/delay.lua", "--workers", "8", NULL};
+    struct daemon b1, b2, p;
+    char path[] = "/tmp/lfe-proxy-XXXXXX.lua", list[128], line[64], want[64];
+    const char *pargs[] = {"--lua", path, "--workers", "8", NULL};
+    int fd, tmp;
+
+    (void)state;
+    start(&b1, bargs);
+    start(&b2, bargs);
+    tmp = mkstemps(path, 4);
+    assert_true(tmp >= 0);
+    close(tmp);
+    snprintf(list, sizeof(list), "\"127.0.0.1:%d\", \"[::ffff:127.0.0.1]:%d\"", b1.port, b2.port);
+    write_proxy(path, list);
+    start(&p, pargs);
+    fd = tcp_connect(p.port);
+    for (int i = 0; i < 300; i++) {
+        snprintf(line, sizeof(line), i % 10 ? "request %d" : "@20 request %d", i);
+        snprintf(want, sizeof(want), "%s", line);
+        expect(fd, line, want);
+    }
+    kill(b1.pid, SIGSTOP);
+    for (int i = 0; i < 4; i++) {
+        const char *got = cmd(fd, "after", 5000);
+
+        if (strcmp(got, "after") && strncmp(got, "ERR backend 127.0.0.1:", 22))
+            fail_msg("with a stopped backend: '%s'", got);
+    }
+    kill(b2.pid, SIGKILL);
+    waitpid(b2.pid, NULL, 0);
+    b2.pid = -1;
+    for (int i = 0; i < 4; i++) {
+        const char *got = cmd(fd, "none", 5000);
+
+        if (strncmp(got, "ERR backend ", 12))
+            fail_msg("with no backend: '%s'", got);
+    }
+    kill(b1.pid, SIGCONT);
+    close(fd);
+    unlink(path);
+    assert_int_equal(stop_daemon(&p, SIGTERM, 10000), 0);
+    assert_int_equal(stop_daemon(&b1, SIGTERM, 10000), 0);
+    cleanup(&p);
+    cleanup(&b1);
+    cleanup(&b2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_calls_and_failures, teardown_all),
+        cmocka_unit_test_teardown(test_pool, teardown_all),
+        cmocka_unit_test_teardown(test_bad_use, teardown_all),
+        cmocka_unit_test_teardown(test_timeouts, teardown_all),
+        cmocka_unit_test_teardown(test_stop_while_waiting, teardown_all),
+        cmocka_unit_test_teardown(test_proxy_and_delay, teardown_all),
+    };
+
+    if (harness_init() < 0)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
