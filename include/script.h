@@ -110,6 +110,10 @@ void script_on_close(struct script *sc, struct script_conn *c, enum conn_why why
 void script_note(struct script *sc, const struct script_conn *c, const char *where,
                  const char *what);
 
+/* fn(arg) runs on sc's thread before each wait of a callback (lfe.sleep, a socket): the worker
+ * gives the rest of its batch back to the group there. */
+void script_set_wait_hook(struct script *sc, void (*fn)(void *), void *arg);
+
 /* Whether sc's worker is waiting in lfe.sleep or on a socket now (not stuck in a callback).
  * Any thread. */
 bool script_waiting(struct script *sc);

@@ -52,9 +52,11 @@ int server_stalled(struct server *s, long limit_ms);
 /* Live connections now. Any thread. */
 long server_live(struct server *s);
 
-/* --idle-timeout, from main's loop: shuts down (SHUT_RDWR) every connection that has been armed
- * without an event for the timeout at now_ms (CLOCK_MONOTONIC); a worker then closes it as
- * "idle". A no-op without the option. Returns how many it shut down. Main thread only. */
+/* --idle-timeout, from main's loop and its drain: shuts down (SHUT_RDWR) every connection that
+ * has been armed without an event for the timeout at now_ms (CLOCK_MONOTONIC) and has none
+ * waiting to be taken (poll); a worker then closes it as "idle". Runs at most every half tick
+ * (a quarter of the timeout, 50 ms to 1 s); a no-op without the option. Returns how many it shut
+ * down. Main thread only. */
 long server_sweep_idle(struct server *s, long now_ms);
 
 /* Whether a load balancer should send traffic here: true while serving; false, with the reason

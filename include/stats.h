@@ -29,6 +29,7 @@
     X(lua_reloads, "script generations this worker switched to")                                   \
     X(lua_wall_timeouts, "callbacks ended by --lua-wall-timeout-ms: connection closed")            \
     X(idle_closed, "connections closed by --idle-timeout")                                         \
+    X(given_back, "events re-armed for other workers before a Lua callback waited")                \
     X(proxy_bad, "connections without a valid PROXY header (--proxy-protocol): closed")            \
     X(proxy_shed_per_ip, "closed after its PROXY header: that client had --max-conns-per-ip")
 

@@ -115,6 +115,8 @@ static enum wait_rc wait_fd(lua_State *L, struct script *sc, int fd, short ev, l
     enum wait_rc rc;
     bool wall = false;
 
+    if (sc->wait_hook)
+        sc->wait_hook(sc->wait_arg); /* the rest of the worker's batch goes to the others */
     __atomic_store_n(&sc->blocked, 1, __ATOMIC_RELEASE);
     for (;;) {
         long stop = __atomic_load_n(&e->stop_deadline_ms, __ATOMIC_ACQUIRE), until = deadline;
@@ -674,6 +676,12 @@ void lio_open(lua_State *L, struct lstate *ls)
         lua_setfield(L, -2, "__tostring");
     }
     lua_pop(L, 1);
+}
+
+void script_set_wait_hook(struct script *sc, void (*fn)(void *), void *arg)
+{
+    sc->wait_hook = fn;
+    sc->wait_arg = arg;
 }
 
 bool script_waiting(struct script *sc)

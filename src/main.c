@@ -169,6 +169,7 @@ static int drain_wait(void)
 
     if (sig == SIGUSR1)
         print_stats();
+    server_sweep_idle(srv, mono_ms()); /* a client that never reads must not hold the drain */
     return sig == SIGINT || sig == SIGTERM;
 }
 

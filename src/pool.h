@@ -41,6 +41,8 @@ struct worker {
     struct epoll_event *evs; /* opt->batch events per epoll_wait */
     struct script *script;   /* Lua mode: this thread's lua_State; NULL in echo mode */
     struct outbuf lout;      /* Lua mode: replies gathered during one event */
+    int next, n;             /* the batch: evs[next..n) are taken but not yet handled */
+    bool stop;               /* the stop eventfd was in a batch */
 };
 
 /* One epoll group: an epoll fd shared by nworkers threads pinned to cpus. */
@@ -86,6 +88,7 @@ struct server {
                               * before the hand-off, read by the closing owner) */
     uint64_t *idle;          /* --idle-timeout: fd -> IDLE_* word (below), else NULL */
     long fd_hi;              /* atomic: the highest connection fd accepted (the sweep's end) */
+    long next_sweep_ms;      /* main: when the idle sweep runs next */
     pthread_mutex_t iplock;  /* --proxy-protocol with --max-conns-per-ip: workers take slots */
 };
 

@@ -84,6 +84,8 @@ struct script {
     struct lsock *socks;            /* sockets this callback opened, still open */
     struct lio_pooled *pool;        /* kept-alive sockets, oldest first */
     int npool;
+    void (*wait_hook)(void *); /* before each wait: the worker's (script_set_wait_hook) */
+    void *wait_arg;
 };
 
 /* The conn object: a userdata made fresh for each callback (lfelib_push_conn), dead once it

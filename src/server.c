@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -79,9 +80,12 @@ long server_sweep_idle(struct server *s, long now)
 {
     long hi = __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED), n = 0;
     uint64_t limit = (uint64_t)s->opt->idle_ms;
+    long tick = s->opt->idle_ms / 4;
 
-    if (!s->idle)
+    if (!s->idle || now < s->next_sweep_ms)
         return 0;
+    tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
+    s->next_sweep_ms = now + tick / 2; /* main calls each tick; a drain every 10 ms */
     for (long fd = 0; fd <= hi && (size_t)fd < s->table_size; fd++) {
         uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED);
 
@@ -90,12 +94,41 @@ long server_sweep_idle(struct server *s, long now)
         if (!__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_CLAIMED, false,
                                          __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
             continue; /* a worker took it meanwhile: it was not idle */
-        /* Claimed: no thread owns it, none can until we hand it back, so fd is still its. */
+        /* Claimed: no thread owns it, none can until we hand it back, so fd is still its, and
+         * so is c (only an owner frees one). An event may be waiting for a worker that has not
+         * taken it yet (a long batch, a ready list): input or an end of input, or room for
+         * output it has pending. That is not idle: handed back, dated now. */
+        {
+            struct conn *c = __atomic_load_n(&s->table[fd], __ATOMIC_ACQUIRE);
+            struct pollfd p = {.fd = (int)fd, .events = POLLIN | POLLRDHUP};
+
+            if (c && obuf_len(&c->out) && !(c->flags & CONN_PROXY))
+                p.events |= POLLOUT;
+            if (poll(&p, 1, 0) > 0) {
+                __atomic_store_n(&s->idle[fd], ((uint64_t)now << 2) | IDLE_ARMED,
+                                 __ATOMIC_RELEASE);
+                continue;
+            }
+        }
         shutdown((int)fd, SHUT_RDWR);
         __atomic_store_n(&s->idle[fd], (v & ~(uint64_t)3) | IDLE_EXPIRED, __ATOMIC_RELEASE);
         n++;
     }
     return n;
+}
+
+/* n zeroed elements of size, aligned to 64 bytes (struct server, group and worker hold
+ * cache-line-aligned counters; calloc promises 16). NULL when memory runs out. */
+static void *calloc64(size_t n, size_t size)
+{
+    void *p;
+
+    if (n && size > SIZE_MAX / n)
+        return NULL;
+    if (posix_memalign(&p, 64, n * size > 0 ? n * size : 64))
+        return NULL;
+    memset(p, 0, n * size);
+    return p;
 }
 
 static int add_fd(int epfd, int fd, uint32_t events, uint64_t data)
@@ -108,7 +141,7 @@ static int add_fd(int epfd, int fd, uint32_t events, uint64_t data)
 struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
                           long max_conns, struct script_env *lua, char *err, size_t errlen)
 {
-    struct server *s = calloc(1, sizeof(*s));
+    struct server *s = calloc64(1, sizeof(*s));
     struct rlimit rl;
 
     if (!s) {
@@ -139,7 +172,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         goto out_nomem;
     if (o->idle_ms && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
         goto out_nomem;
-    s->groups = calloc((size_t)s->ngroups, sizeof(*s->groups));
+    s->groups = calloc64((size_t)s->ngroups, sizeof(*s->groups));
     if (!s->table || !s->groups)
         goto out_nomem;
     for (int gi = 0; gi < s->ngroups; gi++)
@@ -151,7 +184,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         g->nworkers = p->nworkers[gi];
         g->cpus = p->cpus[gi];
         CPU_OR(&s->all_cpus, &s->all_cpus, &g->cpus);
-        g->workers = calloc((size_t)g->nworkers, sizeof(*g->workers));
+        g->workers = calloc64((size_t)g->nworkers, sizeof(*g->workers));
         if (!g->workers)
             goto out_nomem;
         g->epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -37,8 +37,10 @@ static bool proxy_admit(struct worker *w, struct conn *c, const struct proxy_hdr
 
     if (h->family != AF_UNSPEC)
         peer = h->src;
-    else if (getpeername(c->fd, (struct sockaddr *)&peer, &sl) < 0)
-        return false; /* gone already */
+    else if (getpeername(c->fd, (struct sockaddr *)&peer, &sl) < 0) {
+        STAT_ADD(&w->st, err_reset, 1); /* gone already */
+        return false;
+    }
     if (s->iplimit) {
         int32_t slot;
 
@@ -115,16 +117,18 @@ static int proxy_read(struct worker *w, struct conn *c, const struct conn_io *io
     return proxy_admit(w, c, &h) ? 1 : -1;
 }
 
-/* Handles one event of c, owned by w. now_ms: the last clock read before it (the time the
- * idle sweep will count from). */
-static void handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io,
-                   long now_ms)
+/* Handles one event of c, owned by w. Returns CLOCK_MONOTONIC ns just before the re-arm (the
+ * end of the event's service time, and the time --idle-timeout counts from), or 0 when the
+ * connection was closed (the caller reads the clock). */
+static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io)
 {
     struct server *s = w->srv;
     bool had, has;
     enum conn_why why = CONN_WHY_EOF;
     uint32_t want;
     struct epoll_event ev;
+    struct timespec t;
+    int64_t end;
     int fd = c->fd, pr; /* after the re-arm, c belongs to whichever worker epoll hands it to */
 
     STAT_ADD(&w->st, events, 1);
@@ -137,7 +141,7 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
         if (pr < 0) {
             obuf_free(&c->out);
             conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
-            return;
+            return 0;
         }
         had = has = false;
         want = EPOLLIN | EPOLLRDHUP;
@@ -151,15 +155,17 @@ static void handle(struct worker *w, struct conn *c, uint32_t events, const stru
         if (had)
             __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
         conn_close(s, w->g, c, why, w);
-        return;
+        return 0;
     }
     if (had != has)
         __atomic_add_fetch(&s->npending, has ? 1 : -1, __ATOMIC_RELAXED);
 rearm:
     ev.events = want | EPOLLONESHOT;
     ev.data.ptr = c;
+    clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
+    end = t.tv_sec * 1000000000LL + t.tv_nsec;
     if (s->idle)
-        idle_arm(s, fd, now_ms);
+        idle_arm(s, fd, (long)(end / 1000000));
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
         /* Failed: the registration is unchanged (still disarmed), so c is still ours. Its
@@ -175,9 +181,10 @@ rearm:
         if (c->flags & CONN_PROXY)
             obuf_free(&c->out);
         conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
-        return;
+        return 0;
     }
     STAT_ADD(&w->st, rearms, 1);
+    return end;
 }
 
 /* A connection the sweeper shut down for --idle-timeout: whatever it still had pending goes (its
@@ -194,19 +201,66 @@ static void close_idle(struct worker *w, struct conn *c)
     conn_close(w->srv, w->g, c, CONN_WHY_IDLE, w);
 }
 
+/* Before a Lua callback waits (lfe.sleep, a socket): the events this worker took in the same
+ * epoll_wait but has not handled yet go back to the group, re-armed, so that the group's other
+ * workers serve them meanwhile instead of leaving them behind a wait. A connection re-armed
+ * for input and output reports what it has at once; one that expired for --idle-timeout, or
+ * whose re-arm fails, stays in the batch (closing it here would run on_close inside the
+ * waiting callback). */
+static void give_back_rest(void *arg)
+{
+    struct worker *w = arg;
+    struct server *s = w->srv;
+    int keep = w->next;
+
+    for (int i = w->next; i < w->n; i++) {
+        struct conn *c = w->evs[i].data.ptr;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLOUT | EPOLLONESHOT};
+
+        if (!c) {
+            w->stop = true; /* the stop eventfd: remembered, nothing to give back */
+            continue;
+        }
+        HANDOFF_ACQUIRE(c);
+        if (s->idle) {
+            uint64_t v = __atomic_load_n(&s->idle[c->fd], __ATOMIC_ACQUIRE);
+            struct timespec now;
+
+            if ((v & 3) != IDLE_ARMED) { /* claimed or expired: handled in the batch */
+                w->evs[keep++] = w->evs[i];
+                continue;
+            }
+            clock_gettime(CLOCK_MONOTONIC_COARSE, &now); /* it had an event: it is active */
+            __atomic_compare_exchange_n(
+                &s->idle[c->fd], &v,
+                ((uint64_t)(now.tv_sec * 1000L + now.tv_nsec / 1000000) << 2) | IDLE_ARMED, false,
+                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+        }
+        ev.data.ptr = c;
+        HANDOFF_RELEASE(c);
+        if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
+            w->evs[keep++] = w->evs[i]; /* still ours: handled after the wait */
+            continue;
+        }
+        STAT_ADD(&w->st, given_back, 1);
+    }
+    w->n = keep;
+}
+
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct server *s = w->srv;
     struct conn_io io = {
         .buf = w->buf, .bufsize = WORKER_BUF, .max_pending = s->opt->max_pending, .st = &w->st};
-    bool stop = false;
     struct timespec t0, t1;
-    int64_t start, last;
+    int64_t start, last, end;
 
-    if (w->script)
+    if (w->script) {
         script_bind(w->script);
-    while (!stop) {
+        script_set_wait_hook(w->script, give_back_rest, w);
+    }
+    while (!w->stop) {
         int n = epoll_wait(w->g->epfd, w->evs, s->opt->batch, -1);
 
         if (n < 0) {
@@ -222,27 +276,29 @@ void *worker_main(void *arg)
         __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
         if (w->script)
             script_refresh(w->script); /* between requests: a reloaded script starts here */
-        for (int i = 0; i < n; i++) {
-            struct conn *c = w->evs[i].data.ptr;
+        w->n = n;
+        for (w->next = 0; w->next < w->n;) {
+            struct epoll_event *e = &w->evs[w->next++];
+            struct conn *c = e->data.ptr;
 
             if (!c) {
                 /* The stop eventfd. It is level-triggered and never read, so it stays ready and
                  * every worker of the group sees it. The rest of the batch is still ours. */
-                stop = true;
+                w->stop = true;
                 continue;
             }
             HANDOFF_ACQUIRE(c);
             /* stall detection counts from this event (a batch of callbacks that wait may be
              * long in all): a plain store, read by main and the admin thread */
             __atomic_store_n(&w->busy_since_ns, last, __ATOMIC_RELAXED);
-            if (s->idle && idle_take(s, c->fd))
-                close_idle(w, c);
-            else
-                handle(w, c, w->evs[i].events, &io, (long)(last / 1000000));
-            /* Service time, epoll_wait's return to the re-arm: one vDSO clock read an event,
-             * which also dates the next event's re-arm for --idle-timeout. */
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            last = t1.tv_sec * 1000000000LL + t1.tv_nsec;
+            end = s->idle && idle_take(s, c->fd) ? (close_idle(w, c), 0)
+                                                  : handle(w, c, e->events, &io);
+            if (!end) { /* closed: no re-arm read the clock */
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                end = t1.tv_sec * 1000000000LL + t1.tv_nsec;
+            }
+            /* Service time, epoll_wait's return to the re-arm */
+            last = end;
             svc_record(&w->svc, (uint64_t)(last - start));
         }
         __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);

@@ -25,6 +25,18 @@
 
 #include "harness.h"
 
+static pid_t haproxy_pid = -1; /* killed by the teardown, whatever the test did */
+
+static int teardown_haproxy(void **state)
+{
+    if (haproxy_pid > 0) {
+        kill(haproxy_pid, SIGKILL);
+        waitpid(haproxy_pid, NULL, 0);
+    }
+    haproxy_pid = -1;
+    return teardown(state);
+}
+
 static void start(struct daemon *d, const char *const *args)
 {
     if (spawn(d, args, 0, NULL) < 0)
@@ -479,6 +491,7 @@ static void test_haproxy(void **state)
         _exit(127);
     }
     assert_true(hp > 0);
+    haproxy_pid = hp;
     for (int port = p1, round = 0; round < 2; round++, port = p2) {
         struct sockaddr_in me;
         socklen_t ml = sizeof(me);
@@ -504,6 +517,7 @@ static void test_haproxy(void **state)
     sleep_ms(500); /* a few health checks, each a connection with a header and nothing more */
     kill(hp, SIGTERM);
     waitpid(hp, &status, 0);
+    haproxy_pid = -1;
     unlink(cfg);
     assert_true(metric(ap, "lfepolld_worker_proxy_bad_total") == 0);
     assert_true(metric(ap, "lfepolld_worker_accepted_total") >= 4);
@@ -519,7 +533,7 @@ int main(void)
         cmocka_unit_test_teardown(test_idle_timeout_lua, teardown),
         cmocka_unit_test_teardown(test_proxy_echo, teardown),
         cmocka_unit_test_teardown(test_proxy_lua_peer_and_limit, teardown),
-        cmocka_unit_test_teardown(test_haproxy, teardown),
+        cmocka_unit_test_teardown(test_haproxy, teardown_haproxy),
     };
 
     if (harness_init() < 0)
