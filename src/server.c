@@ -105,8 +105,7 @@ long server_sweep_idle(struct server *s, long now)
             if (c && obuf_len(&c->out) && !(c->flags & CONN_PROXY))
                 p.events |= POLLOUT;
             if (poll(&p, 1, 0) > 0) {
-                __atomic_store_n(&s->idle[fd], ((uint64_t)now << 2) | IDLE_ARMED,
-                                 __ATOMIC_RELEASE);
+                __atomic_store_n(&s->idle[fd], ((uint64_t)now << 2) | IDLE_ARMED, __ATOMIC_RELEASE);
                 continue;
             }
         }

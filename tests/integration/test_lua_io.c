@@ -295,8 +295,8 @@ static void test_timeouts(void **state)
  * must come back before the sleeper's answer: none waits behind the sleep. */
 static void test_batch_given_back(void **state)
 {
-    static const char *const args[] = {"--lua", "tests/lua/io.lua", "--workers", "2", "--batch",
-                                       "16", "--admin", "127.0.0.1:0", NULL};
+    static const char *const args[] = {"--lua", "tests/lua/io.lua", "--workers",   "2", "--batch",
+                                       "16",    "--admin",          "127.0.0.1:0", NULL};
     struct daemon d;
     int ap, busy[2], sleeper, fast[20];
     struct pollfd p[21];
@@ -361,8 +361,8 @@ static void test_batch_given_back(void **state)
  * is not idle: it is served after the wait, not closed. */
 static void test_idle_and_waits(void **state)
 {
-    static const char *const args[] = {"--lua", "tests/lua/io.lua", "--workers", "1",
-                                       "--idle-timeout", "200ms", NULL};
+    static const char *const args[] = {
+        "--lua", "tests/lua/io.lua", "--workers", "1", "--idle-timeout", "200ms", NULL};
     struct daemon d;
     int a, b;
 
