@@ -245,6 +245,7 @@ run: deps
 bench: $(LFEPOLLD) $(LFBENCH) $(BUILD)/bench/lua_call
 	tests/bench/peers.sh
 	tests/bench/lua.sh
+	tests/bench/lua_wait.sh
 
 # The cost of one Lua callback without sockets (optimised objects, as lfepolld runs them).
 $(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)
