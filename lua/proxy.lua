@@ -2,7 +2,10 @@
 -- (round-robin), over a kept-alive connection from the worker's pool, and the backend's one
 -- response frame comes back. A backend that refuses, resets, closes or stays silent past the
 -- timeout is answered with an error frame ("ERR backend ADDR: REASON"), never with a hang; a
--- pooled connection the backend had closed is retried once on a new one.
+-- pooled connection the backend had closed is retried once on a new one. A connection on which
+-- a call timed out is closed, never pooled (its late answer would go to the next request). A
+-- backend that answers more than once per request breaks any request/response proxy, this one
+-- included: its extra answer may reach the next request sent on that connection.
 -- Each request holds its worker while it waits: run enough workers (README, "Workers that
 -- wait"): lfepolld --lua lua/proxy.lua --workers 32.
 --
@@ -11,6 +14,7 @@ local CONFIG = {
     framing = "line",                        -- "line" or "len32", both sides
     backends = { "127.0.0.1:7001" },         -- HOST:PORT ([ADDR]:PORT for IPv6), numeric
     timeout = 1.0,                           -- seconds, per connect, send and receive
+    max_frame = 16 * 1024 * 1024,            -- len32: a longer answer is an error, not a read
 }
 
 local backends = {}
@@ -49,7 +53,12 @@ local function exchange(b, request)
         local head
         head, err = sock:receive(4)
         if head then
-            resp, err = sock:receive((string.unpack(">I4", head)))
+            local n = string.unpack(">I4", head)
+            if n > CONFIG.max_frame then
+                sock:close()
+                return nil, "an answer of " .. n .. " bytes (over max_frame)", true
+            end
+            resp, err = sock:receive(n)
         end
     else
         resp, err = sock:receive("*l")

@@ -59,7 +59,8 @@ struct lsock {
     long timeout_ms;              /* per call */
     struct sockaddr_storage addr; /* the peer (the pool's key) */
     socklen_t alen;
-    char *buf; /* received, not yet returned: [off, len) */
+    bool dirty; /* a call timed out mid-exchange: an answer may still come, never pool it */
+    char *buf;  /* received, not yet returned: [off, len) */
     size_t off, len, cap;
     struct lsock *next, **pprev; /* sc->socks while open */
 };
@@ -137,7 +138,9 @@ static enum wait_rc wait_fd(lua_State *L, struct script *sc, int fd, short ev, l
         }
         if (now >= until)
             break;
-        n = poll(p, 2, (int)(until - now));
+        /* Once a stop began its eventfd stays readable: look at the deadline every 10 ms
+         * instead (a second signal brings it forward). */
+        n = poll(p, 2, (int)(stop && until - now > 10 ? 10 : until - now));
         now = mono_ms();
         if (n > 0 && p[0].revents) {
             rc = W_READY;
@@ -306,15 +309,16 @@ static int pool_take(struct script *sc, const struct sockaddr_storage *addr, soc
         char c;
         ssize_t r;
         int fd;
+        bool fresh;
 
         if (!same_addr(&p->addr, p->alen, addr, alen))
             continue;
         fd = p->fd;
+        fresh = now - p->since_ms < LIO_POOL_IDLE_MS;
         memmove(p, p + 1, (size_t)(sc->npool - i - 1) * sizeof(*p));
         sc->npool--;
         r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-            now - p->since_ms < LIO_POOL_IDLE_MS)
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && fresh)
             return fd; /* idle, and open at the other end */
         close(fd);     /* closed by the peer, reset, sent something unasked, or idle too long */
     }
@@ -379,7 +383,8 @@ static bool parse_host(const char *host, int port, struct sockaddr_storage *ss, 
 static int l_connect(lua_State *L)
 {
     struct script *sc = waiting_allowed(L, "lfe.connect");
-    const char *host = luaL_checkstring(L, 1);
+    size_t hlen;
+    const char *host = luaL_checklstring(L, 1, &hlen);
     lua_Integer port = luaL_checkinteger(L, 2);
     long timeout = sc->env->o.io_timeout_ms, deadline;
     struct sockaddr_storage ss;
@@ -399,11 +404,14 @@ static int l_connect(lua_State *L)
 
             if (strcmp(k, "timeout"))
                 return luaL_error(L, "lfe.connect: unknown option '%s' (the options: timeout)", k);
-            timeout = seconds_ms(L, -1, "lfe.connect: timeout");
+            if (lua_type(L, -1) != LUA_TNUMBER)
+                return luaL_error(L, "lfe.connect: timeout must be a number of seconds, not a %s",
+                                  luaL_typename(L, -1));
+            timeout = seconds_ms(L, lua_gettop(L), "lfe.connect: timeout");
             lua_pop(L, 1);
         }
     }
-    if (!parse_host(host, (int)port, &ss, &alen))
+    if (strlen(host) != hlen || !parse_host(host, (int)port, &ss, &alen))
         return luaL_error(L,
                           "lfe.connect: '%s' is not a numeric IPv4 or IPv6 address or localhost "
                           "(a name lookup would block the worker)",
@@ -469,8 +477,10 @@ static int l_sock_send(lua_State *L)
             continue;
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             return fail_errno(L, s, errno);
-        if ((rc = wait_fd(L, s->sc, s->fd, POLLOUT, deadline)) != W_READY)
+        if ((rc = wait_fd(L, s->sc, s->fd, POLLOUT, deadline)) != W_READY) {
+            s->dirty = true;
             return fail(L, wait_err(rc));
+        }
     }
     lua_pushinteger(L, (lua_Integer)len);
     return 1;
@@ -481,8 +491,11 @@ static int fill(struct lsock *s, size_t room)
 {
     ssize_t r;
 
-    if (s->off && s->off == s->len)
-        s->off = s->len = 0;
+    if (s->off) { /* what was returned goes: the buffer holds only what is unread */
+        memmove(s->buf, s->buf + s->off, s->len - s->off);
+        s->len -= s->off;
+        s->off = 0;
+    }
     if (s->cap - s->len < room) {
         size_t cap = s->cap ? s->cap : 4096;
         char *b;
@@ -562,7 +575,7 @@ static int l_sock_receive(lua_State *L)
             return 1;
         }
         if (mode == LINE) {
-            char *nl = memchr(s->buf + s->off, '\n', have);
+            char *nl = have ? memchr(s->buf + s->off, '\n', have) : NULL;
 
             if (nl) {
                 size_t n = (size_t)(nl - (s->buf + s->off));
@@ -594,6 +607,7 @@ static int l_sock_receive(lua_State *L)
             return 3;
         }
         if ((rc = wait_fd(L, s->sc, s->fd, POLLIN, deadline)) != W_READY) {
+            s->dirty = true;
             lua_pushnil(L);
             lua_pushstring(L, wait_err(rc));
             partial(L, s, have);
@@ -632,6 +646,10 @@ static int l_sock_setkeepalive(lua_State *L)
     if (s->len != s->off) {
         sock_close(s);
         return fail(L, "unread data in the buffer: closed instead");
+    }
+    if (s->dirty) { /* the answer to what timed out may still come: it must reach no one */
+        sock_close(s);
+        return fail(L, "a call on it timed out: closed instead");
     }
     pool_put(s->sc, s);
     free(s->buf);

@@ -499,6 +499,10 @@ static int call_protected(lua_State *L)
     struct call *k = lua_touserdata(L, 1);
     struct cud *u = lfelib_push_conn(L, k->sc, k->c, k->out); /* index 2 */
 
+    /* Anchored in the registry until invoke() has read it: after lua_pcall nothing else keeps
+     * it alive, and a failed call's collection (LUA_ERRMEM) could free it first. */
+    lua_pushvalue(L, 2);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, k);
     k->u = u;
     lua_rawgeti(L, LUA_REGISTRYINDEX, k->ref);
     lua_pushvalue(L, 2);
@@ -561,7 +565,9 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
             c->ctx_owner = NULL; /* the table may hold what a failed call changed: rebuild it */
         if (rc == LUA_OK && k.u->close)
             res = SCRIPT_CLOSE;
-        k.u->c = NULL; /* the conn object is dead from here on */
+        k.u->c = NULL;  /* the conn object is dead from here on */
+        lua_pushnil(L); /* unanchored: removing a key allocates nothing */
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &k);
     }
     if (rc != LUA_OK) {
         const char *msg = lua_tostring(L, -1);

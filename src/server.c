@@ -381,6 +381,7 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
         if (abort_wait()) { /* waits up to 10 ms; non-zero: a second signal */
             log_warn("second stop signal: not waiting for in-flight work");
             deadline = now_ms();
+            script_env_stop(s->lua, deadline); /* Lua calls waiting end now too */
             break;
         }
         ev = activity(s, &busy);

@@ -211,7 +211,7 @@ static void give_back_rest(void *arg)
 {
     struct worker *w = arg;
     struct server *s = w->srv;
-    int keep = w->next;
+    int keep = w->next, fd;
 
     for (int i = w->next; i < w->n; i++) {
         struct conn *c = w->evs[i].data.ptr;
@@ -237,8 +237,9 @@ static void give_back_rest(void *arg)
                 __ATOMIC_RELEASE, __ATOMIC_RELAXED);
         }
         ev.data.ptr = c;
+        fd = c->fd; /* after the re-arm, c is another worker's */
         HANDOFF_RELEASE(c);
-        if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
+        if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
             w->evs[keep++] = w->evs[i]; /* still ours: handled after the wait */
             continue;
         }

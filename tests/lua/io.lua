@@ -8,6 +8,10 @@
 --   usekept            use that socket from this (another) callback: an error
 --   bad WHAT           a bad call: port, option, host, pattern, timeout
 --   closesleep         on_close of this connection will call lfe.sleep (an error, logged)
+--   lines PORT N       connect, send "go", read N lines: "lines N BYTES"
+--   late PORT T        connect, send "late", receive with timeout T, then setkeepalive: what
+--                      each said
+--   errmem             a local, then allocate until --lua-mem-mb stops the callback
 local kept
 local function try(stage, v, err, part)
     if v == nil then
@@ -72,6 +76,30 @@ function cmds.bad(what)
         s:receive("*x")
     end
     return "not reached"
+end
+function cmds.lines(port, n)
+    local s = try("connect", lfe.connect("127.0.0.1", tonumber(port)))
+    try("send", s:send("go\n"))
+    local bytes = 0
+    for i = 1, tonumber(n) do
+        bytes = bytes + #try("recv", s:receive("*l"))
+    end
+    s:close()
+    return "lines " .. n .. " " .. bytes
+end
+function cmds.late(port, t)
+    local s = try("connect", lfe.connect("127.0.0.1", tonumber(port)))
+    s:settimeout(tonumber(t))
+    try("send", s:send("late\n"))
+    local r, err = s:receive("*l")
+    local ok, kerr = s:setkeepalive()
+    return "receive " .. tostring(r or err) .. ", keepalive " .. tostring(ok or kerr)
+end
+function cmds.errmem()
+    local keep = setmetatable({}, {})
+    local t = {}
+    for i = 1, 1e8 do t[i] = ("x"):rep(100) .. i end
+    return tostring(keep)
 end
 function cmds.closesleep() lfe.shared:set("closesleep", 1) return "ok" end
 
