@@ -13,6 +13,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <grp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
@@ -287,6 +289,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "lfepolld: --lua: %s\n", err);
             goto out;
         }
+        if (o.defer_accept && script_env_connect_first(lua)) {
+            fprintf(stderr,
+                    "lfepolld: --defer-accept with %s, whose on_connect may speak first: its "
+                    "clients would wait for a greeting the server only sends once they have "
+                    "sent something; drop --defer-accept\n",
+                    o.lua);
+            rc = 2;
+            goto out;
+        }
     }
 
     if (sdnotify_init(err, sizeof(err)) < 0 ||
@@ -339,6 +350,14 @@ int main(int argc, char **argv)
             close(taken[k]); /* bound where no --listen of ours asks: the old one's alone */
     if (!activated)
         tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
+    for (int i = 0; i < nlisten && o.defer_accept && !activated; i++) {
+        int secs = 1; /* TCP_DEFER_ACCEPT: accept once the first bytes came (1 s of SYN-ACK
+                       * retries, then the connection is accepted without them) */
+
+        if (setsockopt(lfds[i], IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) < 0)
+            log_warn("--defer-accept: setsockopt(TCP_DEFER_ACCEPT): %s; accepting as usual",
+                     strerror(errno));
+    }
     if (somaxconn > 0 && o.backlog > somaxconn)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",

@@ -72,6 +72,9 @@ static const char usage[] =
     "  --takeover PATH        restart without refusing anyone: take the listening sockets\n"
     "                         of the lfepolld serving PATH (it then drains and exits),\n"
     "                         and serve PATH for the next one\n"
+    "  --defer-accept         accept a connection once its first bytes came\n"
+    "                         (TCP_DEFER_ACCEPT): cheaper short connections; a client\n"
+    "                         that sends nothing waits in the kernel up to ~1 s\n"
     "  --reuseport            SO_REUSEPORT on the listeners: several instances may share\n"
     "                         a port (a closing one resets what waits in its queue)\n"
     "  --log-format text|json log lines as text, or one JSON object each (default text)\n"
@@ -368,6 +371,8 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
             o->idle_ms = (int)v;
         } else if (!strcmp(name, "--proxy-protocol")) {
             o->proxy = true;
+        } else if (!strcmp(name, "--defer-accept")) {
+            o->defer_accept = true;
         } else if (!strcmp(name, "--batch")) {
             if (parse_long(val, 1, 1024, &v) < 0) {
                 snprintf(err, errlen, "--batch: '%s' is not an integer from 1 to 1024", val);

@@ -525,6 +525,35 @@ static void test_haproxy(void **state)
     cleanup(&d);
 }
 
+/* --defer-accept: short connections are served byte-exactly; a client that has sent nothing is
+ * not accepted yet (the live count stays 0) and is served once it sends; a script whose
+ * on_connect may speak first is refused with one line. */
+static void test_defer_accept(void **state)
+{
+    static const char *const args[] = {"--defer-accept", "--admin", "127.0.0.1:0", NULL};
+    static const char *const bad[] = {"--defer-accept", "--lua", "tests/lua/ctx.lua", NULL};
+    struct daemon d;
+    int ap, silent;
+
+    (void)state;
+    bad_start(bad, 2, "--defer-accept with tests/lua/ctx.lua, whose on_connect may speak first");
+    start(&d, args);
+    ap = admin_port(&d);
+    for (int i = 0; i < 200; i++) {
+        int fd = tcp_connect(d.port);
+
+        ask(fd, "short\n", "short\n");
+        close(fd);
+    }
+    silent = tcp_connect(d.port);
+    sleep_ms(200);
+    assert_true(metric(ap, "lfepolld_connections") == 0);
+    ask(silent, "late\n", "late\n");
+    close(silent);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +563,7 @@ int main(void)
         cmocka_unit_test_teardown(test_proxy_echo, teardown),
         cmocka_unit_test_teardown(test_proxy_lua_peer_and_limit, teardown),
         cmocka_unit_test_teardown(test_haproxy, teardown_haproxy),
+        cmocka_unit_test_teardown(test_defer_accept, teardown),
     };
 
     if (harness_init() < 0)
