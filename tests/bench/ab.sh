@@ -4,13 +4,14 @@
 # with --cpus 0, echoload on CPU 1. Prints each run, then medians of QPS and of server CPU per
 # request (the server's utime+stime over the run, divided by the requests it served).
 #   tests/bench/ab.sh OLD_LFEPOLLD NEW_LFEPOLLD [lfepolld options, e.g. --lua lua/echo.lua]
-# Knobs: REPS (7), DUR (4 s measured, after 1 s of warm-up), ECHOLOAD (built here if unset).
+# Knobs: REPS (7), DUR (4 s measured, after 1 s of warm-up), CONNS (100), ECHOLOAD (built here
+# if unset).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OLD_LFEPOLLD NEW_LFEPOLLD [lfepolld options]" >&2; exit 2; }
 a=$1 b=$2
 shift 2
 top=$(cd "$(dirname "$0")/../.." && pwd)
-REPS=${REPS:-7} DUR=${DUR:-4}
+REPS=${REPS:-7} DUR=${DUR:-4} CONNS=${CONNS:-100}
 if [ -z "${ECHOLOAD:-}" ]; then
     ECHOLOAD=$top/build/bench/echoload
     mkdir -p "$top/build/bench"
@@ -28,7 +29,7 @@ one() { # NAME BINARY OPTIONS...
     pid=$!
     for _ in $(seq 100); do ss -ltn | grep -q ":$port " && break; sleep 0.05; done
     t0=$(awk '{print $14 + $15}' /proc/$pid/stat)
-    res=$(taskset -c 1 "$ECHOLOAD" -p $port -m long -c 100 -s 64 -d "$DUR" -w 1)
+    res=$(taskset -c 1 "$ECHOLOAD" -p $port -m long -c "$CONNS" -s 64 -d "$DUR" -w 1)
     t1=$(awk '{print $14 + $15}' /proc/$pid/stat)
     kill $pid
     wait $pid 2>/dev/null || true
