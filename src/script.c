@@ -580,18 +580,17 @@ static enum script_rc invoke(struct script *sc, int ref, const char *cb, struct 
                      sc->ls->used >> 10, sc->ls->cap >> 10);
             report(sc, c, cb, what);
             res = SCRIPT_NOMEM;
-        } else if (sc->wall_out) {
+        } else if (sc->wall_out || sc->timed_out) {
+            bool wall = sc->wall_out;
             char what[1024];
-            STAT_ADD(sc->st, lua_wall_timeouts, 1);
-            snprintf(what, sizeof(what), "ended after --lua-wall-timeout-ms %d: %s",
-                     sc->env->o.wall_ms, msg ? msg : "");
-            report(sc, c, cb, what);
-            res = SCRIPT_TIMEOUT;
-        } else if (sc->timed_out) {
-            char what[1024];
-            STAT_ADD(sc->st, lua_timeouts, 1);
-            snprintf(what, sizeof(what), "aborted after --lua-timeout-ms %d: %s",
-                     sc->env->o.timeout_ms, msg ? msg : "");
+
+            if (wall)
+                STAT_ADD(sc->st, lua_wall_timeouts, 1);
+            else
+                STAT_ADD(sc->st, lua_timeouts, 1);
+            snprintf(what, sizeof(what), "%s %d: %s",
+                     wall ? "ended after --lua-wall-timeout-ms" : "aborted after --lua-timeout-ms",
+                     wall ? sc->env->o.wall_ms : sc->env->o.timeout_ms, msg ? msg : "");
             report(sc, c, cb, what);
             res = SCRIPT_TIMEOUT;
         } else {
