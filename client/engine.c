@@ -502,9 +502,13 @@ static void short_done(struct bconn *c, uint64_t now)
         dispatch_due(t, now);
 }
 
-/* --expect http, long mode: the server ends the connection after the response just finished
- * (Connection: close, HTTP/1.0, a close-delimited body) or closed it idle. HTTP allows that: a
- * clean close and a new connection, counted in reconnects, not an error. Requests pipelined
+/* Long mode: the server ended the connection cleanly between requests, and a new one replaces it,
+ * counted in reconnects, not an error. --expect http: after the response just finished
+ * (Connection: close, HTTP/1.0, a close-delimited body) or idle. Other framings (a stopping
+ * lfepolld ends echo connections so, and so does a server's idle timeout): with nothing in
+ * flight, or with requests issued but not one byte of them written yet (the end of the stream
+ * came in the same read as the last response); a request the server was sent and never
+ * answered is the error "closed" (do_read). HTTP: requests pipelined
  * behind that response are never answered; HTTP has the client send them again (RFC 9112
  * §9.3.2). The closed loop does: they go back to the issuer (-n still completes its count) and
  * the new connection sends them as new requests, their latency counted from that resend. The
@@ -512,7 +516,7 @@ static void short_done(struct bconn *c, uint64_t now)
  * are, requests lost to a close: one "closed" error and lost. at_once: open the new connection
  * now; else the tick does (an idle connection closed: a server that closes every connection
  * at once would otherwise keep this thread reconnecting in a loop). */
-static void http_reopen(struct bconn *c, uint64_t now, bool at_once)
+static void reopen_clean(struct bconn *c, uint64_t now, bool at_once)
 {
     struct bthread *t = c->t;
 
@@ -568,7 +572,12 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
             if (whole_at)
                 break;
             if (t->o->expect == EXPECT_HTTP && t->o->mode == MODE_LONG && c->qn == 0) {
-                http_reopen(c, now, false); /* an idle keep-alive connection closed */
+                reopen_clean(c, now, false); /* an idle keep-alive connection closed */
+                return;
+            }
+            if (t->o->expect != EXPECT_HTTP && t->o->mode == MODE_LONG &&
+                (c->qn == 0 || (c->qw == 0 && c->woff == 0))) {
+                reopen_clean(c, now, c->qn > 0); /* closed between requests */
                 return;
             }
             if (c->qn && c->qw && verify_eof(&c->v) == VERIFY_DONE) {
@@ -577,7 +586,7 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                     short_done(c, now);
                 } else {
                     finish_request(c, now);
-                    http_reopen(c, now, true);
+                    reopen_clean(c, now, true);
                 }
                 return;
             }
@@ -622,7 +631,7 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
             }
             if (c->v.close_after) { /* HTTP: the server closes after it */
                 finish_request(c, now);
-                http_reopen(c, now, true);
+                reopen_clean(c, now, true);
                 return;
             }
             finish_request(c, now);

@@ -15,8 +15,10 @@
 #define CONN_STARTED 0x4u  /* Lua: on_connect ran and the framing is fixed */
 #define CONN_CLOSING 0x8u  /* Lua: the script closed it: write what is pending, then close */
 #define CONN_PROXY                                                                                 \
-    0x10u /* --proxy-protocol: its header is still to come; out holds the part                     \
-           * read so far (never output: nothing is written before it ends) */
+    0x10u                   /* --proxy-protocol: its header is still to come; out holds the part   \
+                             * read so far (never output: nothing is written before it ends) */
+#define CONN_WRCLOSED 0x20u /* echo, at a stop: FIN sent between requests; input is discarded */
+#define CONN_RACED 0x40u    /* ...and input came after that FIN (counted once: drain_raced) */
 
 /* Why a connection ends: on_close's reason in Lua mode (conn_why_name), a counter otherwise. */
 enum conn_why {

@@ -36,6 +36,12 @@ int server_start(struct server *s);
  * and the caller must exit without server_free(). Call once, from the main thread. */
 int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
 
+/* Before server_stop: this stop is a hand-over (--takeover), a successor serves the same
+ * listeners. Echo connections then end between requests at once (a FIN behind an echo), instead
+ * of being served until their clients stop: they can reconnect, and lose at most the one request
+ * that races the FIN. A plain stop lets every client finish what it sends. */
+void server_handover(struct server *s);
+
 /* Prints counters: one line per worker, per group (with its accepted and live connections) and
  * in total, plus the accept thread's. Safe while the server runs. */
 void server_print_stats(struct server *s, FILE *f);

@@ -31,6 +31,9 @@ void takeover_ready(int conn);
  * NULL with one line in err. */
 struct takeover *takeover_serve(const char *path, const int *lfds, int n, char *err, size_t errlen);
 
+/* True once a successor said READY and this process sent itself the SIGTERM that stops it. */
+bool takeover_handed(const struct takeover *t);
+
 /* Stops and joins the thread and removes path if it is still this instance's socket (a
  * successor's is left alone). NULL is a no-op. */
 void takeover_free(struct takeover *t);

@@ -2,7 +2,11 @@
 -- drive lfepolld. Every request gets "Hello, World!". Connections stay open (HTTP/1.1) unless
 -- the request says "Connection: close" or is HTTP/1.0 without "Connection: keep-alive"; then
 -- the server closes after the response. Request bodies are not read: such requests get 413.
+-- Once lfepolld is stopping (SIGTERM, or a --takeover successor took the listeners), every
+-- response says "Connection: close" and the connection ends behind it: the client learns in
+-- band that this was the last response here, and sends its next request on a new connection.
 local find, lower, match = string.find, string.lower, string.match
+local draining = lfe.draining
 
 local body = "Hello, World!\n"
 local function response(status, extra, text)
@@ -35,7 +39,9 @@ return {
         end
         local c = match(h, "\nconnection:%s*([^\r\n]*)")
         local close
-        if version == "1.0" then
+        if draining() then
+            close = true
+        elseif version == "1.0" then
             close = not (c and find(c, "keep-alive", 1, true))
         else
             close = c ~= nil and find(c, "close", 1, true) ~= nil

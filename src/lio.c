@@ -185,6 +185,17 @@ static int l_now(lua_State *L)
     return 1;
 }
 
+/* lfe.draining(): true once a stop began (SIGTERM, or --takeover handing the listeners on), so
+ * that a handler can say so in its protocol (HTTP: Connection: close) and end the connection
+ * between requests. */
+static int l_draining(lua_State *L)
+{
+    const struct lstate *ls = upls(L);
+
+    lua_pushboolean(L, ls->env && __atomic_load_n(&ls->env->stop_deadline_ms, __ATOMIC_ACQUIRE));
+    return 1;
+}
+
 static int l_sleep(lua_State *L)
 {
     struct script *sc = waiting_allowed(L, "lfe.sleep");
@@ -675,8 +686,11 @@ void lio_open(lua_State *L, struct lstate *ls)
                                        {"close", l_sock_close},
                                        {"setkeepalive", l_sock_setkeepalive},
                                        {NULL, NULL}};
-    static const luaL_Reg fns[] = {
-        {"now", l_now}, {"sleep", l_sleep}, {"connect", l_connect}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"now", l_now},
+                                   {"sleep", l_sleep},
+                                   {"connect", l_connect},
+                                   {"draining", l_draining},
+                                   {NULL, NULL}};
 
     /* lfe is at the top */
     lua_pushlightuserdata(L, ls);

@@ -521,6 +521,8 @@ int main(int argc, char **argv)
         }
     }
     sdnotify_send("STOPPING=1\nSTATUS=draining");
+    if (takeover_handed(tko))
+        server_handover(srv);
     takeover_free(tko); /* before the listeners close: none is handed over closed */
     tko = NULL;
     stop_guard(o.drain_ms + STOP_GUARD_MS);

@@ -34,6 +34,8 @@ struct worker {
     struct group *g;         /* the group whose epoll fd this thread waits on */
     int idx;                 /* index within the group */
     int busy;                /* atomic: 1 while handling a batch of events (drain reads it) */
+    int drain;               /* atomic: a stop began (set by main; here, not in the server's
+                              * hot line, so reading it each echo event costs no miss) */
     int64_t busy_since_ns;   /* atomic: CLOCK_MONOTONIC when the batch began (valid while busy) */
     bool started;            /* the thread exists (for join) */
     pthread_t tid;           /* the thread */
@@ -74,6 +76,7 @@ struct server {
     long live __attribute__((aligned(64))); /* atomic: live connections, all groups */
     long npending;                          /* atomic: connections with output pending */
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
+    bool handover;                          /* main: this stop is --takeover's (server_handover) */
     int accept_paused;       /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
                               * waiting on the listeners (out of descriptors or memory, a listener
                               * refused, or one that could not be re-armed) */

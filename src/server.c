@@ -31,8 +31,14 @@
  * no event handled across two 10 ms looks) or the drain timeout passes, then makes each group's
  * stop eventfd readable (level-triggered, never read, so all W workers see it), joins them,
  * writes out any output still pending (within the timeout) and closes every connection. Echo
- * has no request boundary, so "in flight" means bytes moving; a client that never stops
- * sending holds the drain to its timeout.
+ * has no request boundary, so "in flight" means bytes moving; a client that never stops sending
+ * holds the drain to its timeout. A hand-over (--takeover: a successor serves the listeners) does
+ * not wait for clients to stop: an echo connection that has an event and is found between
+ * requests (everything echoed, nothing more in its socket) gets its FIN at once, in the segment
+ * of its last echo (worker.c, drain_echo), and ends when its client closes. Only a hand-over,
+ * because "nothing in its socket" may also be the middle of a long request whose next bytes are
+ * on their way: a client that has somewhere to reconnect loses at most that one request, while a
+ * plain stop keeps its promise that what a client sends is echoed.
  */
 #include "server.h"
 
@@ -348,6 +354,11 @@ static bool flush_and_close(struct server *s, struct conn *c, long deadline, str
     return told;
 }
 
+void server_handover(struct server *s)
+{
+    s->handover = true;
+}
+
 int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 {
     long deadline = now_ms() + timeout_ms;
@@ -358,6 +369,9 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     struct timespec until;
 
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
+    for (int gi = 0; s->handover && gi < s->ngroups; gi++) /* echo: end between requests */
+        for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
+            __atomic_store_n(&s->groups[gi].workers[wi].drain, 1, __ATOMIC_RELAXED);
     script_env_stop(s->lua, deadline); /* Lua calls that wait end by the drain's deadline */
     if (s->acc_started) {
         pool_kick(s->acc_wakefd);

@@ -48,7 +48,8 @@ struct takeover {
     int stopfd; /* eventfd: stop the thread */
     int fds[TAKEOVER_MAX_FDS];
     int n;
-    ino_t ino; /* path's inode once renamed: ours while it is unchanged */
+    ino_t ino;  /* path's inode once renamed: ours while it is unchanged */
+    int handed; /* atomic: the successor is ready; the SIGTERM that follows is ours */
     pthread_t tid;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
@@ -262,7 +263,13 @@ static void serve_one(struct takeover *t, int fd)
         return;
     }
     log_info("--takeover: the successor serves; stopping");
+    __atomic_store_n(&t->handed, 1, __ATOMIC_RELEASE);
     kill(getpid(), SIGTERM); /* main takes it: the drain of any stop */
+}
+
+bool takeover_handed(const struct takeover *t)
+{
+    return t && __atomic_load_n(&t->handed, __ATOMIC_ACQUIRE);
 }
 
 static void *takeover_main(void *arg)

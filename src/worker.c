@@ -5,6 +5,8 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -117,6 +119,56 @@ static int proxy_read(struct worker *w, struct conn *c, const struct conn_io *io
     return proxy_admit(w, c, &h) ? 1 : -1;
 }
 
+/* Echo at a stop (SIGTERM, or --takeover's hand-over). A connection whose every byte has been
+ * echoed and whose socket holds no more input is between requests as far as the server can
+ * tell: it gets its FIN now, in the same segment as its last echo (corked around the echo; the
+ * shutdown sends both), so that a client reading that echo sees the end of the stream with it
+ * and opens a new connection (to the successor) instead of sending on this one. Otherwise the
+ * cork comes off, which sends what it held. Three syscalls more an event, only while stopping. */
+static uint32_t drain_echo(struct worker *w, struct conn *c, uint32_t events,
+                           const struct conn_io *io)
+{
+    int on = 1, off = 0;
+    uint32_t want;
+    char b;
+
+    setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+    want = conn_echo(c, events, io);
+    if (want == (EPOLLIN | EPOLLRDHUP) && recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+        errno == EAGAIN && shutdown(c->fd, SHUT_WR) == 0) {
+        c->flags |= CONN_WRCLOSED;
+        STAT_ADD(&w->st, drain_closed, 1);
+    } else if (want) {
+        setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+    }
+    return want;
+}
+
+/* After drain_between. A client that had sent more before it saw the FIN raced it: those bytes
+ * cannot be answered; they are read and dropped (counted once a connection, drain_raced), so
+ * that the close that follows is a FIN, not a reset. Its end of input, or an error, closes it.
+ * Returns the events to re-arm for, 0 to close. */
+static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
+                              const struct conn_io *io)
+{
+    if (events & EPOLLERR)
+        return 0;
+    for (int i = 0; i < CONN_READS_PER_EVENT; i++) {
+        ssize_t n = conn_read_some(c, io->buf, io->bufsize);
+
+        if (n < 0 || (c->flags & CONN_RDCLOSED))
+            return 0;
+        if (n == 0)
+            break;
+        STAT_ADD(&w->st, bytes_in, (uint64_t)n);
+        if (!(c->flags & CONN_RACED)) {
+            c->flags |= CONN_RACED;
+            STAT_ADD(&w->st, drain_raced, 1);
+        }
+    }
+    return EPOLLIN | EPOLLRDHUP;
+}
+
 /* Handles one event of c, owned by w. Returns CLOCK_MONOTONIC ns just before the re-arm (the
  * end of the event's service time, and the time --idle-timeout counts from), or 0 when the
  * connection was closed (the caller reads the clock). */
@@ -148,8 +200,14 @@ static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const s
         goto rearm;
     }
     had = obuf_len(&c->out) != 0;
-    want = w->script ? lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why)
-                     : conn_echo(c, events, io);
+    if (w->script)
+        want = lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why);
+    else if (c->flags & CONN_WRCLOSED)
+        want = drain_discard(w, c, events, io);
+    else if (__atomic_load_n(&w->drain, __ATOMIC_RELAXED))
+        want = drain_echo(w, c, events, io);
+    else
+        want = conn_echo(c, events, io);
     has = obuf_len(&c->out) != 0;
     if (!want) {
         if (had)

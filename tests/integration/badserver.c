@@ -5,6 +5,9 @@
  *   badserver PORT reset N     echo N reads per connection, then reset it (SO_LINGER 0) at
  *                              once: the client sees the reset while idle
  *   badserver PORT trunc N     echo, but every Nth read answer half of it and close (FIN)
+ *   badserver PORT between N   echo N reads per connection, then close it cleanly: the FIN in
+ *                              the segment of the last echo (a stopping lfepolld does so)
+ *   badserver PORT unanswered N  echo, but every Nth read close (FIN) without answering it
  *   badserver PORT truncrst N  the same, closing with a reset
  *   badserver PORT extra S N   read S bytes, answer them and N bytes more in one write
  *   badserver PORT stall F [T] echo, but from F ms after the first connection until T ms after
@@ -121,8 +124,10 @@ int main(int argc, char **argv)
         memcpy(huge, "HTTP/1.1 200 OK\r\nX-Huge: ", 26);
     }
     if (argc < 2) {
-        fprintf(stderr, "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|"
-                        "extra S N|stall F [T]|lifo K [CPU]|line|len32|http KIND]\n");
+        fprintf(stderr,
+                "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|between N|"
+                "unanswered N|"
+                "extra S N|stall F [T]|lifo K [CPU]|line|len32|http KIND]\n");
         return 2;
     }
     if ((!strcmp(mode, "extra") && (every < 1 || every > (long)sizeof(buf) || arg2 < 0 ||
@@ -249,6 +254,20 @@ int main(int argc, char **argv)
                     out[0] ^= 0x5a;
                 if (every && nreads % every == 0 && !strcmp(mode, "drop"))
                     o--;
+            }
+            if (every && nreads % every == 0 && !strcmp(mode, "unanswered")) {
+                close(fd); /* the request was read: a FIN, not a reset */
+                continue;
+            }
+            if (!strcmp(mode, "between") && ++nreads_conn[fd] >= every) {
+                int on = 1;
+
+                nreads_conn[fd] = 0;
+                setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+                write_all(fd, out, o);
+                shutdown(fd, SHUT_WR); /* sends the held echo and the FIN together */
+                close(fd);
+                continue;
             }
             if (every && nreads % every == 0 && !strncmp(mode, "trunc", 5)) {
                 write_all(fd, out, o / 2);

@@ -751,6 +751,33 @@ static void test_truncated_response_is_lost(void **state)
         fail_msg("want each short response cut short lost, and the run failed:\n%s", out);
 }
 
+/* --mode long's promise (--help): a connection the server closes cleanly between requests is
+ * opened again, counted in reconnects and not as an error; a request the server was sent and
+ * left unanswered is the error "closed". A server that closes after every 10th echo (the FIN
+ * with that echo, as a stopping lfepolld sends it), closed and open loop; then one that closes
+ * instead of answering every 50th request. */
+static void test_clean_close_between_requests(void **state)
+{
+    const char *between[] = {badserver, "PORT", "between", "10", NULL};
+    const char *unanswered[] = {badserver, "PORT", "unanswered", "50", NULL};
+
+    (void)state;
+    start_server(between);
+    if (bench(server_port, "-c", "4", "-n", "2000", "-q", NULL) != 0 || field("requests") != 2000 ||
+        field("errors") != 0 || field("reconnects") < 150)
+        fail_msg("want 2,000 requests, no error, a reconnect every 10 requests:\n%s", out);
+    if (bench(server_port, "-R", "2000", "-c", "4", "-d", "1", "-q", NULL) != 0 ||
+        field("errors") != 0 || field("reconnects") < 100)
+        fail_msg("open loop: want no error, a reconnect every 10 requests:\n%s", out);
+    teardown(NULL);
+    start_server(unanswered);
+    if (bench(server_port, "-c", "4", "-n", "2000", "-q", NULL) != 1 || field("closed") < 20 ||
+        field("reconnects") != -1)
+        fail_msg("want every 50th request unanswered counted as closed, none a reconnect, and "
+                 "the run failed:\n%s",
+                 out);
+}
+
 static void test_reset_and_refused(void **state)
 {
     const char *srv[] = {badserver, "PORT", "reset", "5", NULL};
@@ -863,6 +890,7 @@ int main(void)
         cmocka_unit_test_teardown(test_json_always_valid_utf8, teardown),
         cmocka_unit_test_teardown(test_timestamps_per_event, teardown),
         cmocka_unit_test_teardown(test_framings, teardown),
+        cmocka_unit_test_teardown(test_clean_close_between_requests, teardown),
         cmocka_unit_test_teardown(test_counters_listen_overflow, teardown),
         cmocka_unit_test_teardown(test_bad_usage, teardown),
     };
