@@ -242,10 +242,10 @@ run: deps
 	@$(MAKE) --no-print-directory $(LFEPOLLD)
 	$(LFEPOLLD) $(ARGS)
 
+# Every benchmark, one report: docs/bench-report.md and docs/bench/*.png (tests/bench/report.sh).
+# QUICK=1: under 5 minutes; REPS, DUR, SKIP pass through.
 bench: $(LFEPOLLD) $(LFBENCH) $(BUILD)/bench/lua_call
-	tests/bench/peers.sh
-	tests/bench/lua.sh
-	tests/bench/lua_wait.sh
+	QUICK=$(QUICK) tests/bench/report.sh
 
 # The cost of one Lua callback without sockets (optimised objects, as lfepolld runs them).
 $(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)

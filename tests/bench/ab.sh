@@ -24,7 +24,7 @@ trap 'rm -f "$out"' EXIT
 one() { # NAME BINARY OPTIONS...
     local name=$1 bin=$2 port pid t0 t1 res qps
     shift 2
-    port=$((20000 + RANDOM % 20000))
+    port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
     taskset -c 0 "$bin" --listen 127.0.0.1:$port --cpus 0 -q "$@" 2>/dev/null &
     pid=$!
     for _ in $(seq 100); do ss -ltn | grep -q ":$port " && break; sleep 0.05; done

@@ -31,7 +31,7 @@ ctx() { # PID: voluntary and involuntary switches of all its threads
 
 for rep in $(seq "$REPS"); do
     for i in "${!names[@]}"; do
-        port=$((20000 + RANDOM % 20000))
+        port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
         cmd=${cmds[$i]//\{port\}/$port}
         taskset -c 0 $cmd 2>/dev/null &
         pid=$!

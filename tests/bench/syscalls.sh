@@ -8,7 +8,7 @@ peers=${PEERS:-$top/../shared/peers}
 mode=${1:-long}; shift || true
 n=${N:-200000}
 [ "$mode" = short ] && n=${N:-20000}
-port=$((20000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
 load=${ECHOLOAD:-$peers/bin/echoload}
 [ -x "$load" ] || { echo "build the peers first ($peers/run.sh builds bin/echoload)" >&2; exit 1; }
 make -s -C "$top" lfepolld
