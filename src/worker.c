@@ -119,23 +119,27 @@ static int proxy_read(struct worker *w, struct conn *c, const struct conn_io *io
     return proxy_admit(w, c, &h) ? 1 : -1;
 }
 
-/* Echo at a stop (SIGTERM, or --takeover's hand-over). A connection whose every byte has been
- * echoed and whose socket holds no more input is between requests as far as the server can
- * tell: it gets its FIN now, in the same segment as its last echo (corked around the echo; the
- * shutdown sends both), so that a client reading that echo sees the end of the stream with it
- * and opens a new connection (to the successor) instead of sending on this one. Otherwise the
- * cork comes off, which sends what it held. Three syscalls more an event, only while stopping. */
+/* Echo during a hand-over (--takeover). A connection that has just been echoed to, whose every
+ * byte has been echoed and whose socket holds no more input, is between requests as far as the
+ * server can tell: it gets its FIN now, in the same segment as that echo (corked around the echo;
+ * the shutdown sends both), so that a client reading the echo sees the end of the stream with it
+ * and opens a new connection (to the successor) instead of sending on this one. An event that
+ * echoed nothing (a PROXY header alone, a connection that has not sent its first request yet)
+ * ends nothing: that client is about to send. Otherwise the cork comes off, which sends what it
+ * held. Three syscalls more an event, only while handing over. */
 static uint32_t drain_echo(struct worker *w, struct conn *c, uint32_t events,
                            const struct conn_io *io)
 {
     int on = 1, off = 0;
+    uint64_t out = w->st.bytes_out;
     uint32_t want;
     char b;
 
     setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
     want = conn_echo(c, events, io);
-    if (want == (EPOLLIN | EPOLLRDHUP) && recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
-        errno == EAGAIN && shutdown(c->fd, SHUT_WR) == 0) {
+    if (want == (EPOLLIN | EPOLLRDHUP) && w->st.bytes_out != out &&
+        recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN &&
+        shutdown(c->fd, SHUT_WR) == 0) {
         c->flags |= CONN_WRCLOSED;
         STAT_ADD(&w->st, drain_closed, 1);
     } else if (want) {

@@ -217,6 +217,72 @@ static void test_takeover_http_keepalive(void **state)
     cleanup(&a);
 }
 
+/* Regression: during a hand-over an echo connection got its FIN at any event that left it with
+ * nothing pending, including one that only carried a PROXY header: HAProxy's connection, whose
+ * client's request was about to follow, ended before it (found by the scale-out topology). Only
+ * an event that echoed something may end a connection. X never reads, so A's drain has output
+ * pending and waits; S was accepted by A, and sends its header only once A drains, then a line. */
+static void test_takeover_proxy_header_alone(void **state)
+{
+    static const char hdr[] = "PROXY TCP4 192.0.2.7 127.0.0.1 5555 9876\r\n";
+    const char *args[] = {"--listen",        addr, "--takeover", sock, "--proxy-protocol",
+                          "--drain-timeout", "3s", NULL};
+    struct daemon a, b;
+    char buf[4096];
+    int x, s, port;
+    size_t got = 0;
+
+    (void)state;
+    setup_paths();
+    port = atoi(strrchr(addr, ':') + 1);
+    if (spawn(&a, args, 0, NULL) < 0)
+        fail_msg("A did not start: %s", log_text(&a));
+    x = tcp_connect(port);
+    send_all(x, hdr, strlen(hdr));
+    fcntl(x, F_SETFL, O_NONBLOCK);
+    memset(buf, 'x', sizeof(buf));
+    for (long sent = 0; sent < 64L << 20;) { /* until A stops reading it: output pending */
+        ssize_t n = send(x, buf, sizeof(buf), MSG_NOSIGNAL);
+
+        if (n <= 0) {
+            struct pollfd p = {.fd = x, .events = POLLOUT};
+
+            if (poll(&p, 1, 300) <= 0)
+                break;
+            continue;
+        }
+        sent += n;
+    }
+    s = tcp_connect(port);
+    sleep_ms(100); /* accepted by A */
+    if (spawn(&b, args, 0, NULL) < 0)
+        fail_msg("B did not start: %s", log_text(&b));
+    if (!wait_log(&a, "draining", 5000))
+        fail_msg("A is not draining: %s", log_text(&a));
+    send_all(s, hdr, strlen(hdr));
+    sleep_ms(200);
+    send_all(s, "hello\n", 6);
+    while (got < 6) {
+        struct pollfd p = {.fd = s, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&p, 1, 3000 * slow) <= 0 || (n = read(s, buf + got, 6 - got)) <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got != 6 || memcmp(buf, "hello\n", 6) != 0)
+        fail_msg("want the line sent after a header alone echoed by the draining instance, got "
+                 "%zu bytes: %s",
+                 got, log_text(&a));
+    close(x);
+    close(s);
+    assert_int_equal(stop_daemon(&a, 0, 15000), 0);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&a);
+    cleanup(&b);
+    unlink(sock);
+}
+
 /* Garbage on PATH is dropped with a line, a stale PATH file is no instance, a successor that
  * dies before it is ready leaves the instance serving (and a later one can take over), and a
  * PATH whose directory does not exist stops the start with one line. */
@@ -271,6 +337,7 @@ int main(void)
         cmocka_unit_test_teardown(test_takeover_short, teardown),
         cmocka_unit_test_teardown(test_takeover_long_held, teardown),
         cmocka_unit_test_teardown(test_takeover_http_keepalive, teardown),
+        cmocka_unit_test_teardown(test_takeover_proxy_header_alone, teardown),
         cmocka_unit_test_teardown(test_takeover_hostile, teardown),
     };
 
