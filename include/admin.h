@@ -12,11 +12,22 @@ struct server;
 #define ADMIN_MAX_REQUEST 8192 /* request line and headers; more is answered 431 */
 #define ADMIN_TIMEOUT_MS 5000  /* to send a whole request, then to read the answer */
 
-/* Listens on hostport (as --listen takes it) for the admin thread of s. /health answers 503
- * while s drains or while a worker has been inside one batch longer than stall_ms. Returns the
- * admin, or NULL with one line in err (a port in use, an address not of this machine). */
-struct admin *admin_new(const char *hostport, struct server *s, long stall_ms, char *err,
+/* Listens on hostport (as --listen takes it) for the admin thread of s, or on fd when it is not
+ * -1 (a listening socket a --takeover predecessor handed over, bound there; taken over even on
+ * failure). /health answers 503 while s drains or while a worker has been inside one batch
+ * longer than stall_ms. Returns the admin, or NULL with one line in err (a port in use, an
+ * address not of this machine). */
+struct admin *admin_new(const char *hostport, int fd, struct server *s, long stall_ms, char *err,
                         size_t errlen);
+
+/* The listening socket (for --takeover to hand over), -1 once released. */
+int admin_listener(const struct admin *a);
+
+/* A successor took the listener over: this instance stops accepting on it and closes its copy
+ * (the admin thread does, after EPOLL_CTL_DEL: the socket lives on in the successor, so closing
+ * the descriptor alone would leave it in this epoll set). Connections already accepted are
+ * answered. NULL is a no-op. */
+void admin_release(struct admin *a);
 
 /* The address it listens on, "ADDR:PORT" (the port chosen when 0 was asked). */
 void admin_name(const struct admin *a, char *buf, size_t len);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define TAKEOVER_MAX_FDS 16
+#define TAKEOVER_MAX_FDS 17 /* OPT_MAX_LISTEN listeners and the --admin listener */
 
 struct takeover;
 

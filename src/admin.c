@@ -31,6 +31,7 @@
 
 #define TAG_LISTEN UINT64_MAX
 #define TAG_STOP (UINT64_MAX - 1)
+#define TAG_RELEASE (UINT64_MAX - 2)
 
 struct aconn {
     int fd;        /* -1: free slot */
@@ -45,7 +46,7 @@ struct aconn {
 struct admin {
     struct server *s;
     long stall_ms;
-    int lfd, epfd, stopfd;
+    int lfd, epfd, stopfd, relfd; /* relfd: admin_release's eventfd */
     bool started;
     pthread_t tid;
     time_t logged; /* last "too many admin connections" line */
@@ -60,7 +61,7 @@ static long now_ms(void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
 }
 
-struct admin *admin_new(const char *hostport, struct server *s, long stall_ms, char *err,
+struct admin *admin_new(const char *hostport, int fd, struct server *s, long stall_ms, char *err,
                         size_t errlen)
 {
     struct admin *a = calloc(1, sizeof(*a));
@@ -68,26 +69,32 @@ struct admin *admin_new(const char *hostport, struct server *s, long stall_ms, c
     char why[256];
 
     if (!a) {
+        if (fd >= 0)
+            close(fd);
         snprintf(err, errlen, "--admin: out of memory");
         return NULL;
     }
     a->s = s;
     a->stall_ms = stall_ms;
-    a->epfd = a->stopfd = -1;
-    a->lfd = net_listen(hostport, 64, why, sizeof(why));
+    a->epfd = a->stopfd = a->relfd = -1;
+    a->lfd = fd >= 0 ? fd : net_listen(hostport, 64, why, sizeof(why));
     if (a->lfd < 0) {
         snprintf(err, errlen, "--admin: %s", why);
         goto out_free;
     }
     a->epfd = epoll_create1(EPOLL_CLOEXEC);
     a->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (a->epfd < 0 || a->stopfd < 0)
+    a->relfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (a->epfd < 0 || a->stopfd < 0 || a->relfd < 0)
         goto out_errno;
     ev.data.u64 = TAG_LISTEN;
     if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->lfd, &ev) < 0)
         goto out_errno;
     ev.data.u64 = TAG_STOP;
     if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->stopfd, &ev) < 0)
+        goto out_errno;
+    ev.data.u64 = TAG_RELEASE;
+    if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->relfd, &ev) < 0)
         goto out_errno;
     return a;
 
@@ -96,6 +103,31 @@ out_errno:
 out_free:
     admin_free(a);
     return NULL;
+}
+
+int admin_listener(const struct admin *a)
+{
+    return a ? a->lfd : -1;
+}
+
+/* The admin thread (or the caller, before it starts): out of the epoll set, then closed. */
+static void release_listener(struct admin *a)
+{
+    if (a->lfd < 0)
+        return;
+    epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->lfd, NULL);
+    close(a->lfd);
+    a->lfd = -1;
+}
+
+void admin_release(struct admin *a)
+{
+    if (!a)
+        return;
+    if (!a->started)
+        release_listener(a);
+    else
+        eventfd_write(a->relfd, 1);
 }
 
 void admin_name(const struct admin *a, char *buf, size_t len)
@@ -328,10 +360,10 @@ static void on_accept(struct admin *a)
 static void *admin_main(void *arg)
 {
     struct admin *a = arg;
-    struct epoll_event evs[ADMIN_MAX_CONNS + 2];
+    struct epoll_event evs[ADMIN_MAX_CONNS + 3];
 
     for (;;) {
-        int n = epoll_wait(a->epfd, evs, ADMIN_MAX_CONNS + 2, 250);
+        int n = epoll_wait(a->epfd, evs, ADMIN_MAX_CONNS + 3, 250);
         long now;
 
         if (n < 0 && errno != EINTR) {
@@ -343,10 +375,18 @@ static void *admin_main(void *arg)
 
             if (tag == TAG_STOP)
                 return NULL;
-            if (tag == TAG_LISTEN)
+            if (tag == TAG_RELEASE) {
+                eventfd_t v;
+
+                eventfd_read(a->relfd, &v);
+                release_listener(a);
+            } else if (tag == TAG_LISTEN && a->lfd >= 0) {
                 on_accept(a);
-            else if (a->conns[tag])
+            } else if (tag == TAG_LISTEN) {
+                continue; /* released in this batch */
+            } else if (a->conns[tag]) {
                 on_conn(a, (int)tag, evs[k].events);
+            }
         }
         now = now_ms();
         for (int i = 0; i < ADMIN_MAX_CONNS; i++)
@@ -389,5 +429,7 @@ void admin_free(struct admin *a)
         close(a->epfd);
     if (a->stopfd >= 0)
         close(a->stopfd);
+    if (a->relfd >= 0)
+        close(a->relfd);
     free(a);
 }

@@ -211,7 +211,7 @@ int main(int argc, char **argv)
     cpu_set_t allowed;
     char err[512], cpus[256];
     int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0, nheld, activated;
-    int taken[TAKEOVER_MAX_FDS], ntaken = 0, tconn = -1, reused = 0;
+    int taken[TAKEOVER_MAX_FDS], ntaken = 0, tconn = -1, reused = 0, admin_fd = -1;
     long reserved, max_conns, somaxconn, stall, wd_ms, tick_ms, next_wd = 0, last_live = 0;
 
     switch (opt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
@@ -345,6 +345,11 @@ int main(int argc, char **argv)
         }
         lfds[nlisten++] = fd;
     }
+    for (int k = 0; k < ntaken && o.admin && admin_fd < 0; k++)
+        if (taken[k] >= 0 && takeover_match(taken[k], o.admin)) { /* its --admin listener */
+            admin_fd = taken[k];
+            taken[k] = -1;
+        }
     for (int k = 0; k < ntaken; k++)
         if (taken[k] >= 0)
             close(taken[k]); /* bound where no --listen of ours asks: the old one's alone */
@@ -389,7 +394,8 @@ int main(int argc, char **argv)
      * none) unresponsive */
     stall = o.lua && o.lua_timeout_ms > 0 ? o.lua_timeout_ms : 1000;
     if (o.admin) {
-        adm = admin_new(o.admin, srv, stall, err, sizeof(err));
+        adm = admin_new(o.admin, admin_fd, srv, stall, err, sizeof(err));
+        admin_fd = -1; /* the admin's now, even on failure */
         if (!adm) {
             fprintf(stderr, "lfepolld: %s\n", err);
             goto out;
@@ -418,7 +424,16 @@ int main(int argc, char **argv)
     rc = 1;
     /* PATH is served before the predecessor is told to go: if it cannot be, this instance
      * stops and the predecessor goes on serving. */
-    if (o.takeover && !(tko = takeover_serve(o.takeover, lfds, nheld, err, sizeof(err)))) {
+    if (o.takeover) { /* the successor gets the listeners and the admin listener */
+        int hand[OPT_MAX_LISTEN + 1], nhand = 0;
+
+        for (int i = 0; i < nheld; i++)
+            hand[nhand++] = lfds[i];
+        if (admin_listener(adm) >= 0)
+            hand[nhand++] = admin_listener(adm);
+        tko = takeover_serve(o.takeover, hand, nhand, err, sizeof(err));
+    }
+    if (o.takeover && !tko) {
         log_err("%s", err);
         if (tconn >= 0)
             close(tconn);
@@ -521,8 +536,10 @@ int main(int argc, char **argv)
         }
     }
     sdnotify_send("STOPPING=1\nSTATUS=draining");
-    if (takeover_handed(tko))
+    if (takeover_handed(tko)) {
+        admin_release(adm); /* the successor answers /health from here on */
         server_handover(srv);
+    }
     takeover_free(tko); /* before the listeners close: none is handed over closed */
     tko = NULL;
     stop_guard(o.drain_ms + STOP_GUARD_MS);

@@ -283,6 +283,65 @@ static void test_takeover_proxy_header_alone(void **state)
     unlink(sock);
 }
 
+/* The --admin listener goes over with the others: the successor, started with the same --admin,
+ * takes it instead of failing with "port in use" (found by the scale-out topology, where HAProxy
+ * checks /health there), and the draining instance stops answering on it, so a load balancer's
+ * checks never see the 503 of a drain that a successor already covers. X never reads, so A's
+ * drain lasts its timeout. */
+static void test_takeover_admin(void **state)
+{
+    char admin[32];
+    const char *args[] = {"--listen",        addr, "--takeover", sock, "--admin", admin,
+                          "--drain-timeout", "2s", NULL};
+    struct daemon a, b;
+    char buf[4096];
+    int x, aport, ok = 0, other = 0;
+    long until;
+
+    (void)state;
+    setup_paths();
+    aport = free_port();
+    snprintf(admin, sizeof(admin), "127.0.0.1:%d", aport);
+    if (spawn(&a, args, 0, NULL) < 0)
+        fail_msg("A did not start: %s", log_text(&a));
+    assert_int_equal(http_get(aport, "/health", NULL), 200);
+    x = tcp_connect(atoi(strrchr(addr, ':') + 1));
+    fcntl(x, F_SETFL, O_NONBLOCK);
+    memset(buf, 'x', sizeof(buf));
+    for (long sent = 0; sent < 64L << 20;) { /* until A stops reading it: output pending */
+        struct pollfd p = {.fd = x, .events = POLLOUT};
+        ssize_t n = send(x, buf, sizeof(buf), MSG_NOSIGNAL);
+
+        if (n > 0)
+            sent += n;
+        else if (poll(&p, 1, 300) <= 0)
+            break;
+    }
+    if (spawn(&b, args, 0, NULL) < 0)
+        fail_msg("B did not start with A's --admin: %s", log_text(&b));
+    if (!wait_log(&a, "draining", 5000))
+        fail_msg("A is not draining: %s", log_text(&a));
+    until = now_ms() + 1500;
+    while (now_ms() < until) { /* A drains until its 2 s timeout: B answers every check */
+        int code = http_get(aport, "/health", NULL);
+
+        code == 200 ? ok++ : other++;
+        sleep_ms(20);
+    }
+    print_message("/health during A's drain: %d answered 200, %d otherwise\n", ok, other);
+    if (other || ok < 10)
+        fail_msg("want every /health check during the hand-over answered 200 by B: %d 200, %d "
+                 "other",
+                 ok, other);
+    close(x);
+    assert_int_equal(stop_daemon(&a, 0, 15000), 0);
+    assert_int_equal(http_get(aport, "/health", NULL), 200);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&a);
+    cleanup(&b);
+    unlink(sock);
+}
+
 /* Garbage on PATH is dropped with a line, a stale PATH file is no instance, a successor that
  * dies before it is ready leaves the instance serving (and a later one can take over), and a
  * PATH whose directory does not exist stops the start with one line. */
@@ -338,6 +397,7 @@ int main(void)
         cmocka_unit_test_teardown(test_takeover_long_held, teardown),
         cmocka_unit_test_teardown(test_takeover_http_keepalive, teardown),
         cmocka_unit_test_teardown(test_takeover_proxy_header_alone, teardown),
+        cmocka_unit_test_teardown(test_takeover_admin, teardown),
         cmocka_unit_test_teardown(test_takeover_hostile, teardown),
     };
 
