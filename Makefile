@@ -7,6 +7,7 @@
 #   make bench        side-by-side benchmark against the peers in ../shared/peers
 #   make install      binaries, man pages, units, Lua scripts, configs under $(DESTDIR)$(PREFIX) (make uninstall)
 #   make fuzz, make soak   libFuzzer targets (tests/fuzz), the long soak run (tests/soak)
+#   make scaleout-test     backends, balancer and clients in network namespaces (root; SCALEOUT_SHORT=1: CI)
 
 PREFIX ?= /usr/local
 OPT ?= -O2
@@ -21,6 +22,7 @@ DEB_PKGS += prometheus # tests/integration/test_admin.c: promtool, and a server 
 DEB_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify of the unit files
 DEB_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
 DEB_PKGS += haproxy # tests/integration/test_hygiene.c: a real PROXY protocol sender
+DEB_PKGS += nftables # tests/scaleout: the kernel balancer
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -324,6 +326,17 @@ uninstall:
 
 clean:
 	rm -rf build build-address build-undefined build-thread lfepolld lfbench
+
+# Scale-out (tests/scaleout/run.sh, docs/scale-out.md): three lfepolld backends behind HAProxy
+# and nftables, two lfbench agents, all in network namespaces. Root only; not part of make test.
+SCALEOUT_SHORT ?= 0
+.PHONY: scaleout-test
+scaleout-test:
+	@if [ "$$(id -u)" != 0 ]; then echo "scaleout-test: skipped: needs root (network namespaces)"; exit 0; fi; \
+	if ! ip netns list >/dev/null 2>&1; then echo "scaleout-test: skipped: ip netns cannot be used here"; exit 0; fi; \
+	$(MAKE) --no-print-directory deps $(LFEPOLLD) $(LFBENCH) && \
+	SCALEOUT_SHORT=$(SCALEOUT_SHORT) LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
+	  timeout -k 5 $$(if [ "$(SCALEOUT_SHORT)" = 1 ]; then echo 170; else echo 600; fi) tests/scaleout/run.sh
 
 # Fuzzing, fault injection and the soak run keep their rules beside their sources.
 -include tests/fuzz/fuzz.mk tests/fault/fault.mk tests/soak/soak.mk
