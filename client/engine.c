@@ -507,8 +507,9 @@ static void short_done(struct bconn *c, uint64_t now)
  * (Connection: close, HTTP/1.0, a close-delimited body) or idle. Other framings (a stopping
  * lfepolld ends echo connections so, and so does a server's idle timeout): with nothing in
  * flight, or with requests issued but not one byte of them written yet (the end of the stream
- * came in the same read as the last response); a request the server was sent and never
- * answered is the error "closed" (do_read). HTTP: requests pipelined
+ * came in the same read as the last response), once the connection has completed a request: one
+ * closed before its first is a server shedding connections, the error "closed", as is a
+ * request the server was sent and never answered (do_read). HTTP: requests pipelined
  * behind that response are never answered; HTTP has the client send them again (RFC 9112
  * §9.3.2). The closed loop does: they go back to the issuer (-n still completes its count) and
  * the new connection sends them as new requests, their latency counted from that resend. The
@@ -575,7 +576,7 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                 reopen_clean(c, now, false); /* an idle keep-alive connection closed */
                 return;
             }
-            if (t->o->expect != EXPECT_HTTP && t->o->mode == MODE_LONG &&
+            if (t->o->expect != EXPECT_HTTP && t->o->mode == MODE_LONG && c->nreq > c->qn &&
                 (c->qn == 0 || (c->qw == 0 && c->woff == 0))) {
                 reopen_clean(c, now, c->qn > 0); /* closed between requests */
                 return;

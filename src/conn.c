@@ -111,6 +111,8 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
     /* The script hears the end of every connection it saw start, and of no other. */
     if (sc && (c->flags & CONN_STARTED))
         script_on_close(sc, &lconn_of(c)->sc, why);
+    if (c->flags & CONN_WRCLOSED)
+        __atomic_sub_fetch(&s->nwrclosed, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
     if (s->iplimit)
         iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[c->fd], __ATOMIC_RELAXED));

@@ -386,8 +386,10 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     log_info("draining %ld connections (%ld with output pending), up to %d ms",
              __atomic_load_n(&s->live, __ATOMIC_RELAXED),
              __atomic_load_n(&s->npending, __ATOMIC_RELAXED), timeout_ms);
-    /* Quiet means: no connection left, or nothing pending, no worker busy and no event handled
-     * across two consecutive looks (an idle connection is closed below, losing nothing). */
+    /* Quiet means: no connection left, or nothing pending, no worker busy, no connection a
+     * hand-over sent its FIN still open (its client may yet send what raced the FIN: it is read
+     * and counted, not reset by a close) and no event handled across two consecutive looks (an
+     * idle connection is closed below, losing nothing). */
     while (abort_wait && now_ms() < deadline) {
         bool busy;
         uint64_t ev;
@@ -401,7 +403,8 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
         ev = activity(s, &busy);
         if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) == 0)
             break;
-        if (!busy && ev == prev && __atomic_load_n(&s->npending, __ATOMIC_RELAXED) == 0) {
+        if (!busy && ev == prev && __atomic_load_n(&s->npending, __ATOMIC_RELAXED) == 0 &&
+            __atomic_load_n(&s->nwrclosed, __ATOMIC_RELAXED) == 0) {
             if (++quiet >= 2)
                 break;
         } else {

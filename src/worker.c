@@ -141,6 +141,7 @@ static uint32_t drain_echo(struct worker *w, struct conn *c, uint32_t events,
         recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN &&
         shutdown(c->fd, SHUT_WR) == 0) {
         c->flags |= CONN_WRCLOSED;
+        __atomic_add_fetch(&w->srv->nwrclosed, 1, __ATOMIC_RELAXED);
         STAT_ADD(&w->st, drain_closed, 1);
     } else if (want) {
         setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));

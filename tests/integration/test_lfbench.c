@@ -760,6 +760,7 @@ static void test_clean_close_between_requests(void **state)
 {
     const char *between[] = {badserver, "PORT", "between", "10", NULL};
     const char *unanswered[] = {badserver, "PORT", "unanswered", "50", NULL};
+    const char *shed[] = {lfepolld, "--listen", "127.0.0.1:PORT", "--max-conns", "5", "-q", NULL};
 
     (void)state;
     start_server(between);
@@ -775,6 +776,15 @@ static void test_clean_close_between_requests(void **state)
         field("reconnects") != -1)
         fail_msg("want every 50th request unanswered counted as closed, none a reconnect, and "
                  "the run failed:\n%s",
+                 out);
+    teardown(NULL);
+    /* a server shedding connections closes them before their first request: errors, not
+     * reconnects (the attack on this change found 315 "reconnects" for 30 errors) */
+    start_server(shed);
+    if (bench(server_port, "-c", "20", "-R", "200", "-d", "1", "-q", NULL) != 1 ||
+        field("closed") <= 0 || field("reconnects") != -1)
+        fail_msg("want connections shed before their first request counted as closed, none a "
+                 "reconnect:\n%s",
                  out);
 }
 

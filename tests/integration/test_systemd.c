@@ -466,9 +466,21 @@ static void reuseport_round(int *served, int *reset, long *by_d2)
  * served than reset. In a network namespace of the test's own, so the host's setting cannot
  * decide the outcome; the first instance is seen stopped (every thread in state T) before a
  * connection is made. */
+static int netns_orig = -1; /* the namespace to go back to, also when a check fails mid-test */
+
+static int teardown_netns(void **state)
+{
+    if (netns_orig >= 0) {
+        setns(netns_orig, CLONE_NEWNET);
+        close(netns_orig);
+        netns_orig = -1;
+    }
+    return teardown(state);
+}
+
 static void test_reuseport_two_instances(void **state)
 {
-    int orig = own_netns(), served = 0, reset = 0, m;
+    int orig = netns_orig = own_netns(), served = 0, reset = 0, m;
     long by_d2 = -1;
 
     (void)state;
@@ -500,6 +512,7 @@ static void test_reuseport_two_instances(void **state)
                      served, by_d2, reset);
     }
     if (orig >= 0) {
+        netns_orig = -1;
         assert_int_equal(setns(orig, CLONE_NEWNET), 0);
         close(orig);
     }
@@ -547,7 +560,7 @@ int main(void)
         cmocka_unit_test_teardown(test_notify_lifecycle, teardown),
         cmocka_unit_test_teardown(test_notify_nobody_listening, teardown),
         cmocka_unit_test_teardown(test_socket_activation, teardown),
-        cmocka_unit_test_teardown(test_reuseport_two_instances, teardown),
+        cmocka_unit_test_teardown(test_reuseport_two_instances, teardown_netns),
         cmocka_unit_test_teardown(test_user_drop, teardown),
     };
 
