@@ -138,7 +138,7 @@ start_backend() { # start_backend I ARGS...: a new instance on backend I (a take
     local i=$1; shift
     local g=$((BGEN[i] + 1)) t
     BGEN[i]=$g
-    BADMIN[i]=$((9877 + g % 2)) # the admin listener is not handed over: alternate its port
+    BADMIN[i]=9878 # the same address for every instance: --takeover hands it over
     BLOG[i]=$TMP/b$i.$g.log
     ip netns exec "$P-b$i" "$LFEPOLLD" --listen "${BK[$i]}:$PORT" --admin "${BK[$i]}:${BADMIN[$i]}" \
         --takeover "$TMP/run/b$i.sock" --workers 1 "$@" 2>"${BLOG[$i]}" &
@@ -179,13 +179,12 @@ stopstat() { # stopstat LOG KEY: KEY's value on the "stats: total" line an insta
 }
 
 # --- balancer -------------------------------------------------------------------------------
-# Connect to a backend only once the client's first bytes are here, so the PROXY header and the
-# first request leave together. Without it (SCALEOUT_HA_WAIT=0), HAProxy sends the header alone
-# at connect, and an lfepolld draining for --takeover takes a header-only connection for one
-# between requests: FIN (drain_closed), the request dropped (drain_raced), a failed short
-# connection (docs/scale-out.md, "Known issue").
+# HAProxy sends the PROXY header alone at connect, before the client's first request (its
+# default, kept here: an lfepolld draining for --takeover once took such a header-only
+# connection for one between requests and closed it). SCALEOUT_HA_WAIT=1 makes HAProxy wait
+# for the client's first bytes so that both leave together.
 HA_WAIT_CFG=""
-if [ "${SCALEOUT_HA_WAIT:-1}" = 1 ]; then
+if [ "${SCALEOUT_HA_WAIT:-0}" = 1 ]; then
     HA_WAIT_CFG=$'    tcp-request inspect-delay 2s\n    tcp-request content accept if { req.len gt 0 }\n'
 fi
 cat >"$TMP/haproxy.cfg" <<EOF
@@ -216,7 +215,8 @@ hacmd() { # hacmd COMMAND: HAProxy's runtime API, over TCP inside the balancer n
 ip netns exec "$P-bal" "$HAPROXY" -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
 PIDS+=("$!")
 HAPID=$!
-checkport() { # point HAProxy's health check of backend I at its current admin port
+checkport() { # point HAProxy's health check of backend I at its admin port (the same for
+    # every generation since --takeover hands the admin listener over; kept for other setups)
     hacmd "set server lfe/b$1 check-port ${BADMIN[$1]}" >/dev/null
 }
 ha_up() { # wait until HAProxy sees all three backends up
