@@ -129,7 +129,7 @@ if command -v gnuplot >/dev/null; then
             plot="$plot${plot:+, }'$OUT/$n-$c.xy' using 1:2 with linespoints title '$n'"
         done
         gnuplot <<GP
-set terminal png size 800,500
+set terminal png size 800,500 noenhanced
 set output '$OUT/latency-c$c.png'
 set title 'p99 latency against offered rate, $c connections (open loop)'
 set xlabel 'offered rate (requests/s)'

@@ -90,13 +90,14 @@ with open(sys.argv[2], "w") as f:
         print(s + " " + " ".join(f"{x:.1f}" for x in row), file=f)
 EOF
         n=$(head -1 "$run/qps.dat" | wc -w)
-        plot=""
-        for ((k = 2; k <= n; k += 3)); do
-            plot="$plot${plot:+, }'$run/qps.dat' using $k:$((k + 1)):$((k + 2)) title columnhead($k)"
+        plot="'$run/qps.dat' using 2:3:4:xtic(1)"
+        for ((k = 5; k <= n; k += 3)); do
+            plot="$plot, '' using $k:$((k + 1)):$((k + 2))"
         done
         gnuplot <<GP || echo "bench: gnuplot failed on the QPS plot" >&2
-set terminal png size 1000,500
+set terminal png size 1000,500 noenhanced
 set output '$pngdir/qps.png'
+set key autotitle columnhead
 set title 'Echo QPS per scenario, median of $REPS with min-max (server on one CPU, echoload on the other)'
 set ylabel 'thousand requests/s'
 set style data histograms
@@ -104,7 +105,7 @@ set style histogram errorbars gap 2 lw 1
 set style fill solid 0.6 border -1
 set key outside right
 set yrange [0:*]
-plot $plot, '' using 0:(0):xticlabels(1) notitle with points ps 0
+plot $plot
 GP
     fi
     for f in "$run"/lat/latency-c*.png; do [ -f "$f" ] && cp "$f" "$pngdir/"; done
