@@ -41,7 +41,8 @@ section() { # section NAME TITLE COMMAND...: runs it, keeps its output and how l
     echo "== $title: $*" >&2
     t0=$(date +%s)
     "$@" >"$run/$name.out" 2>"$run/$name.err" || rc=$?
-    echo "$title|$(($(date +%s) - t0))|$rc|$*" >"$run/$name.meta"
+    local cmd="$*"
+    echo "$title|$(($(date +%s) - t0))|$rc|${cmd//$top\//}" >"$run/$name.meta" # project-relative
     sections+=("$name")
     [ "$rc" -eq 0 ] || echo "bench: $title exited $rc (see $run/$name.err)" >&2
     cat "$run/$name.out" >&2

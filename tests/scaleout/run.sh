@@ -316,19 +316,26 @@ counters_agree() { # counters_agree NAME MODE CONNS [RESPONSE-BYTES]: backends' 
     fi
 }
 
+behind() { # behind BAL [LFEPOLLD-ARGS...]: fresh backends for balancer BAL; sets TARGET
+    local bal=$1 i
+    shift
+    if [ "$bal" = haproxy ]; then
+        start_backends --proxy-protocol "$@"
+        for i in 1 2 3; do checkport "$i"; done
+        ha_up
+        TARGET=$BAL_F:$HAPORT
+    else
+        start_backends "$@"
+        TARGET=$BAL_F:$NFTPORT
+    fi
+}
+
 # --- 1, 4: spread and exact counts, HAProxy then nftables, long then short -----------------------
 spread_pass() { # spread_pass BAL MODE
     local bal=$1 mode=$2 n="spread-$1-$2" target args
     say "== $n"
-    if [ "$bal" = haproxy ]; then
-        start_backends --proxy-protocol
-        for i in 1 2 3; do checkport "$i"; done
-        ha_up
-        target=$BAL_F:$HAPORT
-    else
-        start_backends
-        target=$BAL_F:$NFTPORT
-    fi
+    behind "$bal"
+    target=$TARGET
     # long: open loop, the same rate on every connection, so that the request share measures
     # the balancer and not how this 2-CPU box schedules three closed-loop backends
     if [ "$mode" = long ]; then args=(-c 15 -R "$RATE" -d "$D"); else args=(--mode short -c 8 -d "$D"); fi
@@ -345,9 +352,7 @@ spread_pass() { # spread_pass BAL MODE
 kv_pass() {
     local n=spread-haproxy-kv
     say "== $n"
-    start_backends --proxy-protocol --lua "$ROOT/lua/kv.lua"
-    for i in 1 2 3; do checkport "$i"; done
-    ha_up
+    behind haproxy --lua "$ROOT/lua/kv.lua"
     printf 'GET nobody-set-this\n' >"$TMP/kv.req"
     agents "$n" "$BAL_F:$HAPORT" -c 15 -R "$RATE" -d "$D" --payload "$TMP/kv.req" --expect line
     summary "$n"
@@ -373,9 +378,7 @@ fi
 # --- 5: the client's address behind HAProxy -------------------------------------------------
 if want peer; then
 say "== peer address behind HAProxy (--proxy-protocol, tests/scaleout/peer.lua logs conn.peer)"
-start_backends --proxy-protocol --lua "$ROOT/tests/scaleout/peer.lua"
-for i in 1 2 3; do checkport "$i"; done
-ha_up
+behind haproxy --lua "$ROOT/tests/scaleout/peer.lua"
 agents peer "$BAL_F:$HAPORT" -c 6 -d 1
 cat "$TMP"/b[123].*.log | grep -o 'peer [0-9.]*:' | sort | uniq -c | sed 's/^/    /'
 np1=$(cat "$TMP"/b[123].*.log | grep -c "peer $C1:" || true)
@@ -467,15 +470,8 @@ killer() {
 kill_pass() { # kill_pass BAL
     local bal=$1 n="kill-$1" target after
     say "== $n: b2 killed with SIGKILL under load ($bal)"
-    if [ "$bal" = haproxy ]; then
-        start_backends --proxy-protocol
-        for i in 1 2 3; do checkport "$i"; done
-        ha_up
-        target=$BAL_F:$HAPORT
-    else
-        start_backends
-        target=$BAL_F:$NFTPORT
-    fi
+    behind "$bal"
+    target=$TARGET
     HALINES=$(wc -l <"$TMP/haproxy.log")
     DURING=killer agents "$n" "$target" --max-errors 1000000 --timeout 1000 -c 15 -d "$DK"
     summary "$n"
