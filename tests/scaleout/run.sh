@@ -140,14 +140,19 @@ start_backend() { # start_backend I ARGS...: a new instance on backend I (a take
     BGEN[i]=$g
     BADMIN[i]=9878 # the same address for every instance: --takeover hands it over
     BLOG[i]=$TMP/b$i.$g.log
-    ip netns exec "$P-b$i" "$LFEPOLLD" --listen "${BK[$i]}:$PORT" --admin "${BK[$i]}:${BADMIN[$i]}" \
+    # nsenter --net, not ip netns exec: the latter's sysfs remount once held a successor back
+    # for 12 s under load (see nsx)
+    nsenter --net="/run/netns/$P-b$i" "$LFEPOLLD" --listen "${BK[$i]}:$PORT" --admin "${BK[$i]}:${BADMIN[$i]}" \
         --takeover "$TMP/run/b$i.sock" --workers 1 "$@" 2>"${BLOG[$i]}" &
     BPID[i]=$!
     PIDS+=("$!")
     for t in $(seq 50); do
         local code
+        # /health alone is not enough: during a hand-over the admin listener is shared, and the
+        # old instance answers 200 until its successor is ready. The successor logs its admin
+        # address after it has told the old one to go (or, alone, once it serves).
         code=$(health "$i" "${BADMIN[$i]}")
-        [ "$code" = 200 ] && return 0
+        [ "$code" = 200 ] && grep -q "info: admin HTTP on" "${BLOG[$i]}" && return 0
         ts "b$i: gen $g /health on :${BADMIN[$i]}: '$code'"
         kill -0 "${BPID[$i]}" 2>/dev/null || break
         sleep 0.1
@@ -394,12 +399,40 @@ npb=$(cat "$TMP"/b[123].*.log | grep -c "peer $BAL_B:" || true)
 check "backends see c1's address $C1 ($np1 connections)" "$np1 -ge 6"
 check "backends see c2's address $C2 ($np2 connections)" "$np2 -ge 6"
 check "backends never see the balancer's address $BAL_B ($npb)" "$npb -eq 0"
+
+# --max-conns-per-ip counts the PROXY header's address. Every backend allows 2 connections an
+# address; c1 opens 12 (4 a backend through roundrobin) and keeps them; then c2 opens 3 (1 a
+# backend). Counted against the balancer's one address, c2's would all be shed; counted
+# against the clients', only c1's excess is, and every shed is one of c1's failed connections.
+say "== per-address limit behind HAProxy (--max-conns-per-ip 2 --proxy-protocol)"
+behind haproxy --max-conns-per-ip 2
+ip netns exec "$P-c1" "$LFBENCH" -q -c 12 -d 4 --max-errors 1000000 --json "$TMP/perip-c1.json" \
+    "$BAL_F:$HAPORT" >"$TMP/perip-c1.out" 2>&1 &
+p1=$!; PIDS+=("$p1")
+sleep 1.5 # c1's connections are in and held (closed loop), its excess shed and retried
+r2=0
+ip netns exec "$P-c2" "$LFBENCH" -q -c 3 -d 1 --json "$TMP/perip-c2.json" "$BAL_F:$HAPORT" \
+    >"$TMP/perip-c2.out" 2>&1 || r2=$?
+r1=0; wait "$p1" || r1=$?
+shed=$(btot lfepolld_worker_proxy_shed_per_ip_total)
+e1=$(j "$TMP/perip-c1.json" .errors.total) e2=$(j "$TMP/perip-c2.json" .errors.total)
+echo "    c1 (-c 12): $(j "$TMP/perip-c1.json" .requests) requests, $e1 errors (closed $(j "$TMP/perip-c1.json" .errors.closed));" \
+    "c2 (-c 3): $(j "$TMP/perip-c2.json" .requests) requests, $e2 errors; backends shed $shed by address"
+check "per-ip: c2's 3 connections all served (its own address, not the balancer's, is counted)" "$e2 -eq 0 && $r2 -eq 0 && $(j "$TMP/perip-c2.json" .requests) -gt 0"
+check "per-ip: c1's excess is shed ($shed), each one a failed connection of c1's ($e1)" "$shed -ge 6 && $shed -eq $e1 && $r1 -eq 0"
+check "per-ip: c1's 6 allowed connections served" "$(j "$TMP/perip-c1.json" .requests) -gt 0"
 fi
 
 # --- 2: rolling restart under load through HAProxy ------------------------------------------
 ROLL_HELD=0 ROLL_DC=0 ROLL_DR=0 ROLL_INFO=""
+logsec() { # logsec LOG TEXT: the time (epoch seconds) of the first line of LOG with TEXT, or ""
+    local t
+    t=$(grep -m1 -F "$2" "$1" | cut -c1-12) || true
+    [ -n "$t" ] && date -d "$t" +%s.%N || true
+}
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") print "?"; else printf "%.3f\n", b - a }'; }
 roll() { # replace b1, b2, b3 in turn, each by a --takeover successor, while the agents run
-    local i old oldlog held dc dr
+    local i old oldlog held dc dr t0 tt te
     echo "    roll: agents launched $(date +%T.%3N)"
     sleep 3.5 # the agents' --start-at +2, then a second of load
     for i in 1 2 3; do
@@ -407,6 +440,7 @@ roll() { # replace b1, b2, b3 in turn, each by a --takeover successor, while the
         ts "b$i: scrape"
         held=$(metric "$i" lfepolld_connections)
         ts "b$i: start successor"
+        t0=$(date +%s.%N)
         start_backend "$i" "${ROLL_ARGS[@]}"
         ts "b$i: move check"
         checkport "$i"
@@ -416,24 +450,40 @@ roll() { # replace b1, b2, b3 in turn, each by a --takeover successor, while the
         fi
         dc=$(stopstat "$oldlog" drain_closed) dr=$(stopstat "$oldlog" drain_raced)
         ROLL_HELD=$((ROLL_HELD + held)) ROLL_DC=$((ROLL_DC + ${dc:-0})) ROLL_DR=$((ROLL_DR + ${dr:-0}))
-        ROLL_INFO+=" b$i ($(date +%T.%3N)): held $held, drain_closed ${dc:-?} drain_raced ${dr:-?};"
+        # how long the hand-over took (successor started -> old told to stop) and the drain
+        tt=$(logsec "$oldlog" "SIGTERM: stopping") te=$(logsec "$oldlog" "info: stopped")
+        ROLL_INFO+=" b$i ($(date +%T.%3N)): held $held, drain_closed ${dc:-?} drain_raced ${dr:-?},"
+        ROLL_INFO+=" handed over $(secs "$t0" "$tt") s after the successor started, drained in $(secs "$tt" "$te") s;"
+        ROLL_LOGS+=" $oldlog"
         sleep 1
     done
     ROLL_END=$(date +%s.%N)
 }
 roll_pass() { # roll_pass NAME MAX_ERRORS LFBENCH-ARGS...
-    local n=$1 maxe=$2; shift 2
-    say "== $n: each backend replaced in turn (--takeover) under load through HAProxy"
-    start_backends "${ROLL_ARGS[@]}"
-    for i in 1 2 3; do checkport "$i"; done
-    ha_up
-    ROLL_HELD=0 ROLL_DC=0 ROLL_DR=0 ROLL_INFO="" ROLL_DONE=0
-    DURING=roll agents "$n" "$BAL_F:$HAPORT" --max-errors "$maxe" "$@"
-    summary "$n"
-    echo "    old instances:$ROLL_INFO total held $ROLL_HELD, drain_closed $ROLL_DC, drain_raced $ROLL_DR"
-    # the last hand-over (and the 1 s after it) must fall inside the agents' measured window
-    check "$n: the three hand-overs happened under load" \
-        "$(awk -v a="$ROLL_END" -v b="$(j "$TMP/$n-c1.json" .end_wall)" 'BEGIN { print (a < b) ? 1 : 0 }') -eq 1"
+    local n=$1 maxe=$2 try inload f again; shift 2
+    # The pass tests something only if the three hand-overs (and the second after each) fall
+    # inside the agents' measured window. On this shared 2-CPU machine the harness's own steps
+    # have stalled for seconds under load (one fresh-clone CI run ended the roll after the
+    # agents): such a pass says nothing either way, so it is run once more, saying so, with the
+    # old instances' logs; the second try counts. Every try prints how long each hand-over took.
+    for try in 1 2; do
+        again=""; [ "$try" = 1 ] || again=" (second try)"
+        say "== $n: each backend replaced in turn (--takeover) under load through HAProxy$again"
+        start_backends "${ROLL_ARGS[@]}"
+        for i in 1 2 3; do checkport "$i"; done
+        ha_up
+        ROLL_HELD=0 ROLL_DC=0 ROLL_DR=0 ROLL_INFO="" ROLL_DONE=0 ROLL_LOGS=""
+        DURING=roll agents "$n" "$BAL_F:$HAPORT" --max-errors "$maxe" "$@"
+        summary "$n"
+        echo "    old instances:$ROLL_INFO total held $ROLL_HELD, drain_closed $ROLL_DC, drain_raced $ROLL_DR"
+        inload=$(awk -v a="$ROLL_END" -v b="$(j "$TMP/$n-c1.json" .end_wall)" 'BEGIN { print (a < b) ? 1 : 0 }')
+        [ "$inload" = 1 ] && break
+        echo "    the roll ended at $(date -d "@$ROLL_END" +%T.%3N), after the agents' window" \
+            "($(date -d "@$(j "$TMP/$n-c1.json" .end_wall)" +%T.%3N)); the old instances said:"
+        for f in $ROLL_LOGS; do grep -v '^stats:' "$f" | sed "s|^|      $(basename "$f"): |"; done
+        sed 's/^/      timeline: /' "$TMP/timeline" | tail -12
+    done
+    check "$n: the three hand-overs happened under load" "$inload -eq 1"
     merge_exact "$n"
 }
 if want roll; then
@@ -468,26 +518,45 @@ killer() {
     sleep 3.5
     ts "scrape"
     KILL_HELD=$(metric 2 lfepolld_connections)
-    KILL_BEFORE=$(($(metric 1 lfepolld_worker_bytes_out_total) + $(metric 3 lfepolld_worker_bytes_out_total)))
+    ts "scrape b1"
+    KILL_BEFORE=$(metric 1 lfepolld_worker_bytes_out_total)
+    ts "scrape b3"
+    KILL_BEFORE=$((KILL_BEFORE + $(metric 3 lfepolld_worker_bytes_out_total)))
+    ts "kill b2"
+    local t0
+    t0=$(date +%s.%N)
     { kill -9 "${BPID[2]}"; wait "${BPID[2]}" || true; } 2>/dev/null # no "Killed" notice
+    ts "b2 reaped"
     KILL_AT=$(date +%s.%N)
-    echo "    b2 killed at $(date +%T.%3N)"
+    echo "    b2 killed at $(date -d "@$t0" +%T.%3N), reaped $(secs "$t0" "$KILL_AT") s later"
     BPID[2]=""
 }
 kill_pass() { # kill_pass BAL
-    local bal=$1 n="kill-$1" target after
-    say "== $n: b2 killed with SIGKILL under load ($bal)"
-    behind "$bal"
-    target=$TARGET
-    HALINES=$(wc -l <"$TMP/haproxy.log")
-    DURING=killer agents "$n" "$target" --max-errors 1000000 --timeout 1000 -c 15 -d "$DK"
-    summary "$n"
-    after=$(($(metric 1 lfepolld_worker_bytes_out_total) + $(metric 3 lfepolld_worker_bytes_out_total)))
-    KILL_ERR=$(j "$TMP/$n-merged.json" .errors.total)
-    echo "    b2 held $KILL_HELD connections when killed; clients' errors $KILL_ERR;" \
-        "b1+b3 echoed $(((after - KILL_BEFORE) / 64)) requests after the kill"
-    check "$n: the kill happened under load (1 s before the agents' end at least)" \
-        "$(awk -v a="$KILL_AT" -v b="$(j "$TMP/$n-c1.json" .end_wall)" 'BEGIN { print (a + 1 < b) ? 1 : 0 }') -eq 1"
+    local bal=$1 n="kill-$1" target after try inload again
+    # As for the rolls: a kill that (with its reaping) ends less than 1 s before the agents'
+    # window does says nothing; the pass runs once more, saying so, and the second try counts.
+    # Reaping took 2.5-8.5 s in about 1 kill of 8 under load here (bash's wait on the killed
+    # backend, in its namespace; the machine itself did not stall: a 20 ms heartbeat beside it
+    # saw no gap; not seen outside the namespaces: 20 kills, all under 6 ms). Not understood.
+    for try in 1 2; do
+        again=""; [ "$try" = 1 ] || again=" (second try)"
+        say "== $n: b2 killed with SIGKILL under load ($bal)$again"
+        behind "$bal"
+        target=$TARGET
+        HALINES=$(wc -l <"$TMP/haproxy.log")
+        DURING=killer agents "$n" "$target" --max-errors 1000000 --timeout 1000 -c 15 -d "$DK"
+        summary "$n"
+        after=$(($(metric 1 lfepolld_worker_bytes_out_total) + $(metric 3 lfepolld_worker_bytes_out_total)))
+        KILL_ERR=$(j "$TMP/$n-merged.json" .errors.total)
+        echo "    b2 held $KILL_HELD connections when killed; clients' errors $KILL_ERR;" \
+            "b1+b3 echoed $(((after - KILL_BEFORE) / 64)) requests after the kill"
+        inload=$(awk -v a="$KILL_AT" -v b="$(j "$TMP/$n-c1.json" .end_wall)" 'BEGIN { print (a + 1 < b) ? 1 : 0 }')
+        [ "$inload" = 1 ] && break
+        echo "    the kill ended at $(date -d "@$KILL_AT" +%T.%3N), less than 1 s before the agents' end" \
+            "($(date -d "@$(j "$TMP/$n-c1.json" .end_wall)" +%T.%3N)); timeline:"
+        sed 's/^/      /' "$TMP/timeline" | tail -6
+    done
+    check "$n: the kill happened under load (1 s before the agents' end at least)" "$inload -eq 1"
     check "$n: the run went on after the kill (b1+b3 served more)" "$after -gt $KILL_BEFORE"
     merge_exact "$n"
 }
