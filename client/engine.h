@@ -104,6 +104,9 @@ struct bthread {
     int *freeq, fhead, nfree; /* open loop: a FIFO ring of connections that can take a request */
     int sendfd;               /* open loop: timerfd of the next due send */
     uint64_t send_at;         /* when it is armed for, 0 = off */
+    bool quit;                /* --busy-poll: the loop ends (on_cmd's finish) */
+    bool worked;              /* --busy-poll: this turn handled something */
+    uint64_t work_ns;         /* --busy-poll: time in turns that handled something (main reads) */
     int nclosed;              /* connections closed (waiting to (re)connect) */
     unsigned next_source;     /* --source: the address the next connection binds to */
     int scan_pos;             /* the next connection the tick looks at for a timeout */

@@ -150,6 +150,12 @@ static int preflight(const struct bopt *o)
     if (o->linger0)
         fprintf(stderr, "lfbench: --linger0: each close sends a reset instead of a FIN; this "
                         "avoids TIME_WAIT on the client only, and the server sees ECONNRESET\n");
+    if (o->busy_poll && (!o->have_cpus || CPU_COUNT(&o->cpus) < o->threads))
+        fprintf(stderr,
+                "lfbench: warning: --busy-poll with %d thread%s %s: a spinning thread shares "
+                "its CPU (the server's too, on this host?); give each thread one with --cpus\n",
+                o->threads, o->threads == 1 ? "" : "s",
+                o->have_cpus ? "and fewer CPUs in --cpus" : "and no --cpus");
     return 0;
 }
 
@@ -168,6 +174,40 @@ static double cpu_seconds(const struct rusage *a, const struct rusage *b)
            (double)(b->ru_utime.tv_usec - a->ru_utime.tv_usec + b->ru_stime.tv_usec -
                     a->ru_stime.tv_usec) /
                1e6;
+}
+
+/* The client's CPU at one instant: the process's, the main thread's, and (--busy-poll) the time
+ * the engine threads spent in turns that handled something (engine.c). */
+struct cpu_mark {
+    struct rusage all, main;
+    double work;
+};
+
+static void cpu_mark(struct cpu_mark *m, const struct bthread *ts, int n)
+{
+    uint64_t ns = 0;
+
+    getrusage(RUSAGE_SELF, &m->all);
+    getrusage(RUSAGE_THREAD, &m->main);
+    for (int i = 0; i < n; i++)
+        ns += __atomic_load_n(&ts[i].work_ns, __ATOMIC_RELAXED);
+    m->work = (double)ns / 1e9;
+}
+
+/* The client CPU seconds between two marks. --busy-poll: the main thread's and the engine
+ * threads' work, at most the process's; *idle gets the rest (polling that found nothing). */
+static double cpu_between(const struct cpu_mark *a, const struct cpu_mark *b, bool busy,
+                          double *idle)
+{
+    double all = cpu_seconds(&a->all, &b->all), used = all;
+
+    if (busy) {
+        used = b->work - a->work + cpu_seconds(&a->main, &b->main);
+        if (used > all)
+            used = all;
+    }
+    *idle = all - used;
+    return used;
 }
 
 /* The main thread's view of the run while it goes. */
@@ -380,7 +420,7 @@ int main(int argc, char **argv)
     struct payloads p;
     struct bthread *ts;
     struct second *series = NULL;
-    struct rusage ru0, ru1;
+    struct cpu_mark ru0, ru1;
     struct kstat k0, k1, kd;
     char err[512];
     uint64_t t_start, t0, t1;
@@ -429,6 +469,8 @@ int main(int argc, char **argv)
     fprintf(stderr, ", expect %s", expect_name[o.expect]);
     if (o.rate > 0)
         fprintf(stderr, ", open loop at %.0f/s", o.rate);
+    if (o.busy_poll)
+        fprintf(stderr, ", busy-polling");
     if (o.duration > 0)
         fprintf(stderr, ", %.1f s after %.1f s warm-up\n", o.duration, o.warmup);
     else
@@ -483,7 +525,7 @@ int main(int argc, char **argv)
         base += n;
     }
     bool have_k = kstat_read("/proc/net", &k0) > 0;
-    getrusage(RUSAGE_SELF, &ru0);
+    cpu_mark(&ru0, ts, o.threads);
     t0 = now_ns();
     for (int i = 0; i < o.threads; i++) {
         pthread_attr_t attr;
@@ -548,7 +590,8 @@ int main(int argc, char **argv)
         sweep_init(&sw, &o);
         for (int k = 1; !interrupted; k++) {
             struct bcmd cmd = {.seq = k, .warmup = o.warmup, .duration = o.duration};
-            struct rusage ra, rb;
+            struct cpu_mark ra, rb;
+            double idle;
             uint64_t ta, tb;
 
             if (multi && (rate = sweep_next(&sw)) <= 0)
@@ -556,7 +599,7 @@ int main(int argc, char **argv)
             if (!multi && k > 1)
                 break;
             cmd.rate = rate;
-            getrusage(RUSAGE_SELF, &ra);
+            cpu_mark(&ra, ts, o.threads);
             ta = now_ns();
             cmd.start = ta + 1000000; /* every thread has it by then */
             R.step = k;
@@ -574,7 +617,7 @@ int main(int argc, char **argv)
                 if (run_tick(&R) < 0)
                     return 2;
             tb = now_ns();
-            getrusage(RUSAGE_SELF, &rb);
+            cpu_mark(&rb, ts, o.threads);
             if (multi) {
                 struct bstep *st;
                 if (R.nsteps == R.capsteps) {
@@ -584,7 +627,7 @@ int main(int argc, char **argv)
                         return 2;
                 }
                 st = &R.steps[R.nsteps++];
-                gather_step(&R, st, rate, cpu_seconds(&ra, &rb), tb - ta);
+                gather_step(&R, st, rate, cpu_between(&ra, &rb, o.busy_poll, &idle), tb - ta);
                 sweep_judge(&sw, st);
                 if (!o.quiet)
                     fprintf(stderr,
@@ -631,7 +674,7 @@ int main(int argc, char **argv)
         hdr_failed = true;
     }
     t1 = now_ns();
-    getrusage(RUSAGE_SELF, &ru1);
+    cpu_mark(&ru1, ts, o.threads);
     have_k = have_k && kstat_read("/proc/net", &k1) > 0;
     kstat_delta(&k0, &k1, &kd);
 
@@ -708,7 +751,7 @@ int main(int argc, char **argv)
     }
     if (res.measured <= 0)
         res.measured = res.wall;
-    res.cpu_s = cpu_seconds(&ru0, &ru1);
+    res.cpu_s = cpu_between(&ru0, &ru1, o.busy_poll, &res.poll_idle_s);
     /* the measured window: the (last) step's start after its warm-up; a sweep's steps follow
      * the opening */
     res.start_wall =
@@ -720,6 +763,7 @@ int main(int argc, char **argv)
     res.connect_busy = (double)connect_ns / 1e9;
     /* The network namespace's counters over the whole run, warm-up included. */
     res.have_k = have_k;
+    res.busy_poll = o.busy_poll;
     res.kd = kd;
     res.kr = (struct kstat_run){.addrnotavail = res.total.errors[ERR_ADDRNOTAVAIL],
                                 .linger0 = o.linger0,

@@ -286,6 +286,10 @@ void result_print(FILE *f, const struct bresult *r)
             100.0 * cpu / wall, wall, r->all_requests ? cpu * 1e6 / (double)r->all_requests : 0.0,
             100.0 * cpu / wall > 90.0 * r->threads ? " (saturated: the client may be the limit)"
                                                    : "");
+    if (r->poll_idle_s > 0)
+        fprintf(
+            f, "busy-poll    %.2f CPU seconds more polled with nothing to do (not counted above)\n",
+            r->poll_idle_s);
     if (r->have_k) {
         fprintf(f, "kernel      ");
         for (int i = 0; i < KS_N; i++)
@@ -445,7 +449,8 @@ int result_write_json(FILE *f, const struct bresult *r)
             r->conns, r->threads, r->pipeline, r->duration, (unsigned long long)r->requests_asked,
             r->warmup, r->timeout_ms, r->rate);
     json_str(f, r->expect);
-    fprintf(f, ", \"linger0\": %s},\n", r->kr.linger0 ? "true" : "false");
+    fprintf(f, ", \"linger0\": %s, \"busy_poll\": %s},\n", r->kr.linger0 ? "true" : "false",
+            r->busy_poll ? "true" : "false");
     fprintf(f,
             "  \"agents\": %d,\n  \"start_wall\": %.6f,\n  \"end_wall\": %.6f,\n"
             "  \"window_spread_s\": %.6f,\n  \"wall_s\": %.6f,\n",
@@ -487,9 +492,10 @@ int result_write_json(FILE *f, const struct bresult *r)
         fprintf(f, ", \"%s\": %llu", err_key[e], (unsigned long long)r->total.errors[e]);
     fprintf(f,
             "},\n  \"client_cpu\": {\"percent\": %.1f, \"us_per_request\": %.3f, "
-            "\"seconds\": %.17g},\n",
+            "\"seconds\": %.17g, \"poll_idle_seconds\": %.17g},\n",
             100.0 * r->cpu_s / wall,
-            r->all_requests ? r->cpu_s * 1e6 / (double)r->all_requests : 0.0, r->cpu_s);
+            r->all_requests ? r->cpu_s * 1e6 / (double)r->all_requests : 0.0, r->cpu_s,
+            r->poll_idle_s);
     fprintf(f, "  \"kernel\": {");
     for (int i = 0, n = 0; r->have_k && i < KS_N; i++)
         if (r->kd.have[i])
@@ -905,6 +911,8 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
     r->timeout_ms = need_int(rd, cfg, "config", "timeout_ms");
     r->rate = need_num(rd, cfg, "config", "rate");
     r->kr.linger0 = need_bool(rd, cfg, "config", "linger0");
+    if (json_get(cfg, "busy_poll")) /* absent before --busy-poll existed */
+        r->busy_poll = need_bool(rd, cfg, "config", "busy_poll");
     r->agents = need_int(rd, d, "", "agents");
     if (!rd->bad && r->agents < 1)
         rd_fail(rd, "", "agents", "is 0");
@@ -975,8 +983,11 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
             rd_fail(rd, "errors", "total", "is %llu but the kinds add up to %llu",
                     (unsigned long long)total_err, (unsigned long long)sum);
     }
-    if ((cpu = need(rd, d, "", "client_cpu", JSON_OBJECT)))
+    if ((cpu = need(rd, d, "", "client_cpu", JSON_OBJECT))) {
         r->cpu_s = need_num(rd, cpu, "client_cpu", "seconds");
+        if (json_get(cpu, "poll_idle_seconds")) /* --busy-poll; absent before it existed */
+            r->poll_idle_s = need_num(rd, cpu, "client_cpu", "poll_idle_seconds");
+    }
     if ((k = need(rd, d, "", "kernel", JSON_OBJECT))) {
         r->have_k = k->len > 0;
         for (int i = 0; i < KS_N; i++)
@@ -1265,6 +1276,7 @@ int result_merge(struct bresult *dst, const struct bresult *src)
     dst->duration = fmax(dst->duration, src->duration);
     dst->warmup = fmax(dst->warmup, src->warmup);
     dst->kr.linger0 = dst->kr.linger0 || src->kr.linger0;
+    dst->busy_poll = dst->busy_poll || src->busy_poll;
     /* The spread: the two sides' own spreads and the distance between their earliest and
      * latest starts (each side's starts lie in [start_wall, start_wall + window_spread]). */
     start = fmin(dst->start_wall, src->start_wall);
@@ -1290,6 +1302,7 @@ int result_merge(struct bresult *dst, const struct bresult *src)
     dst->http_non2xx += src->http_non2xx;
     dst->all_requests += src->all_requests;
     dst->cpu_s += src->cpu_s;
+    dst->poll_idle_s += src->poll_idle_s;
     /* The kernel's counters are summed: right for agents on different hosts; two agents on one
      * host (one network namespace) count that host's counters twice (the summary says so). A
      * counter is kept where both sides have it. */

@@ -78,7 +78,9 @@ struct bresult {
     uint64_t reconnects;               /* --reconnect-every */
     uint64_t http_non2xx;              /* --expect http */
     uint64_t all_requests;             /* issued, warm-up included: the CPU is per one of these */
-    double cpu_s;                      /* client CPU seconds over wall */
+    double cpu_s;                      /* client CPU seconds over wall (--busy-poll: less idle) */
+    bool busy_poll;                    /* --busy-poll (config) */
+    double poll_idle_s;                /* --busy-poll: CPU seconds polling with nothing to do */
     bool have_k;
     struct kstat kd; /* kernel deltas over the whole run */
     struct kstat_run kr;

@@ -12,7 +12,9 @@
 # Knobs: REPS (1: each cell's figures are medians over REPS interleaved runs), FRACS
 # ("25 50 75 90", percent), CONNS ("100 1000"), DUR (5 s), WARM (1 s), SRV_CPUS (0),
 # CLI_CPUS (1), CLI_THREADS (1), LFBENCH (./lfbench), OUT (directory for latency.dat, the
-# markdown table latency.md and, with gnuplot, latency-cN.png; default a temporary one).
+# markdown table latency.md and, with gnuplot, latency-cN.png; default a temporary one),
+# BUSY_POLL (1: lfbench --busy-poll, its threads spin on their CPUs instead of sleeping on a
+# timer per request, which lets one client CPU offer about twice the rate; default 0).
 # A cell whose client was saturated (lfbench's own CPU) is marked: there the figure measures the
 # client, not the server. Sends that went out late because every connection was busy waiting for
 # the server are the server's queueing, and count in its latency (no coordinated omission).
@@ -21,6 +23,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 REPS=${REPS:-1} FRACS=${FRACS:-25 50 75 90} CONNS=${CONNS:-100 1000} DUR=${DUR:-5} WARM=${WARM:-1}
 SRV_CPUS=${SRV_CPUS:-0} CLI_CPUS=${CLI_CPUS:-1} CLI_THREADS=${CLI_THREADS:-1}
 LFBENCH=${LFBENCH:-$top/lfbench}
+BP=(); [ "${BUSY_POLL:-0}" = 1 ] && BP=(--busy-poll)
 OUT=${OUT:-$(mktemp -d)}
 [ $# -ge 1 ] || { echo "usage: $0 NAME='COMMAND {port}' ..." >&2; exit 2; }
 [ -x "$LFBENCH" ] || { echo "$0: $LFBENCH is not built: run make" >&2; exit 2; }
@@ -49,12 +52,13 @@ start() { # start INDEX: the server, pinned, on a fresh port (sets pid and port)
 stop() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; pid=; }
 bench() { # bench ARGS...: lfbench against the running server; its text report on stdout
     taskset -c "$CLI_CPUS" "$LFBENCH" -t "$CLI_THREADS" --cpus "$CLI_CPUS" -d "$DUR" \
-        --warmup "$WARM" --timeout 10000 --max-errors 1000000 "$@" "127.0.0.1:$port" 2>&1 || true
+        --warmup "$WARM" --timeout 10000 --max-errors 1000000 ${BP[@]+"${BP[@]}"} "$@" \
+        "127.0.0.1:$port" 2>&1 || true
 }
 
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); $(nproc) CPUs;" \
     "load $(cut -d' ' -f1-3 /proc/loadavg); server on CPU $SRV_CPUS, lfbench on $CLI_CPUS" \
-    "($CLI_THREADS threads); REPS=$REPS DUR=$DUR WARM=$WARM"
+    "($CLI_THREADS threads${BP[*]+, ${BP[*]}}); REPS=$REPS DUR=$DUR WARM=$WARM"
 read -r c0 _ <<<"$CONNS"
 if [ -z "${MAX_RATE:-}" ]; then
     qs=()

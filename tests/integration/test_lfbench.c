@@ -627,6 +627,73 @@ static void test_open_loop_never_drops_a_due_send(void **state)
                  due, done, errs, unsent, out);
 }
 
+/* --busy-poll: the threads poll instead of sleeping, and the open-loop schedule is read each
+ * turn instead of armed on a timerfd. Every promise of the timer's schedule holds (rate, every
+ * due send accounted for, unsent when the server stalls), short and closed loop too, and the
+ * polling that found nothing is not counted as the client's CPU: a sweep step at a low rate is
+ * not judged "the client" (it would be, at 100% of a core). */
+static void test_busy_poll(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *half[] = {badserver, "PORT", "stall", "500", NULL};
+    const char *early[] = {badserver, "PORT", "stall", "100", NULL};
+    char path[] = "/tmp/lfe-json-XXXXXX", path2[] = "/tmp/lfe-json-XXXXXX";
+    const char *j;
+    long reqs;
+
+    (void)state;
+    start_server(srv);
+    close(mkstemp(path));
+    expect_clean(bench(server_port, "--busy-poll", "-R", "2000", "-d", "2", "-c", "10", "-q",
+                       "--json", path, NULL),
+                 -1);
+    reqs = field("requests");
+    assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
+    assert_int_equal(field("unsent"), 0);
+    if (!strstr(out, "busy-polling") || !strstr(out, "polled with nothing to do") ||
+        strstr(out, "saturated"))
+        fail_msg("want the run said busy-polling, its idle polling apart from its CPU:\n%s", out);
+    j = slurp(path);
+    if (!strstr(j, "\"busy_poll\": true") || !strstr(j, "\"poll_idle_seconds\": ") ||
+        jfield(j, "intended") != reqs)
+        fail_msg("want busy_poll and poll_idle_seconds in --json, intended == requests:\n%s", j);
+    expect_clean(bench(server_port, "--busy-poll", "--mode", "short", "-R", "500", "-d", "1", "-c",
+                       "10", "-q", NULL),
+                 -1);
+    assert_in_range(field("requests"), 450, 520);
+    expect_clean(bench(server_port, "--busy-poll", "-c", "10", "-n", "3000", "-q", NULL), 3000);
+    expect_clean(
+        bench(server_port, "--busy-poll", "--mode", "short", "-c", "10", "-n", "500", "-q", NULL),
+        500);
+    /* a sweep at rates a core serves many times over: no step is the client's limit */
+    close(mkstemp(path2));
+    if (bench(server_port, "--busy-poll", "--rate-sweep", "500:1000:500", "-d", "0.5", "-c", "10",
+              "-q", "--json", path2, NULL) != 0 ||
+        strstr(out, "the client: lfbench's CPU"))
+        fail_msg("want a low-rate busy-poll sweep not judged client-bound:\n%s", out);
+    j = slurp(path2);
+    if (!strstr(j, "\"cpu_percent\": ") || atof(strstr(j, "\"cpu_percent\": ") + 15) >= 50)
+        fail_msg("want a step's cpu_percent to leave out idle polling:\n%s", j);
+    teardown(NULL);
+
+    /* the server stops answering after 0.5 s of a 1 s run: the sends due after that are unsent */
+    start_server(half);
+    if (bench(server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout", "300",
+              "-q", NULL) != 1 ||
+        field("unsent") < 300 || !strstr(out, "never went out"))
+        fail_msg("want the sends due while the server stalled counted as unsent:\n%s", out);
+    teardown(NULL);
+
+    /* Regression: it stops after 0.1 s. The turns spent with sends due and every connection
+     * waiting for it are polling, not the client's work; counted as work they made the run
+     * "saturated" (94% of a core), blaming the client for the server's stall. */
+    start_server(early);
+    if (bench(server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout", "1000",
+              "-q", NULL) != 1 ||
+        field("unsent") < 500 || strstr(out, "saturated"))
+        fail_msg("want a client waiting on a stalled server not called saturated:\n%s", out);
+}
+
 /* Regression (issue 9, defect 11): short mode stopped reading once a response verified, so bytes
  * queued behind it went unseen. The server answers each request and 5 bytes more in one write.
  * At 64 bytes they come in the same read: every response is a mismatch. At 64 KiB the response
@@ -897,6 +964,7 @@ int main(void)
         cmocka_unit_test_teardown(test_busy_tick_ends_the_run, teardown),
         cmocka_unit_test_teardown(test_short_mode_reads_past_the_response, teardown),
         cmocka_unit_test_teardown(test_open_loop_never_drops_a_due_send, teardown),
+        cmocka_unit_test_teardown(test_busy_poll, teardown),
         cmocka_unit_test_teardown(test_json_always_valid_utf8, teardown),
         cmocka_unit_test_teardown(test_timestamps_per_event, teardown),
         cmocka_unit_test_teardown(test_framings, teardown),

@@ -153,9 +153,10 @@ start_backend() { # start_backend I ARGS...: a new instance on backend I (a take
         # address after it has told the old one to go (or, alone, once it serves).
         code=$(health "$i" "${BADMIN[$i]}")
         [ "$code" = 200 ] && grep -q "info: admin HTTP on" "${BLOG[$i]}" && return 0
-        ts "b$i: gen $g /health on :${BADMIN[$i]}: '$code'"
+        ts "b$i: gen $g /health on :${BADMIN[$i]}: '$code', not yet logged ready"
         kill -0 "${BPID[$i]}" 2>/dev/null || break
         sleep 0.1
+        ts "b$i: slept" # CI saw ~10 s between these two lines (see docs/scale-out.md)
     done
     echo "scaleout: backend b$i did not start:"; cat "${BLOG[$i]}"
     return 1

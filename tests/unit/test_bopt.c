@@ -71,9 +71,9 @@ static void test_every_flag(void **state)
     (void)state;
     assert_int_equal(parse("-t", "2", "--cpus", "1", "-c", "50", "--mode", "long", "--pipeline",
                            "8", "-n", "1000", "--warmup", "0.5", "--timeout", "250", "-R", "20000",
-                           "--connect-rate", "500", "--linger0", "--size", "128", "--expect",
-                           "bytes", "12", "--source", "127.0.0.2-127.0.0.9", "--json", "out.json",
-                           "--max-errors", "3", "-q", "127.0.0.1:80", NULL),
+                           "--connect-rate", "500", "--linger0", "--busy-poll", "--size", "128",
+                           "--expect", "bytes", "12", "--source", "127.0.0.2-127.0.0.9", "--json",
+                           "out.json", "--max-errors", "3", "-q", "127.0.0.1:80", NULL),
                      BOPT_RUN);
     assert_int_equal(o.threads, 2);
     assert_true(o.have_cpus && CPU_ISSET(1, &o.cpus));
@@ -85,7 +85,7 @@ static void test_every_flag(void **state)
     assert_int_equal(o.timeout_ms, 250);
     assert_true(o.rate == 20000);
     assert_true(o.connect_rate == 500);
-    assert_true(o.linger0 && o.quiet);
+    assert_true(o.linger0 && o.busy_poll && o.quiet);
     assert_int_equal(o.size, 128);
     assert_int_equal(o.expect, EXPECT_BYTES);
     assert_int_equal(o.expect_bytes, 12);
