@@ -3,7 +3,8 @@
 # lfepolld's workers on SRV_CPU (--cpus), its accept thread moved to ACC_CPU (taskset -p on the
 # "lfe-accept" thread), once as it starts (SCHED_BATCH) and once set back to SCHED_OTHER
 # (chrt -o), alternating (the order swaps every repetition). lfbench short connections
-# (closed loop, CONNS in flight) on CLI_CPUS. Per run: connections/s, server CPU per connection
+# (closed loop, CONNS in flight, from 64 source addresses: runs back to back would run one
+# address out of ports) on CLI_CPUS. Per run: connections/s, server CPU per connection
 # (all its threads) and the accept thread's share of it. Then medians, and the ratio of
 # SCHED_BATCH to SCHED_OTHER.
 #   tests/bench/accept_policy.sh                  # this 2-CPU machine: worker CPU 0, accept
@@ -51,7 +52,8 @@ run() { # run POLICY (batch|other): one run; prints "policy conn/s us_per_conn a
     sleep 0.3
     s0=$(ticks /proc/$pid/stat) a0=$(ticks /proc/$pid/task/$tid/stat)
     r=$(taskset -c "$CLI_CPUS" "$LFBENCH" --mode short -t "$CLI_THREADS" --cpus "$CLI_CPUS" \
-        -c "$CONNS" -d "$DUR" --warmup 1 -q 127.0.0.1:$port 2>&1 || true)
+        -c "$CONNS" -d "$DUR" --warmup 1 --source 127.0.0.2-127.0.0.65 -q 127.0.0.1:$port 2>&1 ||
+        true)
     s1=$(ticks /proc/$pid/stat) a1=$(ticks /proc/$pid/task/$tid/stat)
     chrt -p "$tid" | grep -q "$want" ||
         { echo "$0: the accept thread's policy changed during the run: $(chrt -p "$tid")" >&2; kill "$pid"; exit 1; }

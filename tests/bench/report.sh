@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make bench: every benchmark in one run, and one report a user can read. Runs, in order: the
 # peers side by side (tests/bench/peers.sh: echoload, 4 scenarios, interleaved), latency under
-# load (tests/bench/latency.sh: lfbench's open loop at shares of epoll_st's maximum), short
-# connections with context switches (tests/bench/short_conn.sh), the Lua costs and the
+# load (tests/bench/latency.sh: lfbench --busy-poll open loop at shares of epoll_st's maximum),
+# short connections with context switches (tests/bench/short_conn.sh), the Lua costs and the
 # mixed-size leader-follower case (tests/bench/lua.sh), Lua handlers that wait
 # (tests/bench/lua_wait.sh) and memory per idle connection (tests/bench/idle_rss.sh). Writes
 # REPORT (docs/bench-report.md) with the date, machine, kernel, each command and its output, and
@@ -55,7 +55,7 @@ section peers "Side by side with the peers" env SKIP_LATENCY=1 REPS="$REPS" DUR=
 praw=$(ls -d "$peers"/results/*/ 2>/dev/null | tail -1 || true)
 [ "$praw" != "$before" ] || praw=
 b=$peers/bin
-section latency "Latency under load (open loop)" env REPS=1 DUR="$DUR" FRACS="$fracs" \
+section latency "Latency under load (open loop)" env BUSY_POLL=1 REPS=1 DUR="$DUR" FRACS="$fracs" \
     CONNS="$conns" OUT="$run/lat" tests/bench/latency.sh st="$b/epoll_st {port}" \
     uv="$b/uv_echo {port}" go="$b/go_echo {port}" tokio="$b/tokio_echo {port}" lf1="$L" \
     lf2="$L --workers 2"
