@@ -84,6 +84,45 @@ ts() { echo "$(date +%T.%3N) $*" >>"$TMP/timeline"; } # KEEP_TMP=1 to read it
 # (2 CPUs, every load process busy), which moved hand-overs and kills past the agents' window
 nsx() { local n=$1; shift; nice -n -10 nsenter --net="/run/netns/$P-$n" "$@"; }
 
+# --- the harness's own tools stay in memory ---------------------------------------------------
+# This VM pages out file pages that nothing maps once they are a few seconds cold (DAMON,
+# action pageout, filter "unmapped"; /sys/kernel/mm/damon). A command the harness runs now and
+# then (curl, nsenter, sleep, ...) was then read back from a disk shared with other machines:
+# 33 major faults for one curl after 45 s idle here, and steps that stalled for 2.5-10 s under
+# load in CI, moving hand-overs and kills out of the agents' window. A background process maps
+# those binaries, their libraries and the loader's files, which keeps their pages out of that
+# reclaim (mapped pages are not its target). The load processes never go cold; only the
+# harness did.
+pin_tools() {
+    local f files=()
+    for f in "$LFEPOLLD" "$LFBENCH" "$HAPROXY" curl nsenter nice sleep date grep awk sed jq cat \
+        wc seq tail head cut sort uniq basename timeout ip nft bash; do
+        f=$(command -v "$f" 2>/dev/null) || continue
+        files+=("$(readlink -f "$f")")
+        while read -r l; do files+=("$(readlink -f "$l")"); done < <(ldd "$f" 2>/dev/null |
+            awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
+    done
+    files+=(/etc/ld.so.cache /usr/lib/locale/locale-archive)
+    python3 -c '
+import mmap, os, signal, sys
+maps = []
+for f in set(sys.argv[1:]):
+    try:
+        fd = os.open(f, os.O_RDONLY)
+        if os.fstat(fd).st_size:
+            m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+            for off in range(0, len(m), 4096):
+                m[off]  # fault every page in: mapped from here on
+            maps.append(m)
+        os.close(fd)
+    except OSError:
+        pass
+signal.sigwait([signal.SIGTERM, signal.SIGINT])
+' "${files[@]}" &
+    PIDS+=("$!")
+}
+command -v python3 >/dev/null && pin_tools
+
 # --- topology -------------------------------------------------------------------------------
 # hub: two bridges. brb (10.77.0.0/24): the backends and the balancer's back leg. brf
 # (10.77.1.0/24): the clients and the balancer's front leg. The balancer routes between them,
