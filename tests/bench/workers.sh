@@ -2,10 +2,8 @@
 # One worker against two sharing one CPU (issue 14, section 3): lfepolld --cpus 0 with
 # --workers 1 and --workers 2, long 64 B echo from lfbench --busy-poll (closed loop, CONNS
 # connections) on CPU 1, alternating (the order swaps every repetition). Per run: requests/s,
-# server CPU per request, voluntary and involuntary context switches per request (all its
-# threads), and epoll_wait returns per request (events handled / the batch they came in, from
-# the SIGUSR1 counters: events and rearms are per event; epoll_wait calls are not counted, so
-# this is the workers' wakeups, from the context switches). Then medians.
+# server CPU per request and voluntary and involuntary context switches per request (all its
+# threads, over the whole run, warm-up included). Then medians.
 #   tests/bench/workers.sh
 # Knobs: REPS (5), DUR (4 s after 1 s of warm-up), CONNS (1000), RATE (open loop at RATE
 # requests/s, so that the workers sleep between events; default: closed loop, saturated).
