@@ -13,6 +13,7 @@
 # Knobs: REPS (5), DUR (4 s after 1 s of warm-up), CONNS (50), LFEPOLLD, LFBENCH.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/lib.sh"
 REPS=${REPS:-5} DUR=${DUR:-4} CONNS=${CONNS:-50}
 SRV_CPU=${SRV_CPU:-0} ACC_CPU=${ACC_CPU:-1} CLI_CPUS=${CLI_CPUS:-1} CLI_THREADS=${CLI_THREADS:-1}
 LFEPOLLD=${LFEPOLLD:-$top/lfepolld} LFBENCH=${LFBENCH:-$top/lfbench}
@@ -27,9 +28,8 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -f "$out"' EXIT
 ticks() { awk '{print $14 + $15}' "$1"; } # utime + stime of a /proc stat file
 run() { # run POLICY (batch|other): one run; prints "policy conn/s us_per_conn accept_share"
-    local lo port tid t a0 a1 s0 s1 r q n want
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-    port=$((10000 + RANDOM % (lo > 12000 ? lo - 10000 : 2000)))
+    local port tid t a0 a1 s0 s1 r q n want
+    port=$(low_port)
     "$LFEPOLLD" --listen 127.0.0.1:$port --cpus "$SRV_CPU" -q 2>/dev/null &
     pid=$!
     tid=
@@ -66,10 +66,7 @@ run() { # run POLICY (batch|other): one run; prints "policy conn/s us_per_conn a
         'BEGIN {printf "%s %.0f %.2f %.3f\n", p, q, s / hz * 1e6 / n, s ? a / s : 0}'
 }
 echo "policy conn/s server_us_per_conn accept_thread_share"
-for rep in $(seq "$REPS"); do
-    if [ $((rep % 2)) = 1 ]; then order="batch other"; else order="other batch"; fi
-    for p in $order; do run "$p" >>"$out"; tail -n1 "$out"; done
-done
+interleave "$out" run batch other
 python3 - "$out" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]

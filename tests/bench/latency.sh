@@ -20,6 +20,7 @@
 # the server are the server's queueing, and count in its latency (no coordinated omission).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/lib.sh"
 REPS=${REPS:-1} FRACS=${FRACS:-25 50 75 90} CONNS=${CONNS:-100 1000} DUR=${DUR:-5} WARM=${WARM:-1}
 SRV_CPUS=${SRV_CPUS:-0} CLI_CPUS=${CLI_CPUS:-1} CLI_THREADS=${CLI_THREADS:-1}
 LFBENCH=${LFBENCH:-$top/lfbench}
@@ -33,19 +34,11 @@ for a in "$@"; do names+=("${a%%=*}"); cmds+=("${a#*=}"); done
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; true' EXIT
 
-listening() { # listening PORT: a TCP socket listens on it (from /proc: no ss on minimal hosts)
-    awk -v p="$(printf ':%04X' "$1")" '$4 == "0A" && substr($2, length($2) - 4) == p {f = 1}
-        END {exit !f}' /proc/net/tcp /proc/net/tcp6
-}
 start() { # start INDEX: the server, pinned, on a fresh port (sets pid and port)
-    # below the ephemeral range: a port a client's TIME_WAIT still holds cannot be bound by a
-    # server without SO_REUSEADDR
-    local lo
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-    port=$((10000 + RANDOM % (lo > 12000 ? lo - 10000 : 2000)))
+    port=$(low_port)
     taskset -c "$SRV_CPUS" ${cmds[$1]//\{port\}/$port} >/dev/null 2>&1 &
     pid=$!
-    for _ in $(seq 200); do listening "$port" && return 0; sleep 0.05; done
+    wait_listening "$port" && return 0
     echo "$0: ${names[$1]} did not listen on $port" >&2
     exit 1
 }

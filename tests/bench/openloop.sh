@@ -9,20 +9,16 @@
 # Knobs: REPS (5), DUR (3 s after 1 s of warm-up), RATES ("20000 40000 60000 80000"), CONNS (100).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/lib.sh"
 REPS=${REPS:-5} DUR=${DUR:-3} RATES=${RATES:-20000 40000 60000 80000} CONNS=${CONNS:-100}
 make -s -C "$top" lfepolld lfbench
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg); REPS=$REPS DUR=$DUR CONNS=$CONNS"
-lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-port=$((10000 + RANDOM % (lo > 12000 ? lo - 10000 : 2000))) # below the ephemeral range
+port=$(low_port)
 taskset -c 0 "$top/lfepolld" --listen 127.0.0.1:$port --cpus 0 -q 2>/dev/null &
 srv=$!
 out=$(mktemp)
 trap 'kill $srv 2>/dev/null; rm -f "$out"' EXIT
-for _ in $(seq 100); do
-    awk -v p="$(printf ':%04X' $port)" '$4 == "0A" && substr($2, length($2) - 4) == p {f = 1}
-        END {exit !f}' /proc/net/tcp && break
-    sleep 0.05
-done
+wait_listening "$port" || { echo "$0: lfepolld did not listen on $port" >&2; exit 1; }
 run() { # run RATE MODE: one lfbench run; prints "rate mode qps us_per_req behind p50 p99"
     local bp=() r
     [ "$2" = busy ] && bp=(--busy-poll)

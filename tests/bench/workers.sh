@@ -9,6 +9,7 @@
 # requests/s, so that the workers sleep between events; default: closed loop, saturated).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/lib.sh"
 REPS=${REPS:-5} DUR=${DUR:-4} CONNS=${CONNS:-1000}
 make -s -C "$top" lfepolld lfbench
 hz=$(getconf CLK_TCK)
@@ -20,16 +21,11 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -f "$out"' EXIT
 ctx() { cat /proc/"$1"/task/*/status 2>/dev/null |
     awk '/^voluntary_ctxt/ {v += $2} /^nonvoluntary_ctxt/ {n += $2} END {print v + 0, n + 0}'; }
 run() { # run WORKERS: prints "workers req/s us_per_req vcsw_per_req ivcsw_per_req"
-    local lo port r q t0 t1 v0 n0 v1 n1
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-    port=$((10000 + RANDOM % (lo > 12000 ? lo - 10000 : 2000)))
+    local port r q t0 t1 v0 n0 v1 n1
+    port=$(low_port)
     taskset -c 0 "$top/lfepolld" --listen 127.0.0.1:$port --cpus 0 --workers "$1" -q 2>/dev/null &
     pid=$!
-    for _ in $(seq 100); do
-        awk -v p="$(printf ':%04X' $port)" '$4 == "0A" && substr($2, length($2) - 4) == p {f = 1}
-            END {exit !f}' /proc/net/tcp && break
-        sleep 0.05
-    done
+    wait_listening "$port" || { echo "$0: lfepolld did not listen on $port" >&2; return; }
     t0=$(awk '{print $14 + $15}' /proc/$pid/stat)
     read -r v0 n0 <<<"$(ctx $pid)"
     r=$(taskset -c 1 "$top/lfbench" --busy-poll --cpus 1 -c "$CONNS" -d "$DUR" --warmup 1 -q \
@@ -45,10 +41,7 @@ run() { # run WORKERS: prints "workers req/s us_per_req vcsw_per_req ivcsw_per_r
             t / hz * 1e6 / r, v / r, n / r}'
 }
 echo "workers req/s server_us_per_req vcsw_per_req ivcsw_per_req"
-for rep in $(seq "$REPS"); do
-    if [ $((rep % 2)) = 1 ]; then order="1 2"; else order="2 1"; fi
-    for w in $order; do run "$w" >>"$out"; tail -n1 "$out"; done
-done
+interleave "$out" run 1 2
 python3 - "$out" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 5]
