@@ -257,6 +257,23 @@ void send_all(int fd, const void *p, size_t n)
     }
 }
 
+/* Reads exactly n bytes from fd, waiting up to timeout_ms for each read; returns how many came
+ * (fewer: the end of the stream, an error or the timeout). */
+size_t read_exact(int fd, char *buf, size_t n, long timeout_ms)
+{
+    size_t got = 0;
+
+    while (got < n) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+
+        if (poll(&p, 1, (int)timeout_ms) <= 0 || (r = read(fd, buf + got, n - got)) <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
 /* Reads until EOF (or timeout_ms): the whole answer of a Connection: close server. Returns a
  * malloc'd, NUL-terminated string. */
 char *read_all(int fd, long timeout_ms)

@@ -56,6 +56,8 @@ void send_all(int fd, const void *p, size_t n);
 /* Reads until EOF (or timeout_ms): the whole answer of a Connection: close server. Returns a
  * malloc'd, NUL-terminated string. */
 char *read_all(int fd, long timeout_ms);
+/* Exactly n bytes, up to timeout_ms a read; returns how many came. */
+size_t read_exact(int fd, char *buf, size_t n, long timeout_ms);
 /* Sends the raw request and returns the whole answer (malloc'd). */
 char *http_raw(int port, const char *req);
 /* GET path: returns the status code, *body (malloc'd) the body. */

@@ -47,19 +47,12 @@ static int try_connect(int port)
 static void round_trip(int port, const char *line, const char *want)
 {
     int fd = try_connect(port);
-    size_t wl = strlen(want), got = 0;
+    size_t wl = strlen(want), got;
     char buf[64];
 
     assert_true(fd >= 0);
     assert_int_equal(send(fd, line, strlen(line), MSG_NOSIGNAL), (ssize_t)strlen(line));
-    while (got < wl) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        ssize_t n;
-
-        if (poll(&p, 1, 5000 * slow) <= 0 || (n = read(fd, buf + got, wl - got)) <= 0)
-            break;
-        got += (size_t)n;
-    }
+    got = read_exact(fd, buf, wl < sizeof(buf) ? wl : sizeof(buf), 5000L * slow);
     if (got != wl || memcmp(buf, want, wl) != 0)
         fail_msg("sent '%s': want '%s', got '%.*s'", line, want, (int)got, buf);
     close(fd);

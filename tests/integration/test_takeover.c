@@ -306,22 +306,6 @@ static void test_takeover_proxy_header_alone(void **state)
     unlink(sock);
 }
 
-/* Reads exactly n bytes from fd within 5 s (times slow); returns how many came. */
-static size_t read_n(int fd, char *buf, size_t n)
-{
-    size_t got = 0;
-
-    while (got < n) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        ssize_t r;
-
-        if (poll(&p, 1, 5000 * slow) <= 0 || (r = read(fd, buf + got, n - got)) <= 0)
-            break;
-        got += (size_t)r;
-    }
-    return got;
-}
-
 /* Regression: a request that raced the hand-over's FIN went uncounted, and was answered with a
  * reset, when it came after the drain had found the pool quiet (two 10 ms looks without an
  * event) and closed the connection (found by an attack on this change). The drain now waits
@@ -340,16 +324,17 @@ static void test_takeover_raced_after_quiet(void **state)
         fail_msg("A did not start: %s", log_text(&a));
     c = tcp_connect(atoi(strrchr(addr, ':') + 1));
     send_all(c, "one\n", 4);
-    assert_int_equal(read_n(c, buf, 4), 4);
+    assert_int_equal(read_exact(c, buf, 4, 5000L * slow), 4);
     if (spawn(&b, args, 0, NULL) < 0)
         fail_msg("B did not start: %s", log_text(&b));
     if (!wait_log(&a, "draining", 5000))
         fail_msg("A is not draining: %s", log_text(&a));
     send_all(c, "two\n", 4);
-    assert_int_equal(read_n(c, buf, 4), 4); /* its echo, and the FIN with it */
+    assert_int_equal(read_exact(c, buf, 4, 5000L * slow), 4); /* its echo, and the FIN with it */
     sleep_ms(100);
-    send(c, "late\n", 5, MSG_NOSIGNAL);     /* raced the FIN */
-    assert_int_equal(read_n(c, buf, 1), 0); /* the end of the stream, not a reset */
+    send(c, "late\n", 5, MSG_NOSIGNAL); /* raced the FIN */
+    assert_int_equal(read_exact(c, buf, 1, 5000L * slow),
+                     0); /* the end of the stream, not a reset */
     close(c);
     assert_int_equal(stop_daemon(&a, 0, 15000), 0);
     if (field(log_text(&a), "drain_closed") != 1 || field(log_text(&a), "drain_raced") != 1)
