@@ -651,8 +651,10 @@ static void test_busy_poll(void **state)
     assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
     assert_int_equal(field("unsent"), 0);
     if (!strstr(out, "busy-polling") || !strstr(out, "polled with nothing to do") ||
-        strstr(out, "saturated"))
-        fail_msg("want the run said busy-polling, its idle polling apart from its CPU:\n%s", out);
+        strstr(out, "saturated") || !strstr(out, "--busy-poll with 1 thread and no --cpus"))
+        fail_msg("want the run said busy-polling, its idle polling apart from its CPU, and a "
+                 "warning without --cpus:\n%s",
+                 out);
     j = slurp(path);
     if (!strstr(j, "\"busy_poll\": true") || !strstr(j, "\"poll_idle_seconds\": ") ||
         jfield(j, "intended") != reqs)
@@ -662,6 +664,17 @@ static void test_busy_poll(void **state)
                  -1);
     assert_in_range(field("requests"), 450, 520);
     expect_clean(bench(server_port, "--busy-poll", "-c", "10", "-n", "3000", "-q", NULL), 3000);
+    /* a CPU per thread: no warning; two threads on one CPU: warned */
+    expect_clean(
+        bench(server_port, "--busy-poll", "--cpus", "0", "-c", "10", "-n", "1000", "-q", NULL),
+        1000);
+    if (strstr(out, "warning: --busy-poll"))
+        fail_msg("want no warning with a CPU per thread:\n%s", out);
+    expect_clean(bench(server_port, "--busy-poll", "-t", "2", "--cpus", "0", "-c", "10", "-n",
+                       "1000", "-q", NULL),
+                 1000);
+    if (!strstr(out, "--busy-poll with 2 threads and fewer CPUs in --cpus"))
+        fail_msg("want a warning with two threads on one CPU:\n%s", out);
     expect_clean(
         bench(server_port, "--busy-poll", "--mode", "short", "-c", "10", "-n", "500", "-q", NULL),
         500);
