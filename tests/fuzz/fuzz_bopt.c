@@ -128,7 +128,7 @@ static void check_config(const struct bopt *o, char **argv, int argc)
         }
     }
     FZ_CHECK(sum <= BOPT_MAX_CLASSES * 1000000u, "weights");
-    FZ_CHECK(o->expect <= EXPECT_BYTES, "expect %d", (int)o->expect);
+    FZ_CHECK(o->expect <= EXPECT_HTTP, "expect %d", (int)o->expect);
     FZ_CHECK(o->expect == EXPECT_BYTES ? o->expect_bytes >= 1 && o->expect_bytes <= (1u << 30)
                                        : o->expect_bytes == 0,
              "expect bytes %zu", o->expect_bytes);
