@@ -116,7 +116,7 @@ $(LFBENCH): $(CLI_OBJS) $(BUILD)/client/lfbench.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lz -lm $(LDLIBS)
 
 # --- tests -------------------------------------------------------------------------------
-TEST_CFLAGS = $(LFE_CFLAGS) -O0 -U_FORTIFY_SOURCE $(CFLAGS)
+TEST_CFLAGS = $(LFE_CFLAGS) -O0 -U_FORTIFY_SOURCE -DLFE_SYSC_LIBC $(CFLAGS)
 
 $(TOBJ)/src/%.o: src/%.c
 	@mkdir -p $(@D)

@@ -25,6 +25,7 @@
 #include "engine.h"
 
 #include "rate.h"
+#include "sysc.h"
 #include "verify.h"
 
 #include <errno.h>
@@ -218,7 +219,7 @@ static void close_conn(struct bconn *c)
         struct linger lg = {1, 0}; /* RST instead of FIN: no TIME_WAIT on this side */
         setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
-    close(c->fd);
+    sysc_close(c->fd);
     c->fd = -1;
     if (c->state == CS_OPEN)
         __atomic_store_n(&t->open, t->open - 1, __ATOMIC_RELAXED);
@@ -375,7 +376,7 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
         goto out_close;
     c->conn_t0 = now_ns(); /* not the caller's: socket, bind and epoll_ctl came between */
-    err = connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0 ? 0 : errno;
+    err = sysc_connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0 ? 0 : errno;
     {
         /* The time connect() itself took: the kernel's search of the ephemeral port range,
          * slow when TIME_WAIT crowds it. The client's, not the server's. */
@@ -458,7 +459,7 @@ static void do_write(struct bconn *c, uint64_t now)
             fill += n;
             off = 0;
         }
-        w = write(c->fd, t->buf, fill);
+        w = sysc_write(c->fd, t->buf, fill);
         if (w < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return; /* an EPOLLOUT edge comes when it drains */
@@ -559,7 +560,7 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
     uint64_t whole_at = 0;
 
     for (;;) {
-        ssize_t n = read(c->fd, t->buf, BUFSZ), pos = 0;
+        ssize_t n = sysc_read(c->fd, t->buf, BUFSZ), pos = 0;
 
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
@@ -697,7 +698,7 @@ static void on_event(struct bconn *c, uint32_t events, uint64_t now)
 static int take_events(struct bthread *t)
 {
     struct epoll_event evs[256];
-    int n = epoll_wait(t->epfd, evs, 256, 0);
+    int n = sysc_epoll_wait(t->epfd, evs, 256, 0);
     uint64_t now = now_ns(); /* the batch's; what a sample needs is taken where it happens */
 
     for (int i = 0; i < n; i++)

@@ -2,6 +2,7 @@
 #include "log.h"
 #include "net.h"
 #include "pool.h"
+#include "sysc.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -265,7 +266,8 @@ void *acceptor_main(void *arg)
         log_debug("accept thread: SCHED_BATCH: %s; staying SCHED_OTHER", strerror(errno));
     for (;;) {
         bool paused = __atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED);
-        int n = epoll_wait(s->acc_epfd, evs, OPT_MAX_LISTEN + 1, paused ? ACCEPT_RETRY_MS : -1);
+        int n =
+            sysc_epoll_wait(s->acc_epfd, evs, OPT_MAX_LISTEN + 1, paused ? ACCEPT_RETRY_MS : -1);
 
         if (n < 0) {
             if (errno == EINTR)

@@ -5,6 +5,7 @@
 #include "lconn.h"
 #include "log.h"
 #include "pool.h"
+#include "sysc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ ssize_t conn_send_some(int fd, const char *p, size_t n)
 {
     for (;;) {
         /* MSG_NOSIGNAL: a peer that is gone is an EPIPE to handle, not a process-wide signal. */
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t w = sysc_send(fd, p, n, MSG_NOSIGNAL);
 
         if (w >= 0)
             return w;
@@ -120,7 +121,7 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
      * to this worker and not re-armed) or was never made, so no other thread can be handed it,
      * and close() of the only reference to the socket removes it from the epoll set. One
      * syscall less per connection. */
-    close(c->fd);
+    sysc_close(c->fd);
     obuf_free(&c->out);
     if (s->lua)
         lconn_release(lconn_of(c));
@@ -137,7 +138,7 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
 ssize_t conn_read_some(struct conn *c, char *buf, size_t n)
 {
     for (;;) {
-        ssize_t r = read(c->fd, buf, n);
+        ssize_t r = sysc_read(c->fd, buf, n);
 
         if (r > 0)
             return r;

@@ -1,6 +1,7 @@
 /* net: listening sockets, the accept(2) wrapper and a socket's addresses as text; the edge cases
  * of each live here. */
 #include "net.h"
+#include "sysc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -120,7 +121,7 @@ out_free:
 int net_accept(int lfd)
 {
     for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = sysc_accept4(lfd, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
         if (fd >= 0)
             return fd;

@@ -3,6 +3,7 @@
 #include "net.h"
 #include "pool.h"
 #include "proxy.h"
+#include "sysc.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -325,7 +326,7 @@ void *worker_main(void *arg)
         script_set_wait_hook(w->script, give_back_rest, w);
     }
     while (!w->stop) {
-        int n = epoll_wait(w->g->epfd, w->evs, s->opt->batch, -1);
+        int n = sysc_epoll_wait(w->g->epfd, w->evs, s->opt->batch, -1);
 
         if (n < 0) {
             if (errno == EINTR)

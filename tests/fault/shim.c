@@ -38,6 +38,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -359,13 +361,15 @@ static void *real(const char *name)
     if (!real_##name)                                                                              \
         real_##name = (type(*) args)real(#name);
 
-int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+/* Each point's fault, for a call from caller (the libc name's and syscall(2)'s alike). */
+static int fault_accept4(const void *caller, int fd, struct sockaddr *addr, socklen_t *len,
+                         int flags)
 {
     const struct rule *r;
     int nfd;
 
     REAL(int, accept4, (int, struct sockaddr *, socklen_t *, int))
-    r = check(P_ACCEPT4, __builtin_return_address(0));
+    r = check(P_ACCEPT4, caller);
     if (!r)
         return real_accept4(fd, addr, len, flags);
     if (r->drop) {
@@ -376,6 +380,11 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
     }
     errno = r->action;
     return -1;
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    return fault_accept4(__builtin_return_address(0), fd, addr, len, flags);
 }
 
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -393,12 +402,12 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     return -1;
 }
 
-ssize_t send(int fd, const void *buf, size_t n, int flags)
+static ssize_t fault_send(const void *caller, int fd, const void *buf, size_t n, int flags)
 {
     const struct rule *r;
 
     REAL(ssize_t, send, (int, const void *, size_t, int))
-    r = check(P_SEND, __builtin_return_address(0));
+    r = check(P_SEND, caller);
     if (!r)
         return real_send(fd, buf, n, flags);
     if (r->action == ACT_SHORT)
@@ -407,12 +416,17 @@ ssize_t send(int fd, const void *buf, size_t n, int flags)
     return -1;
 }
 
-int connect(int fd, const struct sockaddr *addr, socklen_t len)
+ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+    return fault_send(__builtin_return_address(0), fd, buf, n, flags);
+}
+
+static int fault_connect(const void *caller, int fd, const struct sockaddr *addr, socklen_t len)
 {
     const struct rule *r;
 
     REAL(int, connect, (int, const struct sockaddr *, socklen_t))
-    r = check(P_CONNECT, __builtin_return_address(0));
+    r = check(P_CONNECT, caller);
     if (r && r->action == ACT_SLOW) {
         struct timespec ts = {(time_t)(r->ms / 1000), (long)(r->ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
@@ -421,6 +435,38 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
         return -1;
     }
     return real_connect(fd, addr, len);
+}
+
+int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    return fault_connect(__builtin_return_address(0), fd, addr, len);
+}
+
+/* lfepolld's and lfbench's hot paths (include/sysc.h) call syscall(2) itself, not the libc
+ * names: the same points, told apart by the number. Every other call goes through. */
+long syscall(long nr, ...)
+{
+    const void *caller = __builtin_return_address(0);
+    long a[6];
+    va_list ap;
+
+    REAL(long, syscall, (long, ...))
+    va_start(ap, nr);
+    for (int i = 0; i < 6; i++)
+        a[i] = va_arg(ap, long);
+    va_end(ap);
+    switch (nr) {
+    case SYS_accept4:
+        return fault_accept4(caller, (int)a[0], (struct sockaddr *)a[1], (socklen_t *)a[2],
+                             (int)a[3]);
+    case SYS_sendto:
+        if (!a[4]) /* send(2) is sendto without an address */
+            return fault_send(caller, (int)a[0], (const void *)a[1], (size_t)a[2], (int)a[3]);
+        break;
+    case SYS_connect:
+        return fault_connect(caller, (int)a[0], (const struct sockaddr *)a[1], (socklen_t)a[2]);
+    }
+    return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 void *calloc(size_t n, size_t size)

@@ -756,7 +756,8 @@ static void test_slow_opening_is_the_clients(void **state)
     const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     const char *shim = getenv("LFE_FAULT_SHIM"), *asan = getenv("ASAN_OPTIONS");
     char asan_opts[512];
-    double p99;
+    const char *opened;
+    double p99, open_s = -1;
     int rc;
 
     (void)state;
@@ -776,6 +777,12 @@ static void test_slow_opening_is_the_clients(void **state)
     else
         unsetenv("ASAN_OPTIONS");
     p99 = latency_of("p99");
+    /* The premise: the shim did slow every connect (a lower bound: a slow machine only adds) */
+    opened = strstr(out, "connections open in ");
+    if (!opened || sscanf(opened, "connections open in %lf s", &open_s) != 1 || open_s < 1.2)
+        fail_msg("want the opening to take 100 x 15 ms (the shim's slow connect), took %.2f s: "
+                 "did the shim see lfbench's connect()?\n%s",
+                 opened ? open_s : -1.0, out);
     if (rc != 0 || !strstr(out, "errors       0:") || !strstr(out, "opening      100 of 100") ||
         field("requests") != 500 || p99 < 0 || p99 > 300000)
         fail_msg("want no timeouts, all 100 open before the window, 500 requests, p99 well under "
