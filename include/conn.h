@@ -19,6 +19,9 @@
                              * read so far (never output: nothing is written before it ends) */
 #define CONN_WRCLOSED 0x20u /* echo, at a stop: FIN sent between requests; input is discarded */
 #define CONN_RACED 0x40u    /* ...and input came after that FIN (counted once: drain_raced) */
+#define CONN_LINGER                                                                                \
+    0x80u /* Lua: closed by the script while its peer still sent: FIN sent,                        \
+           * input read and dropped until the peer's FIN (lconn.c, linger) */
 
 /* Why a connection ends: on_close's reason in Lua mode (conn_why_name), a counter otherwise. */
 enum conn_why {

@@ -14,6 +14,7 @@ struct lconn {
     struct framing fr;     /* fixed when the connection starts */
     size_t scanned;        /* bytes at the start of in known to hold no delimiter */
     struct script_conn sc; /* id and conn.ctx */
+    size_t lingered;       /* bytes dropped since the script closed it (CONN_LINGER) */
 };
 
 /* The Lua connection c is (in Lua mode every struct conn is the head of one: conn_new). */

@@ -230,7 +230,7 @@ static bool accept_all(struct acc *a, int li)
         if (s->lua)
             lconn_of(c)->sc.id = ++s->next_id;
         ev.data.ptr = c;
-        if (s->idle)
+        if (s->opt->idle_ms)
             idle_arm(s, fd, mono_ms());
         /* From here a worker may own, close and free c: do not touch it again. */
         HANDOFF_RELEASE(c);

@@ -2,9 +2,12 @@
 #include "lconn.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -130,6 +133,72 @@ static void run_buffered(struct lconn *lc, const struct conn_io *io, struct scri
     obuf_consume(&lc->in, used);
 }
 
+/* Lingering close (Apache's and nginx's). A script that closes a connection whose peer is still
+ * sending (pipelined requests, a request body it did not want) must not close() the socket at
+ * once: with unread input there the kernel answers with a reset and drops whatever of the
+ * replies it has not sent yet, so the peer would lose them, against conn:close()'s promise of
+ * every byte. So the replies are followed by a FIN (shutdown SHUT_WR), and input is read and
+ * dropped until the peer's FIN, an error, LINGER_MAX bytes, or --idle-timeout (LINGER_MS
+ * without it: main's sweeper, pool.h); then it closes. Only when a reset could cost something:
+ * a peer that sent nothing more and has every reply acknowledged gets its close at once. */
+#define LINGER_MAX (1u << 20)
+
+/* Whether a close now could cost the peer replies: it is still sending (bytes buffered here or
+ * waiting in the socket), or some of the replies are not yet acknowledged (a byte arriving after
+ * close() is answered with a reset too). */
+static bool close_would_reset(const struct lconn *lc)
+{
+    int unacked = 0;
+    char b;
+
+    return obuf_len(&lc->in) || recv(lc->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0 ||
+           (ioctl(lc->c.fd, SIOCOUTQ, &unacked) == 0 && unacked > 0);
+}
+
+/* An event of a lingering connection. Returns the events to re-arm with, or 0 (*end set). */
+static uint32_t linger(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                       enum conn_why *end)
+{
+    struct conn *c = &lc->c;
+
+    *end = CONN_WHY_CLOSED; /* the script's close, however the lingering ends */
+    if (events & EPOLLERR)
+        return 0;
+    for (int i = 0; i < CONN_READS_PER_EVENT; i++) {
+        ssize_t n = conn_read_some(c, io->buf, io->bufsize);
+
+        if (n < 0) {
+            conn_count_error((int)-n, io);
+            return 0;
+        }
+        if (c->flags & CONN_RDCLOSED)
+            return 0; /* the peer's FIN: everything it sent was read, the close sends no reset */
+        if (n == 0)
+            return EPOLLIN | EPOLLRDHUP;
+        STAT_ADD(io->st, bytes_in, (uint64_t)n);
+        lc->lingered += (size_t)n;
+        if (lc->lingered > LINGER_MAX)
+            return 0; /* a peer that keeps sending after our FIN: its problem now */
+    }
+    return EPOLLIN | EPOLLRDHUP;
+}
+
+static uint32_t linger_start(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                             enum conn_why *end)
+{
+    struct conn *c = &lc->c;
+
+    if (shutdown(c->fd, SHUT_WR) < 0) {
+        *end = CONN_WHY_CLOSED;
+        return 0;
+    }
+    c->flags |= CONN_LINGER;
+    STAT_ADD(io->st, lingered, 1);
+    obuf_free(&lc->in); /* frames after the close: never run */
+    lc->scanned = 0;
+    return linger(lc, events | EPOLLIN, io, end);
+}
+
 void lconn_release(struct lconn *lc)
 {
     obuf_free(&lc->in);
@@ -144,6 +213,8 @@ uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io
     int rc;
 
     out->len = 0;
+    if (c->flags & CONN_LINGER)
+        return linger(lc, events, io, end);
     if (events & EPOLLERR) {
         /* Before the first event the script has not seen it: conn_close tells it nothing. */
         why = conn_why_io(conn_sock_error(c, io));
@@ -250,6 +321,8 @@ uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io
          * nothing pending, every whole frame has run (nothing held it back). */
         if (obuf_len(&c->out))
             return EPOLLOUT;
+        if ((c->flags & (CONN_CLOSING | CONN_RDCLOSED)) == CONN_CLOSING && close_would_reset(lc))
+            return linger_start(lc, events, io, end);
         why = c->flags & CONN_CLOSING ? CONN_WHY_CLOSED : CONN_WHY_EOF;
         goto finish;
     }

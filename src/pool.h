@@ -91,7 +91,8 @@ struct server {
     struct iplimit *iplimit; /* --max-conns-per-ip: counts per address, or NULL */
     int32_t *ipslot;         /* fd -> its iplimit slot; atomic (written by the accept thread
                               * before the hand-off, read by the closing owner) */
-    uint64_t *idle;          /* --idle-timeout: fd -> IDLE_* word (below), else NULL */
+    uint64_t *idle;          /* --idle-timeout or Lua: fd -> IDLE_* word (below), else NULL */
+    long idle_limit_ms;      /* --idle-timeout, or LINGER_MS: what the sweeper expires */
     long fd_hi;              /* atomic: the highest connection fd accepted (the sweep's end) */
     long next_sweep_ms;      /* main: when the idle sweep runs next */
     pthread_mutex_t iplock;  /* --proxy-protocol with --max-conns-per-ip: workers take slots */
@@ -110,7 +111,9 @@ struct server {
  * waiting out the few instructions of a CLAIMED (idle_take). Only an owner closes a connection,
  * and the sweeper never owns one, so a claimed fd cannot be closed and reused under it; an ABA
  * is impossible because a new connection on the fd carries a later ms. Without --idle-timeout
- * none of this runs: the words are not even allocated. */
+ * only Lua's lingering connections (lconn.c) are armed, and expire after LINGER_MS; in echo
+ * mode without it none of this runs: the words are not even allocated. */
+#define LINGER_MS 5000
 enum { IDLE_OWNED, IDLE_ARMED, IDLE_CLAIMED, IDLE_EXPIRED };
 
 /* Publishes fd as armed, last active at ms. Caller owns it, before the epoll_ctl that arms it. */

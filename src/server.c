@@ -85,8 +85,8 @@ bool idle_take(struct server *s, int fd)
 long server_sweep_idle(struct server *s, long now)
 {
     long hi = __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED), n = 0;
-    uint64_t limit = (uint64_t)s->opt->idle_ms;
-    long tick = s->opt->idle_ms / 4;
+    uint64_t limit = (uint64_t)s->idle_limit_ms;
+    long tick = s->idle_limit_ms / 4;
 
     if (!s->idle || now < s->next_sweep_ms)
         return 0;
@@ -175,7 +175,9 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
     if (o->max_per_ip && (!(s->iplimit = iplimit_new(max_conns)) ||
                           !(s->ipslot = calloc(s->table_size, sizeof(*s->ipslot)))))
         goto out_nomem;
-    if (o->idle_ms && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
+    /* Lua's lingering close needs the sweeper's clock even without --idle-timeout */
+    s->idle_limit_ms = o->idle_ms ? o->idle_ms : LINGER_MS;
+    if ((o->idle_ms || o->lua) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
         goto out_nomem;
     s->groups = calloc64((size_t)s->ngroups, sizeof(*s->groups));
     if (!s->table || !s->groups)

@@ -228,7 +228,7 @@ rearm:
     ev.data.ptr = c;
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
     end = t.tv_sec * 1000000000LL + t.tv_nsec;
-    if (s->idle)
+    if (s->opt->idle_ms || (c->flags & CONN_LINGER))
         idle_arm(s, fd, (long)(end / 1000000));
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
@@ -261,8 +261,10 @@ static void close_idle(struct worker *w, struct conn *c)
     STAT_ADD(&w->st, events, 1);
     if (!(c->flags & CONN_SEEN))
         STAT_ADD(&w->st, accepted, 1);
-    STAT_ADD(&w->st, idle_closed, 1);
-    conn_close(w->srv, w->g, c, CONN_WHY_IDLE, w);
+    if (!(c->flags & CONN_LINGER))
+        STAT_ADD(&w->st, idle_closed, 1);
+    /* A lingering one was the script's close; its end comes late, not for idleness. */
+    conn_close(w->srv, w->g, c, c->flags & CONN_LINGER ? CONN_WHY_CLOSED : CONN_WHY_IDLE, w);
 }
 
 /* Before a Lua callback waits (lfe.sleep, a socket): the events this worker took in the same
@@ -290,15 +292,18 @@ static void give_back_rest(void *arg)
             uint64_t v = __atomic_load_n(&s->idle[c->fd], __ATOMIC_ACQUIRE);
             struct timespec now;
 
-            if ((v & 3) != IDLE_ARMED) { /* claimed or expired: handled in the batch */
+            if ((v & 3) == IDLE_ARMED) {
+                clock_gettime(CLOCK_MONOTONIC_COARSE, &now); /* it had an event: it is active */
+                __atomic_compare_exchange_n(
+                    &s->idle[c->fd], &v,
+                    ((uint64_t)(now.tv_sec * 1000L + now.tv_nsec / 1000000) << 2) | IDLE_ARMED,
+                    false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+            } else if (s->opt->idle_ms || (v & 3) != IDLE_OWNED) {
+                /* claimed or expired: handled in the batch (without --idle-timeout only a
+                 * lingering connection is ever armed: an OWNED one is simply not watched) */
                 w->evs[keep++] = w->evs[i];
                 continue;
             }
-            clock_gettime(CLOCK_MONOTONIC_COARSE, &now); /* it had an event: it is active */
-            __atomic_compare_exchange_n(
-                &s->idle[c->fd], &v,
-                ((uint64_t)(now.tv_sec * 1000L + now.tv_nsec / 1000000) << 2) | IDLE_ARMED, false,
-                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
         }
         ev.data.ptr = c;
         fd = c->fd; /* after the re-arm, c is another worker's */

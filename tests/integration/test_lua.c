@@ -646,6 +646,157 @@ static void test_on_close_without_on_connect_drain(void **state)
     cleanup(&d);
 }
 
+/* A client whose receive buffer is small (set before connect, so that the window stays small):
+ * most of a large reply then waits in the server's send queue. */
+static int small_window_connect(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), rcv = 4096;
+
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+        fail_msg("connect to %d: %s", port, strerror(errno));
+    return fd;
+}
+
+/* Reads until EOF, an error or timeout_ms. Returns the bytes read; *err is 0 at EOF, the errno
+ * of a failed read, or ETIMEDOUT. */
+static size_t read_to_end(int fd, long timeout_ms, int *err)
+{
+    static char buf[65536];
+    long deadline = now_ms() + timeout_ms * slow;
+    size_t got = 0;
+
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        long left = deadline - now_ms();
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
+            *err = ETIMEDOUT;
+            return got;
+        }
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0) {
+            *err = n == 0 ? 0 : errno;
+            return got;
+        }
+        got += (size_t)n;
+    }
+}
+
+/* Waits up to timeout_ms for the log to hold needle. */
+static bool log_has_within(struct daemon *d, const char *needle, long timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms;
+
+    while (!strstr(log_text(d), needle)) {
+        if (now_ms() > deadline)
+            return false;
+        sleep_ms(20);
+    }
+    return true;
+}
+
+/* Regression: conn:close() (here: on_data returning false) promises the peer every byte. With
+ * input still coming, close() made the kernel answer the client's next bytes with a reset and
+ * drop the 900,000-byte reply's unsent part: the client got 4,096 bytes, then ECONNRESET. Now
+ * the close lingers: FIN after the reply, input dropped until the client's FIN. */
+static void test_close_with_input_coming_loses_nothing(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", NULL};
+    struct daemon d;
+    int fd, err;
+    size_t got;
+    long t0;
+
+    (void)state;
+    start(&d, args);
+    fd = small_window_connect(d.port);
+    send_str(fd, "bigclose\n");
+    sleep_ms(100);
+    send_str(fd, "more\nand more\n"); /* after the close: the reply is still in the kernel */
+    sleep_ms(100);
+    got = read_to_end(fd, 10000, &err);
+    if (got != 900000 || err != 0)
+        fail_msg("want all 900000 bytes of the reply and then EOF, got %zu and %s", got,
+                 err ? strerror(err) : "EOF");
+    close(fd); /* the client's FIN ends the lingering */
+    if (!log_has_within(&d, "on_close 1 closed\n", 5000))
+        fail_msg("want on_close(\"closed\"):\n%s", log_text(&d));
+    assert_int_equal(total_stat(&d, "lingered"), 1);
+    assert_int_equal(total_stat(&d, "live"), 0);
+    /* A stop does not wait for a lingering connection: it has nothing left to send. */
+    fd = small_window_connect(d.port);
+    send_str(fd, "bigclose\nmore\n");
+    if (read_to_end(fd, 10000, &err) != 900000 || err != 0)
+        fail_msg("the second client did not get its reply and EOF");
+    t0 = now_ms();
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    if (now_ms() - t0 > 2000L * slow)
+        fail_msg("the stop took %ld ms with a lingering connection", now_ms() - t0);
+    close(fd);
+    cleanup(&d);
+}
+
+/* The lingering is bounded. A client that reads the reply and its EOF and then neither closes
+ * nor sends is closed LINGER_MS (5 s) after, without --idle-timeout; one that keeps sending
+ * after the FIN is closed once 1 MiB of it has been dropped, long before that. */
+static void test_lingering_close_is_bounded(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", NULL};
+    static char junk[65536];
+    struct daemon d;
+    int silent, flood, err;
+    long t0, sent = 0;
+    const char *t;
+
+    (void)state;
+    start(&d, args);
+    silent = small_window_connect(d.port);
+    send_str(silent, "bigclose\nmore\n");
+    if (read_to_end(silent, 10000, &err) != 900000 || err != 0)
+        fail_msg("the silent client did not get its reply and EOF");
+    t0 = now_ms();
+    flood = small_window_connect(d.port);
+    send_str(flood, "bigclose\nmore\n");
+    if (read_to_end(flood, 10000, &err) != 900000 || err != 0)
+        fail_msg("the flooding client did not get its reply and EOF");
+    /* our FIN came: keep sending until the server gives up on us (EPIPE or ECONNRESET) */
+    memset(junk, 'j', sizeof(junk));
+    while (sent < 32L << 20 && now_ms() - t0 < 4000) {
+        ssize_t n = send(flood, junk, sizeof(junk), MSG_NOSIGNAL);
+
+        if (n < 0)
+            break;
+        sent += n;
+    }
+    if (sent >= 32L << 20 || now_ms() - t0 >= 4000)
+        fail_msg("sent %ld bytes after the FIN in %ld ms and the server still read them", sent,
+                 now_ms() - t0);
+    if (sent < 1L << 20)
+        fail_msg("closed after only %ld bytes: want 1 MiB dropped first", sent);
+    if (!log_has_within(&d, "on_close 2 closed\n", 2000))
+        fail_msg("want on_close(\"closed\") for the flooding client:\n%s", log_text(&d));
+    /* the silent one (id 1): closed within LINGER_MS plus a tick of the sweeper (1 s) */
+    if (!log_has_within(&d, "on_close 1 closed\n", 7500L * slow - (now_ms() - t0)))
+        fail_msg("the silent lingering connection still open after %ld ms:\n%s", now_ms() - t0,
+                 log_text(&d));
+    if (now_ms() - t0 < 4000)
+        fail_msg("the silent client was closed after %ld ms, before its 5 s", now_ms() - t0);
+    assert_int_equal(total_stat(&d, "live"), 0);
+    t = log_text(&d);
+    if (strstr(t, " idle\n") || total_stat(&d, "idle_closed") != 0 ||
+        total_stat(&d, "lingered") != 2)
+        fail_msg("want 2 lingered, both closed as \"closed\", none \"idle\":\n%s", t);
+    close(silent);
+    close(flood);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 /* Defect 1: one 64 MiB len32 frame at the default 64 MiB cap aborted the daemon; such a
  * max_frame is now refused at start with both numbers. */
 static void test_max_frame_over_cap_refused_at_start(void **state)
@@ -672,6 +823,8 @@ int main(void)
         cmocka_unit_test_teardown(test_sigterm_with_wedged_worker, teardown),
         cmocka_unit_test_teardown(test_on_close_without_on_connect_drain, teardown),
         cmocka_unit_test_teardown(test_max_frame_over_cap_refused_at_start, teardown),
+        cmocka_unit_test_teardown(test_close_with_input_coming_loses_nothing, teardown),
+        cmocka_unit_test_teardown(test_lingering_close_is_bounded, teardown),
     };
 
     if (harness_init() < 0)

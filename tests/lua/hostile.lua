@@ -1,6 +1,7 @@
 -- hostile.lua: what a script must not be able to do to the daemon (issue 9's regression tests).
 -- "flood" queues 400 MiB with conn:send; "wedge" (under --lua-unsafe) runs a finalizer that
--- never returns, where no hook can stop it; anything else answers "ok".
+-- never returns, where no hook can stop it; "bigclose" answers 900,000 bytes and closes (the
+-- peer must get every one, whatever it sends meanwhile); anything else answers "ok".
 return {
     framing = "line",
     on_data = function(conn, line)
@@ -9,6 +10,9 @@ return {
             for _ = 1, 400 do
                 conn:send(mib)
             end
+        elseif line == "bigclose" then
+            conn:send(string.rep("y", 900000))
+            return false
         elseif line == "wedge" then
             setmetatable({}, {__gc = function() while true do end end})
             collectgarbage()
