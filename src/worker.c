@@ -361,8 +361,10 @@ void *worker_main(void *arg)
             /* stall detection counts from this event (a batch of callbacks that wait may be
              * long in all): a plain store, read by main and the admin thread */
             __atomic_store_n(&w->busy_since_ns, last, __ATOMIC_RELAXED);
-            end = s->idle && idle_take(s, c->fd) ? (close_idle(w, c), 0)
-                                                 : handle(w, c, e->events, &io);
+            /* Without --idle-timeout only a lingering connection is watched (and armed) */
+            end = s->idle && (s->opt->idle_ms || (c->flags & CONN_LINGER)) && idle_take(s, c->fd)
+                      ? (close_idle(w, c), 0)
+                      : handle(w, c, e->events, &io);
             if (!end) { /* closed: no re-arm read the clock */
                 clock_gettime(CLOCK_MONOTONIC, &t1);
                 end = t1.tv_sec * 1000000000LL + t1.tv_nsec;
