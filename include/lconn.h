@@ -14,7 +14,8 @@ struct lconn {
     struct framing fr;     /* fixed when the connection starts */
     size_t scanned;        /* bytes at the start of in known to hold no delimiter */
     struct script_conn sc; /* id and conn.ctx */
-    size_t lingered;       /* bytes dropped since the script closed it (CONN_LINGER) */
+    size_t lingered;       /* bytes dropped since the script closed it */
+    long linger_ms;        /* CONN_LINGER: when its FIN went (CLOCK_MONOTONIC ms) */
 };
 
 /* The Lua connection c is (in Lua mode every struct conn is the head of one: conn_new). */

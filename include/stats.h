@@ -34,7 +34,7 @@
     X(proxy_shed_per_ip, "closed after its PROXY header: that client had --max-conns-per-ip")      \
     X(drain_closed, "echo connections a stop ended between requests (FIN after the last echo)")    \
     X(drain_raced, "of those, connections whose client sent more after that FIN (bytes dropped)")  \
-    X(lingered, "Lua: closed by the script with input coming: FIN, input dropped to its end")
+    X(lingered, "Lua: closes that lingered (peer still sending or reply unacked): FIN, then drop")
 
 /* The accept thread's counters; per-group "accepted" lives beside them. */
 #define ACCEPT_STATS(X)                                                                            \

@@ -112,7 +112,7 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
     /* The script hears the end of every connection it saw start, and of no other. */
     if (sc && (c->flags & CONN_STARTED))
         script_on_close(sc, &lconn_of(c)->sc, why);
-    if (c->flags & CONN_WRCLOSED)
+    if (c->flags & (CONN_WRCLOSED | CONN_LINGER))
         __atomic_sub_fetch(&s->nwrclosed, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
     if (s->iplimit)

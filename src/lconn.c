@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OUT_KEEP (1u << 20) /* a worker's reply buffer shrinks back after a reply this big */
@@ -137,22 +138,50 @@ static void run_buffered(struct lconn *lc, const struct conn_io *io, struct scri
  * sending (pipelined requests, a request body it did not want) must not close() the socket at
  * once: with unread input there the kernel answers with a reset and drops whatever of the
  * replies it has not sent yet, so the peer would lose them, against conn:close()'s promise of
- * every byte. So the replies are followed by a FIN (shutdown SHUT_WR), and input is read and
- * dropped until the peer's FIN, an error, LINGER_MAX bytes, or --idle-timeout (LINGER_MS
- * without it: main's sweeper, pool.h); then it closes. Only when a reset could cost something:
- * a peer that sent nothing more and has every reply acknowledged gets its close at once. */
+ * every byte. So:
+ *   - while replies are still pending here, input is read and dropped (a peer that writes its
+ *     whole request before reading would otherwise wait for us while we wait for it);
+ *   - then the replies are followed by a FIN (shutdown SHUT_WR), and input is read and dropped
+ *     until the peer's FIN, or an error, or LINGER_MAX bytes once every reply byte has been
+ *     acknowledged (a peer that keeps sending loses nothing of ours then), or LINGER_MS after
+ *     the FIN (--idle-timeout if shorter: main's sweeper, pool.h), however the peer behaves.
+ * Only when a reset could cost something: a peer that sent nothing more and has every reply
+ * acknowledged gets its close at once. */
 #define LINGER_MAX (1u << 20)
+
+static int unacked(int fd)
+{
+    int n = 0;
+
+    return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : 0;
+}
 
 /* Whether a close now could cost the peer replies: it is still sending (bytes buffered here or
  * waiting in the socket), or some of the replies are not yet acknowledged (a byte arriving after
  * close() is answered with a reset too). */
 static bool close_would_reset(const struct lconn *lc)
 {
-    int unacked = 0;
     char b;
 
     return obuf_len(&lc->in) || recv(lc->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0 ||
-           (ioctl(lc->c.fd, SIOCOUTQ, &unacked) == 0 && unacked > 0);
+           unacked(lc->c.fd) > 0;
+}
+
+/* Reads and drops what the peer sent, at most CONN_READS_PER_EVENT reads. Returns 0 (the
+ * socket is empty for now, or its end was read: CONN_RDCLOSED) or -errno. */
+static int drop_input(struct lconn *lc, const struct conn_io *io)
+{
+    struct conn *c = &lc->c;
+
+    for (int i = 0; i < CONN_READS_PER_EVENT && !(c->flags & CONN_RDCLOSED); i++) {
+        ssize_t n = conn_read_some(c, io->buf, io->bufsize);
+
+        if (n <= 0)
+            return (int)n;
+        STAT_ADD(io->st, bytes_in, (uint64_t)n);
+        lc->lingered += (size_t)n;
+    }
+    return 0;
 }
 
 /* An event of a lingering connection. Returns the events to re-arm with, or 0 (*end set). */
@@ -160,26 +189,21 @@ static uint32_t linger(struct lconn *lc, uint32_t events, const struct conn_io *
                        enum conn_why *end)
 {
     struct conn *c = &lc->c;
+    int rc;
 
     *end = CONN_WHY_CLOSED; /* the script's close, however the lingering ends */
-    if (events & EPOLLERR)
+    if (events & EPOLLERR) {
+        conn_sock_error(c, io);
         return 0;
-    for (int i = 0; i < CONN_READS_PER_EVENT; i++) {
-        ssize_t n = conn_read_some(c, io->buf, io->bufsize);
-
-        if (n < 0) {
-            conn_count_error((int)-n, io);
-            return 0;
-        }
-        if (c->flags & CONN_RDCLOSED)
-            return 0; /* the peer's FIN: everything it sent was read, the close sends no reset */
-        if (n == 0)
-            return EPOLLIN | EPOLLRDHUP;
-        STAT_ADD(io->st, bytes_in, (uint64_t)n);
-        lc->lingered += (size_t)n;
-        if (lc->lingered > LINGER_MAX)
-            return 0; /* a peer that keeps sending after our FIN: its problem now */
     }
+    if ((rc = drop_input(lc, io)) < 0) {
+        conn_count_error(-rc, io);
+        return 0;
+    }
+    if (c->flags & CONN_RDCLOSED)
+        return 0; /* the peer's FIN: everything it sent was read, the close sends no reset */
+    if (lc->lingered > LINGER_MAX && unacked(c->fd) == 0)
+        return 0; /* it keeps sending, and has every byte of ours */
     return EPOLLIN | EPOLLRDHUP;
 }
 
@@ -187,12 +211,15 @@ static uint32_t linger_start(struct lconn *lc, uint32_t events, const struct con
                              enum conn_why *end)
 {
     struct conn *c = &lc->c;
+    struct timespec ts;
 
     if (shutdown(c->fd, SHUT_WR) < 0) {
         *end = CONN_WHY_CLOSED;
         return 0;
     }
     c->flags |= CONN_LINGER;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lc->linger_ms = ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
     STAT_ADD(io->st, lingered, 1);
     obuf_free(&lc->in); /* frames after the close: never run */
     lc->scanned = 0;
@@ -319,8 +346,16 @@ uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io
     if (c->flags & (CONN_CLOSING | CONN_RDCLOSED)) {
         /* Closing (the script's close, or the peer's end of input): replies first. With
          * nothing pending, every whole frame has run (nothing held it back). */
-        if (obuf_len(&c->out))
-            return EPOLLOUT;
+        if (obuf_len(&c->out)) {
+            if ((c->flags & (CONN_CLOSING | CONN_RDCLOSED)) != CONN_CLOSING)
+                return EPOLLOUT;                 /* the peer's end came: nothing more to read */
+            if ((rc = drop_input(lc, io)) < 0) { /* the script closed: its input goes */
+                conn_count_error(-rc, io);
+                why = conn_why_io(-rc);
+                goto finish;
+            }
+            return c->flags & CONN_RDCLOSED ? EPOLLOUT : EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+        }
         if ((c->flags & (CONN_CLOSING | CONN_RDCLOSED)) == CONN_CLOSING && close_would_reset(lc))
             return linger_start(lc, events, io, end);
         why = c->flags & CONN_CLOSING ? CONN_WHY_CLOSED : CONN_WHY_EOF;

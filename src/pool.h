@@ -77,14 +77,15 @@ struct server {
     long npending;                          /* atomic: connections with output pending */
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
     bool handover;                          /* main: this stop is --takeover's (server_handover) */
-    long nwrclosed;    /* atomic: echo connections a hand-over sent a FIN, not yet closed: the drain
-                        * is not quiet while their clients may still send (what raced the FIN) */
-    int accept_paused; /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
-                        * waiting on the listeners (out of descriptors or memory, a listener
-                        * refused, or one that could not be re-armed) */
-    size_t table_size; /* RLIMIT_NOFILE: no fd reaches it */
-    struct conn **table;     /* fd -> connection; slots are atomic */
-    cpu_set_t all_cpus;      /* union of the groups' CPUs: the accept thread's */
+    long nwrclosed;      /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
+                          * Lua lingering): the drain is not quiet while their clients may still
+                          * send (what raced the FIN) or have replies to take */
+    int accept_paused;   /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
+                          * waiting on the listeners (out of descriptors or memory, a listener
+                          * refused, or one that could not be re-armed) */
+    size_t table_size;   /* RLIMIT_NOFILE: no fd reaches it */
+    struct conn **table; /* fd -> connection; slots are atomic */
+    cpu_set_t all_cpus;  /* union of the groups' CPUs: the accept thread's */
     struct script_env *lua;  /* Lua mode: the script's shared environment */
     int lua_connect_first;   /* atomic: register new connections for EPOLLOUT */
     uint64_t next_id;        /* accept thread: the last connection id given */

@@ -49,11 +49,13 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -87,15 +89,23 @@ long server_sweep_idle(struct server *s, long now)
     long hi = __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED), n = 0;
     uint64_t limit = (uint64_t)s->idle_limit_ms;
     long tick = s->idle_limit_ms / 4;
+    bool draining = __atomic_load_n(&s->draining, __ATOMIC_ACQUIRE);
 
-    if (!s->idle || now < s->next_sweep_ms)
-        return 0;
+    if (!s->idle || now < s->next_sweep_ms ||
+        (!s->opt->idle_ms && !__atomic_load_n(&s->nwrclosed, __ATOMIC_RELAXED)))
+        return 0; /* without --idle-timeout only lingering connections are watched */
     tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
+    if (draining)
+        tick = 50; /* a stop waits for lingering connections: look at them often */
     s->next_sweep_ms = now + tick / 2; /* main calls each tick; a drain every 10 ms */
     for (long fd = 0; fd <= hi && (size_t)fd < s->table_size; fd++) {
         uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED);
+        bool expired;
 
-        if ((v & 3) != IDLE_ARMED || (uint64_t)now - (v >> 2) < limit || (uint64_t)now < (v >> 2))
+        if ((v & 3) != IDLE_ARMED || (uint64_t)now < (v >> 2))
+            continue;
+        expired = (uint64_t)now - (v >> 2) >= limit;
+        if (!expired && !draining)
             continue;
         if (!__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_CLAIMED, false,
                                          __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
@@ -103,14 +113,22 @@ long server_sweep_idle(struct server *s, long now)
         /* Claimed: no thread owns it, none can until we hand it back, so fd is still its, and
          * so is c (only an owner frees one). An event may be waiting for a worker that has not
          * taken it yet (a long batch, a ready list): input or an end of input, or room for
-         * output it has pending. That is not idle: handed back, dated now. */
+         * output it has pending. That is not idle: handed back, dated now. A lingering one's
+         * time runs from its FIN, whatever comes (lconn.c); during a stop it ends as soon as
+         * the peer has every byte of its replies. */
         {
             struct conn *c = __atomic_load_n(&s->table[fd], __ATOMIC_ACQUIRE);
             struct pollfd p = {.fd = (int)fd, .events = POLLIN | POLLRDHUP};
+            bool linger = c && (c->flags & CONN_LINGER);
+            int unacked = 1;
 
+            if (!expired && !(linger && ioctl((int)fd, SIOCOUTQ, &unacked) == 0 && !unacked)) {
+                __atomic_store_n(&s->idle[fd], v, __ATOMIC_RELEASE); /* not yet: as it was */
+                continue;
+            }
             if (c && obuf_len(&c->out) && !(c->flags & CONN_PROXY))
                 p.events |= POLLOUT;
-            if (poll(&p, 1, 0) > 0) {
+            if (!linger && poll(&p, 1, 0) > 0) {
                 __atomic_store_n(&s->idle[fd], ((uint64_t)now << 2) | IDLE_ARMED, __ATOMIC_RELEASE);
                 continue;
             }

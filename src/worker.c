@@ -175,6 +175,19 @@ static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
     return EPOLLIN | EPOLLRDHUP;
 }
 
+/* A lingering connection is armed with the time of its FIN, not of its last event, so that
+ * what the peer keeps sending cannot stretch it: the sweeper ends it LINGER_MS after the FIN, or
+ * --idle-timeout after if that is shorter (the sweeper has one limit: an earlier date makes up
+ * the difference; a date before the clock's zero, on a machine up for less than --idle-timeout,
+ * only ends it later). */
+static long linger_armed_ms(const struct server *s, struct conn *c)
+{
+    long ms =
+        lconn_of(c)->linger_ms - (s->idle_limit_ms > LINGER_MS ? s->idle_limit_ms - LINGER_MS : 0);
+
+    return ms > 0 ? ms : 0;
+}
+
 /* Handles one event of c, owned by w. Returns CLOCK_MONOTONIC ns just before the re-arm (the
  * end of the event's service time, and the time --idle-timeout counts from), or 0 when the
  * connection was closed (the caller reads the clock). */
@@ -206,9 +219,13 @@ static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const s
         goto rearm;
     }
     had = obuf_len(&c->out) != 0;
-    if (w->script)
+    if (w->script) {
+        uint32_t was = c->flags;
+
         want = lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why);
-    else if (c->flags & CONN_WRCLOSED)
+        if (c->flags & ~was & CONN_LINGER) /* its FIN went: the drain waits for its end too */
+            __atomic_add_fetch(&s->nwrclosed, 1, __ATOMIC_RELAXED);
+    } else if (c->flags & CONN_WRCLOSED)
         want = drain_discard(w, c, events, io);
     else if (__atomic_load_n(&w->drain, __ATOMIC_RELAXED))
         want = drain_echo(w, c, events, io);
@@ -228,7 +245,9 @@ rearm:
     ev.data.ptr = c;
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
     end = t.tv_sec * 1000000000LL + t.tv_nsec;
-    if (s->opt->idle_ms || (c->flags & CONN_LINGER))
+    if (c->flags & CONN_LINGER)
+        idle_arm(s, fd, linger_armed_ms(s, c));
+    else if (s->opt->idle_ms)
         idle_arm(s, fd, (long)(end / 1000000));
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
@@ -292,7 +311,9 @@ static void give_back_rest(void *arg)
             uint64_t v = __atomic_load_n(&s->idle[c->fd], __ATOMIC_ACQUIRE);
             struct timespec now;
 
-            if ((v & 3) == IDLE_ARMED) {
+            if ((v & 3) == IDLE_ARMED && (c->flags & CONN_LINGER)) {
+                /* lingering: dated by its FIN, not by its events (linger_armed_ms) */
+            } else if ((v & 3) == IDLE_ARMED) {
                 clock_gettime(CLOCK_MONOTONIC_COARSE, &now); /* it had an event: it is active */
                 __atomic_compare_exchange_n(
                     &s->idle[c->fd], &v,

@@ -741,59 +741,155 @@ static void test_close_with_input_coming_loses_nothing(void **state)
     cleanup(&d);
 }
 
-/* The lingering is bounded. A client that reads the reply and its EOF and then neither closes
- * nor sends is closed LINGER_MS (5 s) after, without --idle-timeout; one that keeps sending
- * after the FIN is closed once 1 MiB of it has been dropped, long before that. */
+/* Sends n bytes of junk, waiting for room up to timeout_ms in all. Returns the bytes sent. */
+static long send_for(int fd, long n, long timeout_ms)
+{
+    static char junk[65536];
+    long deadline = now_ms() + timeout_ms * slow, sent = 0;
+
+    memset(junk, 'j', sizeof(junk));
+    while (sent < n) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        long left = deadline - now_ms();
+        ssize_t w;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        w = send(fd, junk, (size_t)(n - sent) < sizeof(junk) ? (size_t)(n - sent) : sizeof(junk),
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno != EAGAIN)
+            break;
+        if (w > 0)
+            sent += w;
+    }
+    return sent;
+}
+
+/* The lingering is bounded. A client that reads the reply and its EOF and then sends a byte a
+ * second, never closing, is closed LINGER_MS (5 s) after the FIN, without --idle-timeout: its
+ * bytes do not stretch it. One that keeps sending as fast as it can, having every reply byte,
+ * is closed once 1 MiB of it has been dropped, long before that. */
 static void test_lingering_close_is_bounded(void **state)
 {
     static const char *const args[] = {"--lua", "tests/lua/hostile.lua", NULL};
-    static char junk[65536];
     struct daemon d;
-    int silent, flood, err;
-    long t0, sent = 0;
+    int drip, flood, err;
+    long t0, sent;
     const char *t;
 
     (void)state;
     start(&d, args);
-    silent = small_window_connect(d.port);
-    send_str(silent, "bigclose\nmore\n");
-    if (read_to_end(silent, 10000, &err) != 900000 || err != 0)
-        fail_msg("the silent client did not get its reply and EOF");
+    drip = small_window_connect(d.port);
+    send_str(drip, "bigclose\nmore\n");
+    if (read_to_end(drip, 10000, &err) != 900000 || err != 0)
+        fail_msg("the dripping client did not get its reply and EOF");
     t0 = now_ms();
     flood = small_window_connect(d.port);
     send_str(flood, "bigclose\nmore\n");
     if (read_to_end(flood, 10000, &err) != 900000 || err != 0)
         fail_msg("the flooding client did not get its reply and EOF");
     /* our FIN came: keep sending until the server gives up on us (EPIPE or ECONNRESET) */
-    memset(junk, 'j', sizeof(junk));
-    while (sent < 32L << 20 && now_ms() - t0 < 4000) {
-        ssize_t n = send(flood, junk, sizeof(junk), MSG_NOSIGNAL);
-
-        if (n < 0)
-            break;
-        sent += n;
-    }
-    if (sent >= 32L << 20 || now_ms() - t0 >= 4000)
-        fail_msg("sent %ld bytes after the FIN in %ld ms and the server still read them", sent,
-                 now_ms() - t0);
+    sent = send_for(flood, 32L << 20, 3000);
+    if (sent >= 32L << 20)
+        fail_msg("sent %ld bytes after the FIN and the server still read them", sent);
     if (sent < 1L << 20)
         fail_msg("closed after only %ld bytes: want 1 MiB dropped first", sent);
     if (!log_has_within(&d, "on_close 2 closed\n", 2000))
         fail_msg("want on_close(\"closed\") for the flooding client:\n%s", log_text(&d));
-    /* the silent one (id 1): closed within LINGER_MS plus a tick of the sweeper (1 s) */
-    if (!log_has_within(&d, "on_close 1 closed\n", 7500L * slow - (now_ms() - t0)))
-        fail_msg("the silent lingering connection still open after %ld ms:\n%s", now_ms() - t0,
+    /* the dripping one (id 1): a byte a second, closed within LINGER_MS of its FIN plus a
+     * tick of the sweeper (1 s) */
+    while (!strstr(log_text(&d), "on_close 1 closed\n") && now_ms() - t0 < 7500L * slow) {
+        send(drip, "d", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        sleep_ms(1000);
+    }
+    if (!strstr(log_text(&d), "on_close 1 closed\n"))
+        fail_msg("the dripping lingering connection still open after %ld ms:\n%s", now_ms() - t0,
                  log_text(&d));
     if (now_ms() - t0 < 4000)
-        fail_msg("the silent client was closed after %ld ms, before its 5 s", now_ms() - t0);
+        fail_msg("the dripping client was closed after %ld ms, before its 5 s", now_ms() - t0);
     assert_int_equal(total_stat(&d, "live"), 0);
     t = log_text(&d);
     if (strstr(t, " idle\n") || total_stat(&d, "idle_closed") != 0 ||
         total_stat(&d, "lingered") != 2)
         fail_msg("want 2 lingered, both closed as \"closed\", none \"idle\":\n%s", t);
-    close(silent);
+    close(drip);
     close(flood);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* A client that writes a long request body before it reads anything, to a script that closes
+ * with a reply bigger than the socket buffers: the server must read (and drop) the body while
+ * it still writes, or each waits for the other; and the 1 MiB it drops while lingering must
+ * not end the lingering before the reply is acknowledged (it did: the client got a reset
+ * after 4,096 bytes). */
+static void test_close_while_peer_sends_before_reading(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", "--max-pending", "8M",
+                                       NULL};
+    struct daemon d;
+    int fd, err;
+    long sent;
+    size_t got;
+
+    (void)state;
+    start(&d, args);
+    /* The reply fits the kernel's buffers (the lingering starts at once), the body is 3 MB */
+    fd = small_window_connect(d.port);
+    send_str(fd, "bigclose\n");
+    sent = send_for(fd, 3L << 20, 10000);
+    if (sent != 3L << 20)
+        fail_msg("the server stopped reading the body after %ld of %ld bytes", sent, 3L << 20);
+    got = read_to_end(fd, 20000, &err);
+    if (got != 900000 || err != 0)
+        fail_msg("want all 900000 bytes of the reply and then EOF, got %zu and %s", got,
+                 err ? strerror(err) : "EOF");
+    close(fd);
+    /* The reply does not fit: the body comes while it is still being written */
+    fd = small_window_connect(d.port);
+    send_str(fd, "hugeclose\n");
+    sent = send_for(fd, 6L << 20, 10000);
+    if (sent != 6L << 20)
+        fail_msg("the server stopped reading the body after %ld of %ld bytes", sent, 6L << 20);
+    got = read_to_end(fd, 20000, &err);
+    if (got != 6000000 || err != 0)
+        fail_msg("want all 6000000 bytes of the reply and then EOF, got %zu and %s", got,
+                 err ? strerror(err) : "EOF");
+    close(fd);
+    if (!log_has_within(&d, "on_close 2 closed\n", 5000))
+        fail_msg("want on_close(\"closed\") for both:\n%s", log_text(&d));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* A stop (SIGTERM) while a lingering connection's reply is still unacknowledged waits for it,
+ * up to --drain-timeout: the client, still sending after the signal and reading only then, gets
+ * every byte. */
+static void test_stop_waits_for_lingering_reply(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", NULL};
+    struct daemon d;
+    int fd, err;
+    size_t got;
+
+    (void)state;
+    start(&d, args);
+    fd = small_window_connect(d.port);
+    send_str(fd, "bigclose\n");
+    sleep_ms(100);
+    send_str(fd, "more\n");
+    sleep_ms(100);
+    kill(d.pid, SIGTERM);
+    for (int i = 0; i < 3; i++) { /* had the stop closed it, these would be answered by a reset */
+        sleep_ms(100);
+        send_str(fd, "still more\n");
+    }
+    got = read_to_end(fd, 10000, &err);
+    if (got != 900000 || err != 0)
+        fail_msg("want all 900000 bytes of the reply and then EOF, got %zu and %s:\n%s", got,
+                 err ? strerror(err) : "EOF", log_text(&d));
+    close(fd);
+    assert_int_equal(stop_daemon(&d, 0, 10000), 0);
     cleanup(&d);
 }
 
@@ -825,6 +921,8 @@ int main(void)
         cmocka_unit_test_teardown(test_max_frame_over_cap_refused_at_start, teardown),
         cmocka_unit_test_teardown(test_close_with_input_coming_loses_nothing, teardown),
         cmocka_unit_test_teardown(test_lingering_close_is_bounded, teardown),
+        cmocka_unit_test_teardown(test_close_while_peer_sends_before_reading, teardown),
+        cmocka_unit_test_teardown(test_stop_waits_for_lingering_reply, teardown),
     };
 
     if (harness_init() < 0)
