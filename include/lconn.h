@@ -15,7 +15,11 @@ struct lconn {
     size_t scanned;        /* bytes at the start of in known to hold no delimiter */
     struct script_conn sc; /* id and conn.ctx */
     size_t lingered;       /* bytes dropped since the script closed it */
-    long linger_ms;        /* CONN_LINGER: when its FIN went (CLOCK_MONOTONIC ms) */
+    long linger_since;     /* CONN_LINGER: when its FIN went (CLOCK_MONOTONIC ms) */
+    long linger_ms;        /* ...when its window began: the FIN, or the sweeper's last sight of
+                            * the peer taking some of the reply (written by the sweeper while it
+                            * holds the idle word) */
+    int linger_outq;       /* ...the reply bytes not yet acknowledged then (SIOCOUTQ) */
 };
 
 /* The Lua connection c is (in Lua mode every struct conn is the head of one: conn_new). */

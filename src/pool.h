@@ -114,13 +114,32 @@ struct server {
  * is impossible because a new connection on the fd carries a later ms. Without --idle-timeout
  * only Lua's lingering connections (lconn.c) are armed, and expire after LINGER_MS; in echo
  * mode without it none of this runs: the words are not even allocated. */
-#define LINGER_MS 5000
+#define LINGER_MS 5000        /* a lingering close ends this long after its FIN... */
+#define LINGER_TOTAL_MS 30000 /* ...or after the peer last took some of the reply; at most this */
 enum { IDLE_OWNED, IDLE_ARMED, IDLE_CLAIMED, IDLE_EXPIRED };
+
+/* The ms of a word is CLOCK_MONOTONIC ms plus IDLE_BIAS (the longest --idle-timeout): a
+ * lingering connection's date is set back by up to that much (idle_linger_date), and must not
+ * fall below zero on a machine up for less. */
+#define IDLE_BIAS 86400000L
+
+static inline uint64_t idle_word(long ms, int state)
+{
+    return ((uint64_t)(ms + IDLE_BIAS) << 2) | (uint64_t)state;
+}
 
 /* Publishes fd as armed, last active at ms. Caller owns it, before the epoll_ctl that arms it. */
 static inline void idle_arm(struct server *s, int fd, long ms)
 {
-    __atomic_store_n(&s->idle[fd], ((uint64_t)ms << 2) | IDLE_ARMED, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->idle[fd], idle_word(ms, IDLE_ARMED), __ATOMIC_RELEASE);
+}
+
+/* The date a lingering connection whose window began at ms is armed with: the sweeper has one
+ * limit (--idle-timeout, or LINGER_MS without it), so a date earlier by the difference ends it
+ * LINGER_MS after ms, or --idle-timeout after if that is shorter. */
+static inline long idle_linger_date(const struct server *s, long ms)
+{
+    return ms - (s->idle_limit_ms > LINGER_MS ? s->idle_limit_ms - LINGER_MS : 0);
 }
 
 /* Takes fd, armed or expired, for the calling thread (which epoll_wait handed it, or whose

@@ -87,7 +87,7 @@ bool idle_take(struct server *s, int fd)
 long server_sweep_idle(struct server *s, long now)
 {
     long hi = __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED), n = 0;
-    uint64_t limit = (uint64_t)s->idle_limit_ms;
+    uint64_t limit = (uint64_t)s->idle_limit_ms, bnow = (uint64_t)(now + IDLE_BIAS);
     long tick = s->idle_limit_ms / 4;
     bool draining = __atomic_load_n(&s->draining, __ATOMIC_ACQUIRE);
 
@@ -102,9 +102,9 @@ long server_sweep_idle(struct server *s, long now)
         uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED);
         bool expired;
 
-        if ((v & 3) != IDLE_ARMED || (uint64_t)now < (v >> 2))
+        if ((v & 3) != IDLE_ARMED || bnow < (v >> 2))
             continue;
-        expired = (uint64_t)now - (v >> 2) >= limit;
+        expired = bnow - (v >> 2) >= limit;
         if (!expired && !draining)
             continue;
         if (!__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_CLAIMED, false,
@@ -114,22 +114,36 @@ long server_sweep_idle(struct server *s, long now)
          * so is c (only an owner frees one). An event may be waiting for a worker that has not
          * taken it yet (a long batch, a ready list): input or an end of input, or room for
          * output it has pending. That is not idle: handed back, dated now. A lingering one's
-         * time runs from its FIN, whatever comes (lconn.c); during a stop it ends as soon as
-         * the peer has every byte of its replies. */
+         * time runs from its window's start, whatever the peer sends (lconn.c): its window
+         * starts again while the peer is still taking the reply (up to LINGER_TOTAL_MS after
+         * its FIN), and during a stop it ends as soon as the peer has every byte of it. */
         {
             struct conn *c = __atomic_load_n(&s->table[fd], __ATOMIC_ACQUIRE);
             struct pollfd p = {.fd = (int)fd, .events = POLLIN | POLLRDHUP};
             bool linger = c && (c->flags & CONN_LINGER);
             int unacked = 1;
 
-            if (!expired && !(linger && ioctl((int)fd, SIOCOUTQ, &unacked) == 0 && !unacked)) {
+            if (linger && ioctl((int)fd, SIOCOUTQ, &unacked) < 0)
+                unacked = 0; /* the socket failed: nothing more to deliver */
+            if (!expired && !(linger && !unacked)) {
                 __atomic_store_n(&s->idle[fd], v, __ATOMIC_RELEASE); /* not yet: as it was */
                 continue;
+            }
+            if (linger && unacked > 0) {
+                struct lconn *lc = lconn_of(c);
+
+                if (unacked < lc->linger_outq && now - lc->linger_since < LINGER_TOTAL_MS) {
+                    lc->linger_outq = unacked; /* it took some: a new window */
+                    lc->linger_ms = now;
+                    __atomic_store_n(&s->idle[fd], idle_word(idle_linger_date(s, now), IDLE_ARMED),
+                                     __ATOMIC_RELEASE);
+                    continue;
+                }
             }
             if (c && obuf_len(&c->out) && !(c->flags & CONN_PROXY))
                 p.events |= POLLOUT;
             if (!linger && poll(&p, 1, 0) > 0) {
-                __atomic_store_n(&s->idle[fd], ((uint64_t)now << 2) | IDLE_ARMED, __ATOMIC_RELEASE);
+                __atomic_store_n(&s->idle[fd], idle_word(now, IDLE_ARMED), __ATOMIC_RELEASE);
                 continue;
             }
         }
@@ -370,7 +384,9 @@ static bool flush_and_close(struct server *s, struct conn *c, long deadline, str
         if (w > 0)
             obuf_consume(&c->out, (size_t)w);
     }
-    conn_close(s, NULL, c, CONN_WHY_SHUTDOWN, ask ? runner : NULL);
+    /* a lingering one was the script's close: it only ends late */
+    conn_close(s, NULL, c, c->flags & CONN_LINGER ? CONN_WHY_CLOSED : CONN_WHY_SHUTDOWN,
+               ask ? runner : NULL);
     return told;
 }
 
@@ -389,6 +405,7 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     struct timespec until;
 
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
+    s->next_sweep_ms = 0; /* the drain's sweeps (lingering connections) start now */
     for (int gi = 0; s->handover && gi < s->ngroups; gi++) /* echo: end between requests */
         for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
             __atomic_store_n(&s->groups[gi].workers[wi].drain, 1, __ATOMIC_RELAXED);

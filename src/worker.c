@@ -175,19 +175,9 @@ static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
     return EPOLLIN | EPOLLRDHUP;
 }
 
-/* A lingering connection is armed with the time of its FIN, not of its last event, so that
- * what the peer keeps sending cannot stretch it: the sweeper ends it LINGER_MS after the FIN, or
- * --idle-timeout after if that is shorter (the sweeper has one limit: an earlier date makes up
- * the difference; a date before the clock's zero, on a machine up for less than --idle-timeout,
- * only ends it later). */
-static long linger_armed_ms(const struct server *s, struct conn *c)
-{
-    long ms =
-        lconn_of(c)->linger_ms - (s->idle_limit_ms > LINGER_MS ? s->idle_limit_ms - LINGER_MS : 0);
-
-    return ms > 0 ? ms : 0;
-}
-
+/* A lingering connection is armed with the start of its window (its FIN, or the sweeper's
+ * last sight of the peer taking some of the reply), not with its last event: what the peer
+ * keeps sending cannot stretch it. */
 /* Handles one event of c, owned by w. Returns CLOCK_MONOTONIC ns just before the re-arm (the
  * end of the event's service time, and the time --idle-timeout counts from), or 0 when the
  * connection was closed (the caller reads the clock). */
@@ -246,7 +236,7 @@ rearm:
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
     end = t.tv_sec * 1000000000LL + t.tv_nsec;
     if (c->flags & CONN_LINGER)
-        idle_arm(s, fd, linger_armed_ms(s, c));
+        idle_arm(s, fd, idle_linger_date(s, lconn_of(c)->linger_ms));
     else if (s->opt->idle_ms)
         idle_arm(s, fd, (long)(end / 1000000));
     HANDOFF_RELEASE(c);
@@ -312,13 +302,13 @@ static void give_back_rest(void *arg)
             struct timespec now;
 
             if ((v & 3) == IDLE_ARMED && (c->flags & CONN_LINGER)) {
-                /* lingering: dated by its FIN, not by its events (linger_armed_ms) */
+                /* lingering: dated by its window, not by its events (handle) */
             } else if ((v & 3) == IDLE_ARMED) {
                 clock_gettime(CLOCK_MONOTONIC_COARSE, &now); /* it had an event: it is active */
                 __atomic_compare_exchange_n(
                     &s->idle[c->fd], &v,
-                    ((uint64_t)(now.tv_sec * 1000L + now.tv_nsec / 1000000) << 2) | IDLE_ARMED,
-                    false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+                    idle_word(now.tv_sec * 1000L + now.tv_nsec / 1000000, IDLE_ARMED), false,
+                    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
             } else if (s->opt->idle_ms || (v & 3) != IDLE_OWNED) {
                 /* claimed or expired: handled in the batch (without --idle-timeout only a
                  * lingering connection is ever armed: an OWNED one is simply not watched) */

@@ -646,12 +646,12 @@ static void test_on_close_without_on_connect_drain(void **state)
     cleanup(&d);
 }
 
-/* A client whose receive buffer is small (set before connect, so that the window stays small):
- * most of a large reply then waits in the server's send queue. */
-static int small_window_connect(int port)
+/* A client whose receive buffer is rcv bytes (set before connect, so that the window stays
+ * small): most of a large reply then waits in the server's send queue. */
+static int window_connect(int port, int rcv)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0), rcv = 4096;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     assert_true(fd >= 0);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
@@ -659,6 +659,11 @@ static int small_window_connect(int port)
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
         fail_msg("connect to %d: %s", port, strerror(errno));
     return fd;
+}
+
+static int small_window_connect(int port)
+{
+    return window_connect(port, 4096);
 }
 
 /* Reads until EOF, an error or timeout_ms. Returns the bytes read; *err is 0 at EOF, the errno
@@ -831,6 +836,73 @@ static void test_lingering_close_is_bounded(void **state)
     cleanup(&d);
 }
 
+/* The 5 s bound holds with an --idle-timeout far longer (a day): the lingering connection's
+ * date is set back by the difference, which once fell below the clock's zero on a machine up
+ * for less than a day and left it open until the clock reached a day. */
+static void test_lingering_bound_with_long_idle_timeout(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", "--idle-timeout", "86400s",
+                                       NULL};
+    struct daemon d;
+    int fd, err;
+    long t0;
+
+    (void)state;
+    start(&d, args);
+    fd = small_window_connect(d.port);
+    send_str(fd, "bigclose\nmore\n");
+    if (read_to_end(fd, 10000, &err) != 900000 || err != 0)
+        fail_msg("the client did not get its reply and EOF");
+    t0 = now_ms(); /* then silent, never closing */
+    if (!log_has_within(&d, "on_close 1 closed\n", 7500L * slow))
+        fail_msg("the lingering connection still open after %ld ms at --idle-timeout 86400s:\n%s",
+                 now_ms() - t0, log_text(&d));
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* The 5 s run from the FIN, but the kernel may still hold megabytes of the reply then: a peer
+ * that reads it steadily (about 600 KB/s here), sending a byte now and then, must get all of it;
+ * each time the sweeper finds it has taken more, its window starts again. It was reset 5 s
+ * after the FIN, in the middle of the reply. */
+static void test_lingering_waits_for_a_steady_reader(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/hostile.lua", "--max-pending", "8M",
+                                       NULL};
+    static char buf[65536];
+    struct daemon d;
+    int fd;
+    size_t got = 0;
+    ssize_t n = 1;
+    long t0;
+
+    (void)state;
+    start(&d, args);
+    fd = window_connect(d.port, 65536); /* fixed: no autotuning takes the reply off our hands */
+    send_str(fd, "hugeclose\n");
+    t0 = now_ms();
+    while (got < 6000000 && now_ms() - t0 < 30000L * slow) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+
+        if (poll(&p, 1, 1000) <= 0)
+            continue;
+        if ((n = read(fd, buf, sizeof(buf))) <= 0)
+            break;
+        got += (size_t)n;
+        send(fd, "k", 1, MSG_NOSIGNAL | MSG_DONTWAIT); /* a keep-alive of sorts */
+        sleep_ms(100);
+    }
+    if (got != 6000000)
+        fail_msg("a steady reader got %zu of 6000000 bytes in %ld ms (%s)", got, now_ms() - t0,
+                 n < 0    ? strerror(errno)
+                 : n == 0 ? "EOF"
+                          : "timeout");
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 /* A client that writes a long request body before it reads anything, to a script that closes
  * with a reply bigger than the socket buffers: the server must read (and drop) the body while
  * it still writes, or each waits for the other; and the 1 MiB it drops while lingering must
@@ -936,6 +1008,8 @@ int main(void)
         cmocka_unit_test_teardown(test_lingering_close_is_bounded, teardown),
         cmocka_unit_test_teardown(test_close_while_peer_sends_before_reading, teardown),
         cmocka_unit_test_teardown(test_stop_waits_for_lingering_reply, teardown),
+        cmocka_unit_test_teardown(test_lingering_bound_with_long_idle_timeout, teardown),
+        cmocka_unit_test_teardown(test_lingering_waits_for_a_steady_reader, teardown),
     };
 
     if (harness_init() < 0)
