@@ -111,9 +111,10 @@ struct server {
  * A thread handed the connection by epoll_wait takes it with a CAS ARMED|EXPIRED -> OWNED,
  * waiting out the few instructions of a CLAIMED (idle_take). Only an owner closes a connection,
  * and the sweeper never owns one, so a claimed fd cannot be closed and reused under it; an ABA
- * is impossible because a new connection on the fd carries a later ms. Without --idle-timeout
- * only Lua's lingering connections (lconn.c) are armed, and expire after LINGER_MS; in echo
- * mode without it none of this runs: the words are not even allocated. */
+ * (a new connection on the fd armed with the very same word) would be harmless: the claim
+ * compares the whole word, so the date it judged is the date of what it claims. Without
+ * --idle-timeout only Lua's lingering connections (lconn.c) are armed, and expire after
+ * LINGER_MS; in echo mode without it none of this runs: the words are not even allocated. */
 #define LINGER_MS 5000        /* a lingering close ends this long after its FIN... */
 #define LINGER_TOTAL_MS 30000 /* ...or after the peer last took some of the reply; at most this */
 enum { IDLE_OWNED, IDLE_ARMED, IDLE_CLAIMED, IDLE_EXPIRED };

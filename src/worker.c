@@ -175,9 +175,6 @@ static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
     return EPOLLIN | EPOLLRDHUP;
 }
 
-/* A lingering connection is armed with the start of its window (its FIN, or the sweeper's
- * last sight of the peer taking some of the reply), not with its last event: what the peer
- * keeps sending cannot stretch it. */
 /* Handles one event of c, owned by w. Returns CLOCK_MONOTONIC ns just before the re-arm (the
  * end of the event's service time, and the time --idle-timeout counts from), or 0 when the
  * connection was closed (the caller reads the clock). */
@@ -235,7 +232,8 @@ rearm:
     ev.data.ptr = c;
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
     end = t.tv_sec * 1000000000LL + t.tv_nsec;
-    if (c->flags & CONN_LINGER)
+    if (c->flags & CONN_LINGER) /* dated by its window's start, not by this event: what the
+                                 * peer keeps sending cannot stretch it (lconn.c) */
         idle_arm(s, fd, idle_linger_date(s, lconn_of(c)->linger_ms));
     else if (s->opt->idle_ms)
         idle_arm(s, fd, (long)(end / 1000000));
