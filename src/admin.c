@@ -191,12 +191,13 @@ static void serve(struct admin *a, struct aconn *c, size_t end)
 {
     static const char text[] = "text/plain; charset=utf-8";
     char method[16], path[256], version[16], why[256], body[320];
-    const char *line_end = memchr(c->in, '\r', end);
-    size_t ll = line_end ? (size_t)(line_end - c->in) : 0;
+    size_t ll = 0;
     char line[ADMIN_MAX_REQUEST];
     bool head;
     char *q;
 
+    while (ll < end && c->in[ll] != '\r' && c->in[ll] != '\n')
+        ll++; /* the request line ends at its CR or LF (head_end) */
     memcpy(line, c->in, ll);
     line[ll] = '\0';
     if (sscanf(line, "%15s %255s %15s", method, path, version) != 3 ||
@@ -229,14 +230,18 @@ static void serve(struct admin *a, struct aconn *c, size_t end)
     }
 }
 
-/* Finds the end of the request head ("\r\n\r\n", or "\n\n" from a lenient client). */
+/* Finds the end of the request head: an empty line. As RFC 9112 section 2.2 lets a recipient,
+ * a line may end in LF alone and a CR before the LF is ignored, so "\r\n\r\n", "\n\n",
+ * "\r\n\n" and "\n\r\n" all end it, and serve() reads the request line up to its CR or LF. */
 static size_t head_end(const struct aconn *c)
 {
     for (size_t i = 0; i + 1 < c->inlen; i++) {
-        if (c->in[i] == '\n' && c->in[i + 1] == '\n')
+        if (c->in[i] != '\n')
+            continue;
+        if (c->in[i + 1] == '\n')
             return i + 2;
-        if (i + 3 < c->inlen && memcmp(c->in + i, "\r\n\r\n", 4) == 0)
-            return i + 4;
+        if (i + 2 < c->inlen && c->in[i + 1] == '\r' && c->in[i + 2] == '\n')
+            return i + 3;
     }
     return 0;
 }

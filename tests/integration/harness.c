@@ -230,6 +230,8 @@ int harness_init(void)
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("TEST_FILTER")) /* one test while working on it: TEST_FILTER=test_name */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return 0;
 }
 

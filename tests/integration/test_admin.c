@@ -272,6 +272,26 @@ static void test_admin_hostile_clients(void **state)
     assert_true(strncmp(r, "HTTP/1.1 431 ", 13) == 0);
     free(r);
     free(big);
+    /* Lines that end in LF alone (RFC 9112 section 2.2 lets a server accept them), or mixed:
+     * each is the request the CRLF form is, not a 400. */
+    {
+        static const char *const heads[] = {
+            "GET /health HTTP/1.1\nHost: x\n\n",
+            "GET /health HTTP/1.1\r\nHost: x\n\n",
+            "GET /health HTTP/1.1\nHost: x\r\n\r\n",
+            "GET /health HTTP/1.0\n\r\n",
+        };
+
+        for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+            r = http_raw(ap, heads[i]);
+            if (strncmp(r, "HTTP/1.1 200 ", 13) != 0)
+                fail_msg("request %zu (LF line ends): want 200, got '%.40s'", i, r);
+            free(r);
+        }
+        r = http_raw(ap, "GET /nope HTTP/1.1\n\n");
+        assert_true(strncmp(r, "HTTP/1.1 404 ", 13) == 0);
+        free(r);
+    }
     /* Pipelined requests: the first is answered, the connection closes cleanly (no reset eats
      * the answer). */
     r = http_raw(ap, "GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n");
