@@ -562,6 +562,71 @@ static void wrap_field(lua_State *L, const char *name, lua_CFunction f,
     lua_setfield(L, -2, name);
 }
 
+/* --- coroutines under --lua-unsafe ------------------------------------------------------ */
+
+/* Calls the library's function (upvalue 1) with the arguments, co noted in sc->co while it runs,
+ * so that a timeout hooks the coroutine as well (script_hook_running). Errors pass through. */
+static int co_run(lua_State *L, lua_State *co)
+{
+    struct script *sc = lua_touserdata(L, lua_upvalueindex(2));
+    int n = lua_gettop(L), depth = sc->nco, rc;
+
+    if (depth >= SCRIPT_CO_MAX)
+        return luaL_error(L, "coroutines resume one another more than %d deep", SCRIPT_CO_MAX);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    sc->co[depth] = co;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the entry, then the count the handler reads */
+    sc->nco = depth + 1;
+    rc = lua_pcall(L, n, LUA_MULTRET, 0);
+    sc->nco = depth;
+    if (rc != LUA_OK)
+        return lua_error(L);
+    return lua_gettop(L);
+}
+
+static int l_co_resume(lua_State *L)
+{
+    lua_State *co = lua_tothread(L, 1);
+
+    luaL_argexpected(L, co, 1, "coroutine");
+    return co_run(L, co);
+}
+
+/* What coroutine.wrap returned: the library's function, and its coroutine (upvalue 3). */
+static int l_co_wrapped(lua_State *L)
+{
+    return co_run(L, lua_tothread(L, lua_upvalueindex(3)));
+}
+
+static int l_co_wrap(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_pushvalue(L, lua_upvalueindex(1)); /* the library's wrap */
+    lua_insert(L, 1);
+    lua_call(L, 1, 1);
+    if (!lua_getupvalue(L, 1, 1) || !lua_isthread(L, -1))
+        return luaL_error(L, "coroutine.wrap: this Lua's wrap keeps no coroutine to watch");
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_insert(L, -2);
+    lua_pushcclosure(L, l_co_wrapped, 3); /* the library's function, sc, the coroutine */
+    return 1;
+}
+
+/* coroutine.resume and coroutine.wrap (t at the top) replaced by the ones above. */
+static void watch_coroutines(lua_State *L, struct script *sc)
+{
+    lua_getfield(L, -1, "resume");
+    lua_pushlightuserdata(L, sc);
+    lua_pushcclosure(L, l_co_resume, 2);
+    lua_setfield(L, -2, "resume");
+    lua_getfield(L, -1, "wrap");
+    lua_pushlightuserdata(L, sc);
+    lua_pushcclosure(L, l_co_wrap, 2);
+    lua_setfield(L, -2, "wrap");
+}
+
 static void open_libs(lua_State *L, struct lstate *ls, bool unsafe)
 {
     static const luaL_Reg safe[] = {
@@ -571,6 +636,11 @@ static void open_libs(lua_State *L, struct lstate *ls, bool unsafe)
 
     if (unsafe) {
         luaL_openlibs(L);
+        if (ls->sc) {
+            lua_getglobal(L, LUA_COLIBNAME);
+            watch_coroutines(L, ls->sc);
+            lua_pop(L, 1);
+        }
     } else {
         for (const luaL_Reg *r = safe; r->func; r++) {
             luaL_requiref(L, r->name, r->func, 1);

@@ -160,7 +160,7 @@ static enum wait_rc wait_fd(lua_State *L, struct script *sc, int fd, short ev, l
         /* The whole callback is over: a pcall in the script must not keep it going. */
         sc->wall_out = 1;
         sc->hooked = 1;
-        lua_sethook(L, wall_hook, LUA_MASKCOUNT, 1);
+        script_hook_running(sc, wall_hook);
         luaL_error(L, "callback waited past --lua-wall-timeout-ms %d", e->o.wall_ms);
     }
     return rc;

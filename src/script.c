@@ -135,6 +135,12 @@ static void load_hook(lua_State *L, lua_Debug *ar)
 {
     struct load *ld = cur_load;
 
+    if (!ld) {
+        /* A coroutine the main chunk made inherited this hook (lua_newthread copies it) and now
+         * runs after the load: it has nothing to watch. */
+        lua_sethook(L, NULL, 0, 0);
+        return;
+    }
     if (ar->event == LUA_HOOKCOUNT) {
         if (ld->deadline && coarse_ms() > ld->deadline)
             luaL_error(L, "the main chunk ran longer than --lua-timeout-ms");

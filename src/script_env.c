@@ -222,7 +222,15 @@ void script_env_unregister(struct script_env *e, struct script *sc)
 
 static void timeout_hook(lua_State *L, lua_Debug *ar)
 {
+    struct script *sc = tls_sc;
+
     (void)ar;
+    /* A coroutine hooked as it yielded (the signal came inside coroutine.yield) outlives the
+     * call that timed out: the next call that resumes it must not inherit the timeout. */
+    if (!sc || !sc->timed_out) {
+        lua_sethook(L, NULL, 0, 0);
+        return;
+    }
     luaL_error(L, "handler timed out");
 }
 
@@ -239,7 +247,7 @@ static void on_timeout_signal(int sig)
     sc->timed_out = 1;
     sc->hooked = 1;
     /* Count only: a call hook would also fire for the C message handler. */
-    lua_sethook(sc->ls->L, timeout_hook, LUA_MASKCOUNT, 1);
+    script_hook_running(sc, timeout_hook);
 }
 
 static void *watchdog_main(void *arg)

@@ -13,6 +13,7 @@
 #include "script.h"
 
 #define CONN_MT "lfepoll.conn" /* the conn object's metatable, in the registry */
+#define SCRIPT_CO_MAX 128      /* coroutines resuming one another at once (Lua's C stack: ~60) */
 
 /* A loaded source, shared by the states built from it. */
 struct src {
@@ -75,7 +76,13 @@ struct script {
     pthread_t tid;                   /* atomic (an integer on Linux): the thread running sc */
     volatile sig_atomic_t hooked;    /* set by the signal handler: the hook is armed */
     volatile sig_atomic_t timed_out; /* set with it */
-    struct outbuf ser;               /* conn.ctx serialization scratch */
+    /* --lua-unsafe's coroutines (lfelib.c): the ones running now, each resumed by the one
+     * before it, the innermost last. A count hook belongs to one Lua thread, so a timeout
+     * hooks each of these too (script_hook_running). Written by the worker's thread, read by
+     * its signal handler: the entry before the count. */
+    lua_State *co[SCRIPT_CO_MAX];
+    volatile sig_atomic_t nco;
+    struct outbuf ser; /* conn.ctx serialization scratch */
     /* lio.c: the calls that wait. */
     int blocked;                    /* atomic: inside a wait: the CPU watchdog looks away */
     volatile sig_atomic_t wall_out; /* the callback waited past --lua-wall-timeout-ms */
@@ -167,5 +174,18 @@ void ctx_save(lua_State *L, struct cud *u);
 
 /* Frees c's saved ctx and refunds it to --lua-ctx-mb. */
 void ctx_release(struct script_conn *c);
+
+/* Arms fn at every instruction on the script's main thread and on every coroutine running
+ * inside it (sc->co): a loop inside coroutine.wrap never returns to the main thread, whose hook
+ * it would otherwise never meet. On the worker's thread only; async-signal-safe (lua_sethook
+ * is), so its timeout signal handler calls it. */
+static inline void script_hook_running(struct script *sc, lua_Hook fn)
+{
+    int n = sc->nco;
+
+    lua_sethook(sc->ls->L, fn, LUA_MASKCOUNT, 1);
+    for (int i = 0; i < n && i < SCRIPT_CO_MAX; i++)
+        lua_sethook(sc->co[i], fn, LUA_MASKCOUNT, 1);
+}
 
 #endif /* LFE_SCRIPT_INT_H */

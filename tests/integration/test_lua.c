@@ -617,6 +617,60 @@ static void test_sigterm_with_wedged_worker(void **state)
     cleanup(&d);
 }
 
+/* Issue 23, daemon 7: with --lua-unsafe, a loop inside a coroutine escaped --lua-timeout-ms
+ * (the count hook was set on the main Lua thread only; a coroutine has a hook of its own): it ran
+ * its whole 10 s. Now every coroutine running in the callback is stopped with it, through pcalls
+ * and nested resumes. A generator the main chunk made still works across calls (it inherited the
+ * load's hook, which used the finished load's data). The same for --lua-wall-timeout-ms: a
+ * coroutine past it ended, and its resumer went on to answer. */
+static void test_lua_timeout_reaches_coroutines(void **state)
+{
+    char timeout[16];
+    const char *const args[] = {
+        "--lua", "tests/lua/hostile.lua", "--lua-unsafe", "--workers", "2", "--lua-timeout-ms",
+        timeout, "--lua-wall-timeout-ms", "1000",         NULL};
+    static const char *const loops[] = {"coloop\n", "conested\n"};
+    struct daemon d;
+    int good, fd;
+
+    (void)state;
+    snprintf(timeout, sizeof(timeout), "%d", 200 * slow);
+    start(&d, args);
+    good = tcp_connect(d.port);
+    ask(good, "cogen\n", "5000\n");
+    for (int i = 0; i < 2; i++) {
+        long t0 = now_ms();
+
+        fd = tcp_connect(d.port);
+        send_str(fd, loops[i]);
+        expect_closed(fd, 8000);
+        if (now_ms() - t0 > 3000L * slow)
+            fail_msg("'%.8s' ran %ld ms past --lua-timeout-ms %s", loops[i], now_ms() - t0,
+                     timeout);
+        close(fd);
+        ask(good, "x\n", "ok\n");
+    }
+    ask(good, "cogen\n", "10000\n"); /* the generator, resumed by a later call: not timed out */
+    /* past the wall deadline inside a coroutine: the whole callback ends, not the coroutine */
+    {
+        char buf[64];
+        bool closed;
+        size_t n;
+
+        fd = tcp_connect(d.port);
+        send_str(fd, "cowall\n");
+        n = read_n(fd, buf, sizeof(buf), 8000, &closed);
+        if (n || !closed)
+            fail_msg("cowall: want a close and no answer, got %zu bytes '%.*s'%s", n, (int)n, buf,
+                     closed ? " and a close" : "");
+        close(fd);
+    }
+    assert_int_equal(total_stat(&d, "lua_timeouts"), 2);
+    close(good);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 /* Defect 9: the drain ran on_close("shutdown") for connections the script never saw (no
  * on_connect, no event yet). on_close pairs with the connection's start. */
 static void test_on_close_without_on_connect_drain(void **state)
@@ -1002,6 +1056,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_scripts_at_start, teardown),
         cmocka_unit_test_teardown(test_lua_send_flood_bounded, teardown),
         cmocka_unit_test_teardown(test_sigterm_with_wedged_worker, teardown),
+        cmocka_unit_test_teardown(test_lua_timeout_reaches_coroutines, teardown),
         cmocka_unit_test_teardown(test_on_close_without_on_connect_drain, teardown),
         cmocka_unit_test_teardown(test_max_frame_over_cap_refused_at_start, teardown),
         cmocka_unit_test_teardown(test_close_with_input_coming_loses_nothing, teardown),

@@ -3,6 +3,21 @@
 -- never returns, where no hook can stop it; "bigclose" answers 900,000 bytes and closes, and
 -- "hugeclose" 6,000,000 (under --max-pending 8M): the peer must get every one, whatever it
 -- sends meanwhile; anything else answers "ok".
+-- Under --lua-unsafe: "coloop" loops inside coroutine.wrap, "conested" inside a coroutine that
+-- another one resumes, under pcall; "cogen" resumes a generator the main chunk made (it carries
+-- the load's hook); each loop gives up after 10 s, so a timeout that cannot reach it shows;
+-- "cowall" sleeps 3 s in a coroutine, and must not answer after --lua-wall-timeout-ms ends it.
+local function spin()
+    local t = os.clock() + 10
+    while os.clock() < t do end
+end
+local gen = coroutine and coroutine.wrap(function()
+    local i = 0
+    while true do
+        for _ = 1, 5000 do i = i + 1 end
+        coroutine.yield(i)
+    end
+end)
 return {
     framing = "line",
     on_data = function(conn, line)
@@ -17,6 +32,21 @@ return {
         elseif line == "hugeclose" then
             conn:send(string.rep("z", 6000000))
             return false
+        elseif line == "coloop" then
+            coroutine.wrap(spin)()
+        elseif line == "conested" then
+            local outer = coroutine.create(function()
+                local inner = coroutine.create(function() pcall(spin) end)
+                pcall(coroutine.resume, inner)
+                spin()
+            end)
+            pcall(coroutine.resume, outer)
+            spin()
+        elseif line == "cowall" then
+            coroutine.resume(coroutine.create(function() lfe.sleep(3) end))
+            return "escaped\n"
+        elseif line == "cogen" then
+            return tostring(gen()) .. "\n"
         elseif line == "wedge" then
             setmetatable({}, {__gc = function() while true do end end})
             collectgarbage()
