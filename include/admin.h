@@ -11,6 +11,10 @@ struct server;
 #define ADMIN_MAX_CONNS 32     /* admin connections at once; the oldest makes room */
 #define ADMIN_MAX_REQUEST 8192 /* request line and headers; more is answered 431 */
 #define ADMIN_TIMEOUT_MS 5000  /* to send a whole request, then to read the answer */
+#define ADMIN_RETRY_MS 100     /* accept failed (EMFILE): the listener rests this long */
+/* Descriptors the admin thread may hold: its connections, one more accepted to make room, the
+ * listener, its epoll and two eventfds. main keeps them out of --max-conns. */
+#define ADMIN_FDS (ADMIN_MAX_CONNS + 5)
 
 /* Listens on hostport (as --listen takes it) for the admin thread of s, or on fd when it is not
  * -1 (a listening socket a --takeover predecessor handed over, bound there; taken over even on

@@ -14,6 +14,10 @@
 #include "stats.h"
 
 #define SCRIPT_CTX_MAX (1u << 20) /* bytes of serialized conn.ctx per connection */
+#define SCRIPT_SOCKS_MAX 64       /* lfe.connect sockets one callback holds open at once */
+#define SCRIPT_POOL_MAX 256       /* kept-alive lfe.connect sockets per worker */
+/* Descriptors one worker's Lua state may hold: main keeps them out of --max-conns. */
+#define SCRIPT_FDS (SCRIPT_SOCKS_MAX + SCRIPT_POOL_MAX)
 
 struct script_env;
 

@@ -49,7 +49,9 @@ struct admin {
     int lfd, epfd, stopfd, relfd; /* relfd: admin_release's eventfd */
     bool started;
     pthread_t tid;
-    time_t logged; /* last "too many admin connections" line */
+    time_t logged;        /* last "too many admin connections" line */
+    time_t logged_accept; /* last "admin: accept" failure line */
+    long paused_until;    /* accept failed (EMFILE): the listener is out of epoll until then */
     struct aconn *conns[ADMIN_MAX_CONNS];
 };
 
@@ -321,6 +323,34 @@ static void on_conn(struct admin *a, int i, uint32_t events)
     (void)events;
 }
 
+/* accept4 failed with err (EMFILE, ENFILE, ENOMEM...): the listener is level-triggered, so it
+ * would be reported again at once and the thread would spin while a monitor most needs an
+ * answer. It leaves the epoll set for ADMIN_RETRY_MS instead (resume_listener). */
+static void pause_listener(struct admin *a, int err)
+{
+    struct epoll_event ev = {.events = 0, .data.u64 = TAG_LISTEN};
+    time_t now = time(NULL);
+
+    epoll_ctl(a->epfd, EPOLL_CTL_MOD, a->lfd, &ev);
+    a->paused_until = now_ms() + ADMIN_RETRY_MS;
+    if (now != a->logged_accept) {
+        a->logged_accept = now;
+        log_warn("admin: accept: %s: the admin listener pauses %d ms at a time until it can "
+                 "accept again%s",
+                 strerror(err), ADMIN_RETRY_MS,
+                 err == EMFILE || err == ENFILE ? "; raise ulimit -n or lower --max-conns" : "");
+    }
+}
+
+static void resume_listener(struct admin *a)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG_LISTEN};
+
+    a->paused_until = 0;
+    if (a->lfd >= 0)
+        epoll_ctl(a->epfd, EPOLL_CTL_MOD, a->lfd, &ev);
+}
+
 static void on_accept(struct admin *a)
 {
     for (;;) {
@@ -328,8 +358,12 @@ static void on_accept(struct admin *a)
         struct epoll_event ev = {.events = EPOLLIN};
         time_t now;
 
-        if (fd < 0)
-            return; /* EAGAIN; anything else: the next readiness retries */
+        if (fd == -EAGAIN)
+            return;
+        if (fd < 0) {
+            pause_listener(a, -fd);
+            return;
+        }
         for (i = 0; i < ADMIN_MAX_CONNS && a->conns[i]; i++)
             ;
         if (i == ADMIN_MAX_CONNS) {
@@ -368,8 +402,12 @@ static void *admin_main(void *arg)
     struct epoll_event evs[ADMIN_MAX_CONNS + 3];
 
     for (;;) {
-        int n = epoll_wait(a->epfd, evs, ADMIN_MAX_CONNS + 3, 250);
-        long now;
+        long now = now_ms(), wait = 250;
+        int n;
+
+        if (a->paused_until && a->paused_until - now < wait)
+            wait = a->paused_until > now ? a->paused_until - now : 0;
+        n = epoll_wait(a->epfd, evs, ADMIN_MAX_CONNS + 3, (int)wait);
 
         if (n < 0 && errno != EINTR) {
             log_err("admin: epoll_wait: %s; the admin listener stops", strerror(errno));
@@ -397,6 +435,8 @@ static void *admin_main(void *arg)
         for (int i = 0; i < ADMIN_MAX_CONNS; i++)
             if (a->conns[i] && now >= a->conns[i]->deadline)
                 drop(a, i); /* half a request, or an answer never read */
+        if (a->paused_until && now >= a->paused_until)
+            resume_listener(a); /* still failing: on_accept pauses it again */
     }
 }
 

@@ -21,8 +21,10 @@
  * is an error, since the connection it served may be gone. The callback's sockets still open when
  * it returns are closed then, not at some later collection. sock:setkeepalive() gives the
  * descriptor to the worker's pool instead (LIO_POOL_PER_KEY per address, LIO_POOL_MAX in all,
- * the oldest going first); lfe.connect takes the most recent one for its address, after a
- * non-blocking MSG_PEEK says the peer has not closed it (or sent something unasked).
+ * the oldest going first); a callback holds SCRIPT_SOCKS_MAX open at most, so a worker's Lua
+ * descriptors are bounded, and main keeps that many out of --max-conns (SCRIPT_FDS); lfe.connect
+ * takes the most recent one for its address, after a non-blocking MSG_PEEK says the peer has not
+ * closed it (or sent something unasked).
  *
  * Where. In on_connect and on_data only. on_close runs as a connection ends, also on main's
  * thread during a stop and for connections the idle sweep ended: it must not wait.
@@ -46,7 +48,7 @@
 
 #define LIO_MT "lfepoll.sock"
 #define LIO_POOL_PER_KEY 32
-#define LIO_POOL_MAX 256
+#define LIO_POOL_MAX SCRIPT_POOL_MAX
 #define LIO_POOL_IDLE_MS 60000   /* a pooled socket idle longer is closed, not reused */
 #define LIO_LINE_MAX (1u << 20)  /* receive("*l"): longest line */
 #define LIO_RECV_MAX (64u << 20) /* receive(n), receive("*a"): most bytes */
@@ -215,6 +217,7 @@ static int l_sleep(lua_State *L)
 static void sock_unlink(struct lsock *s)
 {
     if (s->pprev) {
+        s->sc->nsocks--;
         *s->pprev = s->next;
         if (s->next)
             s->next->pprev = s->pprev;
@@ -227,6 +230,7 @@ static void sock_unlink(struct lsock *s)
 static void sock_link(struct script *sc, struct lsock *s, int fd)
 {
     s->fd = fd;
+    sc->nsocks++;
     s->next = sc->socks;
     if (s->next)
         s->next->pprev = &s->next;
@@ -240,6 +244,8 @@ static void sock_close(struct lsock *s)
     if (s->fd >= 0)
         close(s->fd);
     s->fd = -1;
+    if (s->cap)
+        s->sc->ls->used -= s->cap; /* fill() counted it */
     free(s->buf);
     s->buf = NULL;
     s->off = s->len = s->cap = 0;
@@ -436,6 +442,14 @@ static int l_connect(lua_State *L)
     s->timeout_ms = sc->env->o.io_timeout_ms;
     s->addr = ss;
     s->alen = alen;
+    if (sc->nsocks >= SCRIPT_SOCKS_MAX) {
+        lua_pushnil(L);
+        lua_pushfstring(L,
+                        "too many sockets: a callback holds at most %d open; close one or give "
+                        "it back with setkeepalive()",
+                        SCRIPT_SOCKS_MAX);
+        return 2;
+    }
     fd = pool_take(sc, &ss, alen);
     if (fd >= 0) {
         sock_link(sc, s, fd);
@@ -497,8 +511,11 @@ static int l_sock_send(lua_State *L)
     return 1;
 }
 
-/* Reads what the socket has into s->buf (at most room more). 1 read, 0 EOF, -errno. */
-static int fill(struct lsock *s, size_t room)
+/* Reads what the socket has into s->buf (at most room more). 1 read, 0 EOF, -errno; -ENOMEM
+ * also where the buffer would take the state past --lua-mem-mb: a receive buffer is the
+ * script's memory as much as the string it becomes, and is counted in ls->used (until
+ * sock_close), so a backend cannot push a worker past its cap 64 MiB at a time. */
+static int fill(lua_State *L, struct lsock *s, size_t room)
 {
     ssize_t r;
 
@@ -511,10 +528,18 @@ static int fill(struct lsock *s, size_t room)
         size_t cap = s->cap ? s->cap : 4096;
         char *b;
 
+        struct lstate *ls = s->sc->ls;
+
         while (cap - s->len < room)
             cap *= 2;
+        if (ls->cap && ls->used - s->cap + cap > ls->cap) {
+            lua_gc(L, LUA_GCCOLLECT); /* garbage first, as the allocator's own failure does */
+            if (ls->used - s->cap + cap > ls->cap)
+                return -ENOMEM;
+        }
         if (!(b = realloc(s->buf, cap)))
             return -ENOMEM;
+        ls->used = ls->used - s->cap + cap;
         s->buf = b;
         s->cap = cap;
     }
@@ -603,9 +628,14 @@ static int l_sock_receive(lua_State *L)
             sock_close(s);
             return fail(L, "too much data");
         }
-        r = fill(s, 16384);
+        r = fill(L, s, 16384);
         if (r > 0)
             continue;
+        if (r == -ENOMEM) {
+            /* no room for the partial result either: it goes with the socket */
+            sock_close(s);
+            return fail(L, "not enough memory (the receive buffer counts in --lua-mem-mb)");
+        }
         if (r == 0 || (r < 0 && r != -EAGAIN && r != -EWOULDBLOCK)) {
             if (r == 0 && mode == ALL) {
                 take(L, s, have, 0);

@@ -201,6 +201,15 @@ static void stop_guard(long ms)
         pthread_detach(tid);
 }
 
+static int nworkers_of(const struct plan *p)
+{
+    int n = 0;
+
+    for (int gi = 0; gi < p->ngroups; gi++)
+        n += p->nworkers[gi];
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     struct opt o;
@@ -369,8 +378,22 @@ int main(int argc, char **argv)
                  o.backlog, somaxconn, somaxconn, o.backlog);
 
     /* What this process holds now, plus two fds per group and two for the accept thread, plus
-     * slack for /proc reads and logging: the rest of RLIMIT_NOFILE is for connections. */
-    reserved = count_open_fds() + 2L * p.ngroups + 2 + 8;
+     * slack for /proc reads and logging, plus what the admin thread and the workers' Lua
+     * sockets may hold: the rest of RLIMIT_NOFILE is for connections, so that at --max-conns
+     * /health still answers and lfe.connect still connects. */
+    reserved = count_open_fds() + 2L * p.ngroups + 2 + 8 + (o.admin ? ADMIN_FDS : 0);
+    if (o.lua) {
+        long lua_fds = (long)SCRIPT_FDS * nworkers_of(&p);
+
+        if (lua_fds > (long)rl.rlim_cur / 2) {
+            log_warn("RLIMIT_NOFILE %llu: the %ld descriptors the workers' lfe.connect sockets "
+                     "may hold (%d each) would leave few for connections; %ld are kept for "
+                     "them, and lfe.connect fails with EMFILE past that: raise ulimit -n",
+                     (unsigned long long)rl.rlim_cur, lua_fds, SCRIPT_FDS, (long)rl.rlim_cur / 2);
+            lua_fds = (long)rl.rlim_cur / 2;
+        }
+        reserved += lua_fds;
+    }
     max_conns = (long)rl.rlim_cur - reserved;
     if (max_conns < 1)
         max_conns = 1;

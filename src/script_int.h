@@ -89,6 +89,7 @@ struct script {
     long wall_deadline_ms;          /* this callback's, mono ms; 0: none */
     bool in_close;                  /* running on_close: no waiting */
     struct lsock *socks;            /* sockets this callback opened, still open */
+    int nsocks;                     /* how many: SCRIPT_SOCKS_MAX at most */
     struct lio_pooled *pool;        /* kept-alive sockets, oldest first */
     int npool;
     void (*wait_hook)(void *); /* before each wait: the worker's (script_set_wait_hook) */

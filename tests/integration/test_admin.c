@@ -317,6 +317,119 @@ static void test_admin_hostile_clients(void **state)
     cleanup(&d);
 }
 
+/* CPU ticks (utime + stime) of the daemon's thread named comm, or -1. */
+static long thread_ticks(pid_t pid, const char *comm)
+{
+    char path[96], buf[512];
+    long ticks = -1;
+
+    for (int tid = pid; tid < pid + 64 && ticks < 0; tid++) {
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, tid);
+        if (!(f = fopen(path, "r")))
+            continue;
+        if (fgets(buf, sizeof(buf), f) && strncmp(buf, comm, strlen(comm)) == 0) {
+            unsigned long ut, st;
+            const char *p;
+            FILE *g;
+
+            snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
+            if ((g = fopen(path, "r"))) {
+                if (fgets(buf, sizeof(buf), g) && (p = strrchr(buf, ')')) &&
+                    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+                           &st) == 2)
+                    ticks = (long)(ut + st);
+                fclose(g);
+            }
+        }
+        fclose(f);
+    }
+    return ticks;
+}
+
+/* Issue 23, daemon 5: out of descriptors, the admin thread spun on its level-triggered listener
+ * (198 of 200 ticks in 2 s) and answered nothing. Now its listener rests ADMIN_RETRY_MS at a
+ * time: the thread sleeps while accept4 fails, and /health answers once descriptors are back. */
+static void test_admin_at_emfile_does_not_spin(void **state)
+{
+    static const char *const args[] = {"--admin",     "127.0.0.1:0", "--workers", "1",
+                                       "--max-conns", "1000",        NULL};
+    struct daemon d;
+    int ap, fds[200], waiting;
+    long t0, t1;
+
+    (void)state;
+    if (spawn(&d, args, 120, NULL) < 0) /* --max-conns over what 120 leaves: EMFILE */
+        fail_msg("lfepolld did not start: %s", log_text(&d));
+    ap = admin_port(&d);
+    for (int i = 0; i < 200; i++)
+        fds[i] = tcp_connect(d.port);
+    sleep_ms(300);
+    waiting = tcp_connect(ap); /* in the admin backlog: accept4 says EMFILE */
+    send_all(waiting, "GET /health HTTP/1.1\r\n\r\n", 24);
+    sleep_ms(300);
+    t0 = thread_ticks(d.pid, "lfe-admin");
+    sleep_ms(2000);
+    t1 = thread_ticks(d.pid, "lfe-admin");
+    assert_true(t0 >= 0 && t1 >= 0);
+    if (t1 - t0 > 40) /* the whole thread, 2 s = 200 ticks at 100 Hz: spinning took 198 */
+        fail_msg("the admin thread used %ld of 200 ticks while accept4 failed", t1 - t0);
+    for (int i = 0; i < 200; i++)
+        close(fds[i]);
+    {
+        char *r = read_all(waiting, 10000);
+
+        if (strncmp(r, "HTTP/1.1 200 ", 13) != 0)
+            fail_msg("the /health that waited out the EMFILE got '%.40s'", r);
+        free(r);
+    }
+    close(waiting);
+    assert_int_equal(http_get(ap, "/health", NULL), 200);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_non_null(strstr(log_text(&d), "admin: accept: Too many open files"));
+    cleanup(&d);
+}
+
+/* Issue 23, daemon 5: the descriptors kept out of --max-conns were 8, fewer than the admin
+ * connections (32): with the daemon at its connection limit, a few slow admin clients left
+ * /health nothing to answer with. Now the admin's share is kept: at the limit, with 20 admin
+ * clients holding half a request, /health and /metrics still answer. */
+static void test_admin_answers_at_max_conns(void **state)
+{
+    static const char *const args[] = {"--admin", "127.0.0.1:0", "--workers", "1", NULL};
+    struct daemon d;
+    int ap, fds[250], slow_clients[20];
+
+    (void)state;
+    if (spawn(&d, args, 200, NULL) < 0)
+        fail_msg("lfepolld did not start: %s", log_text(&d));
+    ap = admin_port(&d);
+    for (int i = 0; i < 250; i++) /* more than the limit: the rest are shed */
+        fds[i] = tcp_connect(d.port);
+    sleep_ms(300);
+    for (int i = 0; i < 20; i++) {
+        slow_clients[i] = tcp_connect(ap);
+        send_all(slow_clients[i], "GET /he", 7);
+    }
+    sleep_ms(200);
+    for (int i = 0; i < 3; i++) {
+        char *body = NULL;
+
+        assert_int_equal(http_get(ap, "/health", NULL), 200);
+        assert_int_equal(http_get(ap, "/metrics", &body), 200);
+        assert_true(metric_sum(body, "lfepolld_accept_shed_total") > 0);
+        free(body);
+    }
+    for (int i = 0; i < 20; i++)
+        close(slow_clients[i]);
+    for (int i = 0; i < 250; i++)
+        close(fds[i]);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_null(strstr(log_text(&d), "admin: accept:"));
+    cleanup(&d);
+}
+
 static void test_admin_bad_flags(void **state)
 {
     static const char *const bad[] = {"--admin", "nowhere", NULL};
@@ -520,6 +633,8 @@ int main(void)
         cmocka_unit_test_teardown(test_health_stuck_worker, teardown),
         cmocka_unit_test_teardown(test_health_draining, teardown),
         cmocka_unit_test_teardown(test_admin_hostile_clients, teardown),
+        cmocka_unit_test_teardown(test_admin_at_emfile_does_not_spin, teardown),
+        cmocka_unit_test_teardown(test_admin_answers_at_max_conns, teardown),
         cmocka_unit_test_teardown(test_admin_bad_flags, teardown),
         cmocka_unit_test_teardown(test_log_format_json, teardown),
         cmocka_unit_test_teardown(test_prometheus_scrapes, teardown),

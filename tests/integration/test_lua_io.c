@@ -727,6 +727,68 @@ static long vm_hwm_kb(pid_t pid)
  * answer would reach the next request); proxy.lua answers a len32 header over its limit with an
  * error frame, not a closed client; a conn object freed by the collection of a failed call
  * (LUA_ERRMEM after a local) is not touched after (ASan). */
+/* Sends 40 MB after the request, then closes. */
+static void stream_40mb(int fd)
+{
+    static char chunk[65536];
+    char req[64];
+
+    memset(chunk, 'z', sizeof(chunk));
+    if (read(fd, req, sizeof(req)) <= 0)
+        return;
+    for (int i = 0; i < 40 * 16; i++)
+        if (write(fd, chunk, sizeof(chunk)) <= 0)
+            return;
+}
+
+/* Issue 23: what a script's sockets hold was outside every bound. (1) A receive buffer (up to
+ * 64 MiB) was malloc'd outside --lua-mem-mb: a backend pushed a worker 40 MB past a 16 MiB cap.
+ * It now counts in the state's memory, and the receive fails with a clear error instead.
+ * (2) A callback could open sockets without bound, taking the descriptors connections and the
+ * admin listener need: at most SCRIPT_SOCKS_MAX (64) now, and main keeps their share out of
+ * --max-conns. */
+static void test_lua_socket_bounds(void **state)
+{
+    static const char *const args[] = {
+        "--lua", "tests/lua/io.lua", "--workers", "1", "--lua-mem-mb", "16", NULL};
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t al = sizeof(a);
+    char line[128];
+    struct daemon d;
+    int fd, port, lfd;
+    long before;
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    port = start_backend(stream_40mb, 1);
+    before = vm_hwm_kb(d.pid);
+    snprintf(line, sizeof(line), "raw %d go *a", port);
+    expect_prefix(fd, line,
+                  "ERR recv not enough memory (the receive buffer counts in --lua-mem-mb)");
+    if ((!sanitizer || !*sanitizer) && vm_hwm_kb(d.pid) - before > 24 * 1024)
+        fail_msg("peak RSS grew by %ld KiB under --lua-mem-mb 16", vm_hwm_kb(d.pid) - before);
+    stop_backend();
+    expect(fd, "sleep 0", "slept 0.000"); /* the state is whole, its memory given back */
+
+    /* a listener that never accepts: its backlog completes the connects */
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 256), 0);
+    getsockname(lfd, (struct sockaddr *)&a, &al);
+    snprintf(line, sizeof(line), "hold %d 70", ntohs(a.sin_port));
+    expect(fd, line,
+           "held 64 too many sockets: a callback holds at most 64 open; close one or give it "
+           "back with setkeepalive()");
+    snprintf(line, sizeof(line), "hold %d 64", ntohs(a.sin_port)); /* the last call's closed */
+    expect(fd, line, "held 64");
+    close(lfd);
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 static void test_attack_regressions(void **state)
 {
     static const char *const args[] = {
@@ -795,6 +857,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_calls_and_failures, teardown_all),
         cmocka_unit_test_teardown(test_pool, teardown_all),
+        cmocka_unit_test_teardown(test_lua_socket_bounds, teardown_all),
         cmocka_unit_test_teardown(test_bad_use, teardown_all),
         cmocka_unit_test_teardown(test_timeouts, teardown_all),
         cmocka_unit_test_teardown(test_batch_given_back, teardown_all),

@@ -12,6 +12,8 @@
 --   late PORT T        connect, send "late", receive with timeout T, then setkeepalive: what
 --                      each said
 --   errmem             a local, then allocate until --lua-mem-mb stops the callback
+--   hold PORT N        N connections open at once, no I/O: "held N", or "held K ERR" at the
+--                      first that failed
 local kept
 local function try(stage, v, err, part)
     if v == nil then
@@ -100,6 +102,15 @@ function cmds.errmem()
     local t = {}
     for i = 1, 1e8 do t[i] = ("x"):rep(100) .. i end
     return tostring(keep)
+end
+function cmds.hold(port, n)
+    local socks = {}
+    for i = 1, tonumber(n) do
+        local s, err = lfe.connect("127.0.0.1", tonumber(port))
+        if not s then return "held " .. (i - 1) .. " " .. tostring(err) end
+        socks[i] = s
+    end
+    return "held " .. n
 end
 function cmds.closesleep() lfe.shared:set("closesleep", 1) return "ok" end
 
