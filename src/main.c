@@ -201,6 +201,42 @@ static void stop_guard(long ms)
         pthread_detach(tid);
 }
 
+/* Loads the --lua script (its main chunk runs once to check it), or prints why not and
+ * returns NULL with *rc the exit status. Runs after the --user drop: the script is code, and
+ * under --lua-unsafe its main chunk could do anything root can. */
+static struct script_env *load_lua(const struct opt *o, int *rc)
+{
+    struct script_opts so = {.path = o->lua,
+                             .mem_cap = o->lua_mem,
+                             .timeout_ms = o->lua_timeout_ms,
+                             .wall_ms = o->lua_wall_ms,
+                             .io_timeout_ms = o->lua_io_ms,
+                             .unsafe = o->lua_unsafe,
+                             .shared_bytes = o->lua_shared,
+                             .max_output = o->max_pending,
+                             .ctx_total = o->lua_ctx};
+    struct script_env *lua;
+    char err[512];
+
+    *rc = 1;
+    lua = script_env_new(&so, err, sizeof(err));
+    if (!lua) {
+        fprintf(stderr, "lfepolld: --lua: %s\n", err);
+        return NULL;
+    }
+    if (o->defer_accept && script_env_connect_first(lua)) {
+        fprintf(stderr,
+                "lfepolld: --defer-accept with %s, whose on_connect may speak first: its "
+                "clients would wait for a greeting the server only sends once they have "
+                "sent something; drop --defer-accept\n",
+                o->lua);
+        script_env_free(lua);
+        *rc = 2;
+        return NULL;
+    }
+    return lua;
+}
+
 static int nworkers_of(const struct plan *p)
 {
     int n = 0;
@@ -282,33 +318,6 @@ int main(int argc, char **argv)
         }
     }
 
-    if (o.lua) {
-        struct script_opts so = {.path = o.lua,
-                                 .mem_cap = o.lua_mem,
-                                 .timeout_ms = o.lua_timeout_ms,
-                                 .wall_ms = o.lua_wall_ms,
-                                 .io_timeout_ms = o.lua_io_ms,
-                                 .unsafe = o.lua_unsafe,
-                                 .shared_bytes = o.lua_shared,
-                                 .max_output = o.max_pending,
-                                 .ctx_total = o.lua_ctx};
-
-        lua = script_env_new(&so, err, sizeof(err));
-        if (!lua) {
-            fprintf(stderr, "lfepolld: --lua: %s\n", err);
-            goto out;
-        }
-        if (o.defer_accept && script_env_connect_first(lua)) {
-            fprintf(stderr,
-                    "lfepolld: --defer-accept with %s, whose on_connect may speak first: its "
-                    "clients would wait for a greeting the server only sends once they have "
-                    "sent something; drop --defer-accept\n",
-                    o.lua);
-            rc = 2;
-            goto out;
-        }
-    }
-
     if (sdnotify_init(err, sizeof(err)) < 0 ||
         (activated = sdnotify_listen_fds(OPT_MAX_LISTEN, err, sizeof(err))) < 0) {
         fprintf(stderr, "lfepolld: %s\n", err);
@@ -362,8 +371,6 @@ int main(int argc, char **argv)
     for (int k = 0; k < ntaken; k++)
         if (taken[k] >= 0)
             close(taken[k]); /* bound where no --listen of ours asks: the old one's alone */
-    if (!activated)
-        tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
     for (int i = 0; i < nlisten && o.defer_accept && !activated; i++) {
         int secs = 1; /* TCP_DEFER_ACCEPT: accept once the first bytes came (1 s of SYN-ACK
                        * retries, then the connection is accepted without them) */
@@ -372,6 +379,26 @@ int main(int argc, char **argv)
             log_warn("--defer-accept: setsockopt(TCP_DEFER_ACCEPT): %s; accepting as usual",
                      strerror(errno));
     }
+
+    /* Everything that needs root is done: the listeners are bound (the admin one too), the
+     * running instance's are taken over. The rest runs as --user, the script first. */
+    if (o.admin && admin_fd < 0 && (admin_fd = net_listen(o.admin, 64, err, sizeof(err))) < 0) {
+        fprintf(stderr, "lfepolld: --admin: %s\n", err);
+        goto out_close;
+    }
+    if (o.user) {
+        if (drop_privileges(o.user, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfepolld: %s\n", err);
+            rc = 2;
+            goto out_close;
+        }
+        log_info("running as user %s (uid %d, gid %d)", o.user, (int)getuid(), (int)getgid());
+    }
+    if (o.lua && !(lua = load_lua(&o, &rc)))
+        goto out_close;
+    /* warnings after the errors that stop the start: a broken script is its one line */
+    if (!activated)
+        tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
     if (somaxconn > 0 && o.backlog > somaxconn)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",
@@ -423,15 +450,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "lfepolld: %s\n", err);
             goto out;
         }
-    }
-
-    if (o.user) {
-        if (drop_privileges(o.user, err, sizeof(err)) < 0) {
-            fprintf(stderr, "lfepolld: %s\n", err);
-            rc = 2;
-            goto out;
-        }
-        log_info("running as user %s (uid %d, gid %d)", o.user, (int)getuid(), (int)getgid());
     }
 
     block_signals();
@@ -581,6 +599,8 @@ out_close:
     for (int i = 0; i < nlisten; i++)
         close(lfds[i]);
 out:
+    if (admin_fd >= 0)
+        close(admin_fd);
     takeover_free(tko);
     admin_free(adm); /* after server_stop: /health says 503 while draining */
     server_free(srv);

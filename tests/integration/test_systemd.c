@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -545,6 +546,36 @@ static void test_user_drop(void **state)
     assert_non_null(strstr(log_text(&d), "running as user nobody (uid 65534"));
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     cleanup(&d);
+
+    /* Issue 23: the script's main chunk ran as root (the check at start, and each worker's
+     * state), before the drop: under --lua-unsafe it could do anything root can. Every run of
+     * it is nobody's now; --admin on a port bound before the drop still works. */
+    {
+        char script[] = "/tmp/lfe-uid-XXXXXX.lua";
+        const char *largs[] = {"--user",  "nobody",      "--lua",     script, "--lua-unsafe",
+                               "--admin", "127.0.0.1:0", "--workers", "2",    NULL};
+        static const char code[] =
+            "print('main chunk as uid ' .. io.popen('id -u'):read('l'))\n"
+            "return {framing = 'raw', on_data = function(conn, data) return data end}\n";
+        int sfd = mkstemps(script, 4), runs = 0;
+        const char *t;
+
+        assert_true(sfd >= 0);
+        assert_int_equal(write(sfd, code, sizeof(code) - 1), (ssize_t)(sizeof(code) - 1));
+        fchmod(sfd, 0644);
+        close(sfd);
+        assert_int_equal(spawn(&d, largs, 0, NULL), 0);
+        round_trip(d.port, "lua as nobody\n", "lua as nobody\n");
+        assert_int_equal(http_get(admin_port(&d), "/health", NULL), 200);
+        t = log_text(&d);
+        for (const char *p = t; (p = strstr(p, "main chunk as uid ")); p++, runs++)
+            if (strncmp(p + 18, "65534\n", 6) != 0 && strncmp(p + 18, "65534\\n", 7) != 0)
+                fail_msg("the main chunk ran as uid %.8s: %s", p + 18, t);
+        assert_true(runs >= 3); /* the check, then each worker's state */
+        assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+        cleanup(&d);
+        unlink(script);
+    }
 }
 
 int main(void)
