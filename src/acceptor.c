@@ -13,12 +13,23 @@
 #include <unistd.h>
 
 /* What the accept thread keeps across calls, on its own stack: when each kind of failure was
- * last logged. A flood logs one line a second per kind; the counters say how many there were. */
-enum { RL_EMFILE, RL_NOMEM, RL_LOST, RL_LISTENER, RL_EPOLL, RL_ARM, RL_IPTABLE, RL_KINDS };
+ * last logged (a flood logs one line a second per kind; the counters say how many there were),
+ * and the listeners set aside. A listener that refuses accept4 itself (EINVAL: it does not
+ * listen; EPERM, EBADF...) is taken out of the epoll set and tried alone every ACCEPT_RETRY_MS,
+ * while the others are served as usual: what is wrong with one listener says nothing about the
+ * others (out of descriptors or memory does, and pauses them all). */
+enum { RL_EMFILE, RL_NOMEM, RL_LOST, RL_EPOLL, RL_ARM, RL_IPTABLE, RL_KINDS };
 struct acc {
     struct server *s;
     time_t logged[RL_KINDS];
+    bool aside[OPT_MAX_LISTEN];          /* refused accept4: out of acc_epfd, retried alone */
+    time_t aside_logged[OPT_MAX_LISTEN]; /* one line a second per listener */
+    int naside;
+    long retry_ms; /* when the listeners set aside are tried next */
 };
+
+/* What accept_all ended with. */
+enum drained { ACC_EMPTY, ACC_PAUSED, ACC_ASIDE };
 
 static bool log_now(struct acc *a, int kind)
 {
@@ -58,6 +69,8 @@ static int set_listening(struct acc *a, bool on)
         char name[80];
         int err;
 
+        if (a->aside[i])
+            continue; /* not in the set: retry_aside adds it back */
         if (epoll_ctl(s->acc_epfd, EPOLL_CTL_MOD, s->lfds[i], &ev) == 0)
             continue;
         err = errno;
@@ -95,6 +108,32 @@ static void pause_accepting(struct acc *a)
     }
 }
 
+/* Listener li refused accept4 with err: out of the epoll set (where a socket that does not
+ * listen would report EPOLLHUP for ever, disarmed or not) until retry_aside finds it works. */
+static void set_aside(struct acc *a, int li, int err)
+{
+    struct server *s = a->s;
+    time_t now = time(NULL);
+    char name[80];
+
+    if (a->aside[li])
+        return; /* a retry that failed again: it stays aside, said once */
+    /* Cannot fail for a registered descriptor; if it did, the listener would wake the thread
+     * for nothing until the retry that adds it back, never starve the others. */
+    epoll_ctl(s->acc_epfd, EPOLL_CTL_DEL, s->lfds[li], NULL);
+    a->aside[li] = true;
+    a->naside++;
+    if (a->naside == 1)
+        a->retry_ms = mono_ms() + ACCEPT_RETRY_MS;
+    if (a->aside_logged[li] != now) {
+        a->aside_logged[li] = now;
+        net_local_name(s->lfds[li], name, sizeof(name));
+        log_err("accept on %s: %s: this listener is set aside and retried every %d ms; the "
+                "others are served as usual",
+                name, strerror(err), ACCEPT_RETRY_MS);
+    }
+}
+
 /* The errors accept(2) passes on from a new connection (man 2 accept, "Error handling"): the
  * kernel took it off the queue and it is lost; the rest of the queue is not. */
 static bool lost_connection(int err)
@@ -116,8 +155,10 @@ static bool lost_connection(int err)
     }
 }
 
-/* Accepts everything queued on listener li. Returns false when accepting paused. */
-static bool accept_all(struct acc *a, int li)
+/* Accepts everything queued on listener li. Returns ACC_EMPTY once its queue is, ACC_PAUSED
+ * when accepting paused (out of descriptors or memory: every listener), ACC_ASIDE when li
+ * itself refused accept4 and was set aside. */
+static enum drained accept_all(struct acc *a, int li)
 {
     struct server *s = a->s;
 
@@ -129,11 +170,10 @@ static bool accept_all(struct acc *a, int li)
 
         if (fd < 0) {
             long live = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
-            char name[80];
 
             switch (fd) {
             case -EAGAIN:
-                return true;
+                return ACC_EMPTY;
             case -EMFILE:
             case -ENFILE:
                 STAT_ADD(&s->ast, emfile, 1);
@@ -142,7 +182,7 @@ static bool accept_all(struct acc *a, int li)
                              "closes; raise ulimit -n (or fs.file-max) or lower --max-conns",
                              strerror(-fd), live);
                 pause_accepting(a);
-                return false;
+                return ACC_PAUSED;
             case -ENOBUFS:
             case -ENOMEM:
                 STAT_ADD(&s->ast, enomem, 1);
@@ -151,7 +191,7 @@ static bool accept_all(struct acc *a, int li)
                              "closes (or %d ms pass); the kernel is short of memory",
                              strerror(-fd), live, ACCEPT_RETRY_MS);
                 pause_accepting(a);
-                return false;
+                return ACC_PAUSED;
             default:
                 STAT_ADD(&s->ast, err_other, 1);
                 if (lost_connection(-fd)) {
@@ -159,17 +199,13 @@ static bool accept_all(struct acc *a, int li)
                     if (log_now(a, RL_LOST))
                         log_warn("accept: %s: a connection was lost before it was accepted",
                                  strerror(-fd));
-                    return true;
+                    return ACC_EMPTY;
                 }
-                /* EPERM (a security module), EBADF, EINVAL, ENOTSOCK...: the listener itself is
-                 * refused, and would be again at once: retrying now would spin. */
-                if (log_now(a, RL_LISTENER)) {
-                    net_local_name(s->lfds[li], name, sizeof(name));
-                    log_err("accept on %s: %s: accepting paused, retrying every %d ms", name,
-                            strerror(-fd), ACCEPT_RETRY_MS);
-                }
-                pause_accepting(a);
-                return false;
+                /* EPERM (a security module), EBADF, EINVAL (not listening), ENOTSOCK...: this
+                 * listener is refused, and would be again at once: retrying now would spin,
+                 * and pausing them all would starve the others. */
+                set_aside(a, li, -fd);
+                return ACC_ASIDE;
             }
         }
         if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) >= s->max_conns ||
@@ -250,6 +286,43 @@ static bool accept_all(struct acc *a, int li)
     }
 }
 
+/* Tries each listener set aside; one that accepts (or reports an empty queue) goes back into
+ * the epoll set, armed unless accepting is paused (the paused loop arms it with the others). */
+static void retry_aside(struct acc *a)
+{
+    struct server *s = a->s;
+
+    a->retry_ms = mono_ms() + ACCEPT_RETRY_MS;
+    for (int li = 0; li < s->nlisten && a->naside; li++) {
+        bool paused;
+        struct epoll_event ev = {.data.u32 = (uint32_t)li};
+        char name[80];
+        enum drained r;
+
+        if (!a->aside[li])
+            continue;
+        r = accept_all(a, li);
+        if (r == ACC_PAUSED)
+            return; /* out of descriptors: no listener can be told apart now */
+        if (r == ACC_ASIDE)
+            continue;
+        paused = __atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED);
+        ev.events = paused ? 0 : EPOLLIN;
+        net_local_name(s->lfds[li], name, sizeof(name));
+        if (epoll_ctl(s->acc_epfd, EPOLL_CTL_ADD, s->lfds[li], &ev) < 0) {
+            STAT_ADD(&s->ast, err_other, 1);
+            if (log_now(a, RL_ARM))
+                log_err("accept: cannot put listener %s back: epoll_ctl: %s; retrying every %d "
+                        "ms",
+                        name, strerror(errno), ACCEPT_RETRY_MS);
+            continue;
+        }
+        a->aside[li] = false;
+        a->naside--;
+        log_info("accept on %s works again: served as usual", name);
+    }
+}
+
 void *acceptor_main(void *arg)
 {
     struct acc a = {.s = arg};
@@ -266,8 +339,8 @@ void *acceptor_main(void *arg)
         log_debug("accept thread: SCHED_BATCH: %s; staying SCHED_OTHER", strerror(errno));
     for (;;) {
         bool paused = __atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED);
-        int n =
-            sysc_epoll_wait(s->acc_epfd, evs, OPT_MAX_LISTEN + 1, paused ? ACCEPT_RETRY_MS : -1);
+        int n = sysc_epoll_wait(s->acc_epfd, evs, OPT_MAX_LISTEN + 1,
+                                paused || a.naside ? ACCEPT_RETRY_MS : -1);
 
         if (n < 0) {
             if (errno == EINTR)
@@ -283,6 +356,8 @@ void *acceptor_main(void *arg)
             if (evs[i].data.u32 == ACCEPT_WAKE)
                 eventfd_read(s->acc_wakefd, &v); /* non-blocking: just clear it */
         }
+        if (a.naside && mono_ms() >= a.retry_ms)
+            retry_aside(&a);
         if (paused) {
             /* Retry every listener: the first EMFILE pauses again, without spinning. A listener
              * that cannot be re-armed would never be reported by epoll_wait again: the thread
@@ -292,12 +367,15 @@ void *acceptor_main(void *arg)
             if (set_listening(&a, true) < 0)
                 __atomic_store_n(&s->accept_paused, 1, __ATOMIC_RELAXED);
             for (int li = 0; li < s->nlisten; li++)
-                if (!accept_all(&a, li))
-                    break;
+                if (!a.aside[li] && accept_all(&a, li) == ACC_PAUSED)
+                    break; /* one set aside does not stop the others */
             continue;
         }
-        for (int i = 0; i < n; i++)
-            if (evs[i].data.u32 != ACCEPT_WAKE && !accept_all(&a, (int)evs[i].data.u32))
+        for (int i = 0; i < n; i++) {
+            uint32_t li = evs[i].data.u32;
+
+            if (li != ACCEPT_WAKE && !a.aside[li] && accept_all(&a, (int)li) == ACC_PAUSED)
                 break;
+        }
     }
 }

@@ -116,6 +116,16 @@ static int drop_privileges(const char *user, char *err, size_t len)
     return 0;
 }
 
+/* --user's uid and gid, for what must be its before the drop; -1 and -1 (leave as is) without
+ * --user, when not root, or for an unknown user (drop_privileges says so). */
+static void user_ids(const char *user, uid_t *uid, gid_t *gid)
+{
+    struct passwd *pw = user && geteuid() == 0 ? getpwnam(user) : NULL;
+
+    *uid = pw ? pw->pw_uid : (uid_t)-1;
+    *gid = pw ? pw->pw_gid : (gid_t)-1;
+}
+
 static long mono_ms(void)
 {
     struct timespec ts;
@@ -386,6 +396,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "lfepolld: --admin: %s\n", err);
         goto out_close;
     }
+    /* PATH's socket listens before the drop: its credentials are what a successor checks. */
+    if (o.takeover) {
+        uid_t uid;
+        gid_t gid;
+
+        user_ids(o.user, &uid, &gid);
+        tko = takeover_open(o.takeover, uid, gid, err, sizeof(err));
+        if (!tko) {
+            fprintf(stderr, "lfepolld: %s\n", err);
+            if (tconn >= 0)
+                close(tconn); /* the predecessor goes on */
+            goto out_close;
+        }
+    }
     if (o.user) {
         if (drop_privileges(o.user, err, sizeof(err)) < 0) {
             fprintf(stderr, "lfepolld: %s\n", err);
@@ -472,14 +496,13 @@ int main(int argc, char **argv)
             hand[nhand++] = lfds[i];
         if (admin_listener(adm) >= 0)
             hand[nhand++] = admin_listener(adm);
-        tko = takeover_serve(o.takeover, hand, nhand, err, sizeof(err));
-    }
-    if (o.takeover && !tko) {
-        log_err("%s", err);
-        if (tconn >= 0)
-            close(tconn);
-        server_stop(srv, 0, NULL);
-        goto out;
+        if (takeover_serve(tko, hand, nhand, err, sizeof(err)) < 0) {
+            log_err("%s", err);
+            if (tconn >= 0)
+                close(tconn);
+            server_stop(srv, 0, NULL);
+            goto out;
+        }
     }
     if (tconn >= 0) {
         takeover_ready(tconn);

@@ -81,8 +81,9 @@ struct server {
                           * Lua lingering): the drain is not quiet while their clients may still
                           * send (what raced the FIN) or have replies to take */
     int accept_paused;   /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
-                          * waiting on the listeners (out of descriptors or memory, a listener
-                          * refused, or one that could not be re-armed) */
+                          * waiting on the listeners (out of descriptors or memory, or a listener
+                          * that could not be re-armed; one that refuses accept4 is set aside
+                          * alone: acceptor.c) */
     size_t table_size;   /* RLIMIT_NOFILE: no fd reaches it */
     struct conn **table; /* fd -> connection; slots are atomic */
     cpu_set_t all_cpus;  /* union of the groups' CPUs: the accept thread's */

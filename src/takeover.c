@@ -2,29 +2,42 @@
  *
  * DESIGN
  *
- * An instance started with --takeover PATH, once it serves, listens on PATH (a stream socket,
- * mode 0600, bound under a temporary name and renamed over PATH, so PATH always names a live
- * instance or a stale file, never half of one). Its successor, started with the same PATH:
+ * An instance started with --takeover PATH listens on a Unix stream socket, bound under a
+ * temporary name (mode 0600) before --user drops its privileges, and renamed over PATH once it
+ * serves, so PATH always names a live instance or a stale file, never half of one. Its
+ * successor, started with the same PATH:
  *
  *   successor -> "LFE-TAKEOVER 1\n"
  *   instance  -> "LFE-LISTENERS 1 N\n" with its N listening sockets attached (SCM_RIGHTS)
- *   successor    uses those bound where its --listen asks, binds the others itself, starts
- *                every thread, then serves PATH itself
+ *   successor    checks each one (a listening TCP socket, or not used), uses those bound where
+ *                its --listen asks, binds the others itself, starts every thread, then serves
+ *                PATH itself
  *   successor -> "READY\n"
  *   instance     SIGTERM to itself: it stops accepting and drains as on any stop
+ *
+ * Who may: the listeners are a root-bound port and the admin listener, so each side asks the
+ * kernel who the other is (SO_PEERCRED) and deals only with the uid this instance was started
+ * as (before --user) or root. The instance learns the successor's uid as of its connect(); the
+ * successor learns the instance's as of its listen(), which is why PATH's socket listens before
+ * the drop: another process of the --user uid (often nobody, shared with other daemons) can
+ * neither take the listeners nor, squatting PATH, hand a successor listeners of its own.
  *
  * Both processes hold the same sockets (one file description each), so closing the old
  * instance's descriptors loses nothing queued: what waits in a queue is accepted by the
  * successor. A successor that dies or closes before READY changes nothing: the instance goes on
- * serving and waits for the next. Each step has a deadline (TIMEOUT_MS), so a client that
- * connects to PATH and says nothing, or garbage, is dropped with one log line; one successor is
- * served at a time, by this module's thread, never by a thread on the request path.
+ * serving and waits for the next. Each step has one deadline, from its start to its end
+ * (STEP_MS for the request, READY_MS for a successor to start every thread), however the bytes
+ * come; up to MAX_PEERS successors are served at once, by this module's thread (poll), never by
+ * a thread on the request path, so a client that connects to PATH and drips bytes, or says
+ * nothing, or garbage, is dropped with one log line at its deadline and holds up no other.
  */
 #include "takeover.h"
 
 #include "log.h"
+#include "net.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -37,22 +50,48 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
-#define TIMEOUT_MS 5000 /* per step of the exchange */
-#define READY_MS 60000  /* for a successor to start every thread */
+#define STEP_MS 5000   /* the successor's request; the instance's answer; a connect */
+#define READY_MS 60000 /* for a successor to start every thread */
+#define MAX_PEERS 8    /* successors served at once; more wait in the backlog */
 #define HELLO "LFE-TAKEOVER 1\n"
 
+/* One client of PATH, the thread's alone. */
+struct peer {
+    int fd;        /* -1: a free slot */
+    bool sent;     /* the listeners went: waiting for READY */
+    long deadline; /* CLOCK_MONOTONIC ms: the end of the step */
+    size_t len;    /* bytes in line */
+    char line[64];
+};
+
 struct takeover {
-    int lfd;    /* the Unix listener at path */
+    int lfd;    /* the Unix listener, at tmp until renamed over path */
     int stopfd; /* eventfd: stop the thread */
     int fds[TAKEOVER_MAX_FDS];
     int n;
-    ino_t ino;  /* path's inode once renamed: ours while it is unchanged */
-    int handed; /* atomic: the successor is ready; the SIGTERM that follows is ours */
+    uid_t uid;     /* who started this instance: it and root may take over */
+    ino_t ino;     /* path's inode once renamed: ours while it is unchanged */
+    bool renamed;  /* tmp is path now */
+    bool started;  /* the thread runs */
+    int handed;    /* atomic: the successor is ready; the SIGTERM that follows is ours */
+    long nrefused; /* the thread's: clients of another uid refused since the last line */
+    time_t refused_logged;
     pthread_t tid;
+    struct peer peers[MAX_PEERS]; /* the thread's */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char tmp[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
 };
+
+static long mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
 
 static int unix_addr(const char *path, struct sockaddr_un *a, char *err, size_t errlen)
 {
@@ -67,29 +106,58 @@ static int unix_addr(const char *path, struct sockaddr_un *a, char *err, size_t 
     return 0;
 }
 
-/* Reads one line ending in '\n' within ms into buf; gives up when stopfd (>= 0) is readable.
- * Returns its length, or -1. */
-static ssize_t read_line(int fd, int stopfd, char *buf, size_t len, int ms)
+/* Whether uid may be on the other end: the uid this process was started as, or root. */
+static bool trusted(uid_t uid, uid_t self)
 {
-    size_t n = 0;
+    return uid == 0 || uid == self;
+}
 
-    while (n + 1 < len) {
-        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = stopfd, .events = POLLIN}};
-        ssize_t r;
+/* Why fd, handed over as a listener, cannot be one (NULL: it is a listening TCP socket). */
+static const char *not_a_listener(int fd)
+{
+    int domain = 0, type = 0, proto = 0, acc = 0;
+    socklen_t l1 = sizeof(domain), l2 = sizeof(type), l3 = sizeof(proto), l4 = sizeof(acc);
 
-        if (poll(p, stopfd >= 0 ? 2 : 1, ms) <= 0 || p[1].revents)
-            return -1;
-        r = recv(fd, buf + n, 1, 0);
-        if (r < 0 && errno == EINTR)
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l1) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l3) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l4) < 0)
+        return "not a socket";
+    if (domain != AF_INET && domain != AF_INET6)
+        return "not an IPv4 or IPv6 socket";
+    if (type != SOCK_STREAM || proto != IPPROTO_TCP)
+        return type == SOCK_DGRAM ? "a datagram (UDP) socket" : "not a TCP socket";
+    if (!acc)
+        return "bound but not listening";
+    return NULL;
+}
+
+/* Keeps the listening TCP sockets of fds[0..n) (made non-blocking: the accept thread relies on
+ * EAGAIN, and a blocking one would hold it in accept4), closes the others with a line each.
+ * Returns how many are kept, at the front of fds. */
+static int keep_listeners(const char *path, int *fds, int n)
+{
+    int kept = 0;
+
+    for (int i = 0; i < n; i++) {
+        const char *why = not_a_listener(fds[i]);
+        char name[80];
+        int fl;
+
+        if (!why &&
+            ((fl = fcntl(fds[i], F_GETFL)) < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0))
+            why = "a socket whose flags cannot be set";
+        if (!why) {
+            fds[kept++] = fds[i];
             continue;
-        if (r <= 0)
-            return -1;
-        if (buf[n++] == '\n') {
-            buf[n] = '\0';
-            return (ssize_t)n;
         }
+        net_local_name(fds[i], name, sizeof(name));
+        log_warn("--takeover %s: socket %d of %d handed over (bound to %s) is %s, not a "
+                 "listening TCP socket: not used (a --listen there is bound afresh)",
+                 path, i + 1, n, name, why);
+        close(fds[i]);
     }
-    return -1;
+    return kept;
 }
 
 int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, size_t errlen)
@@ -99,6 +167,9 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
     struct iovec iov = {.iov_base = head, .iov_len = sizeof(head) - 1};
     struct msghdr m = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+    struct timeval tv = {STEP_MS / 1000, 0};
+    struct ucred cr = {.uid = (uid_t)-1};
+    socklen_t crl = sizeof(cr);
     struct pollfd p;
     struct cmsghdr *c;
     int fd, n = 0, want;
@@ -112,6 +183,8 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
         snprintf(err, errlen, "--takeover: socket: %s", strerror(errno));
         return -1;
     }
+    /* A Unix connect waits while the instance's backlog is full: no longer than a step. */
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
         int e = errno;
 
@@ -141,12 +214,23 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
                  strerror(e));
         return -1;
     }
+    /* Who listens there, as of its listen(): an lfepolld's socket listens before --user. */
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || !trusted(cr.uid, geteuid())) {
+        close(fd);
+        snprintf(err, errlen,
+                 "--takeover %s: the process serving it (pid %d) runs as uid %d, neither this "
+                 "one's uid %d nor root: refused, nothing taken (only an instance started as "
+                 "the same user, or root, may hand its listeners over)",
+                 path, (int)cr.pid, (int)cr.uid, (int)geteuid());
+        return -1;
+    }
     if (send(fd, HELLO, sizeof(HELLO) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(HELLO) - 1))
         goto out_proto;
+    /* One message, one step: the instance sends its answer with a single sendmsg. */
     p = (struct pollfd){.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, TIMEOUT_MS) <= 0)
+    if (poll(&p, 1, STEP_MS) <= 0)
         goto out_proto;
-    r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (r <= 0)
         goto out_proto;
     for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
@@ -169,14 +253,14 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
         goto out_proto;
     }
     *conn = fd;
-    return n;
+    return keep_listeners(path, fds, n);
 
 out_proto:
     close(fd);
     snprintf(err, errlen,
-             "--takeover %s: the process there did not hand its listeners over (not an "
-             "lfepolld, or it stopped); nothing taken",
-             path);
+             "--takeover %s: the process there did not hand its listeners over within %d s (not "
+             "an lfepolld, it stopped, or it refused this uid %d: see its log); nothing taken",
+             path, STEP_MS / 1000, (int)geteuid());
     return -1;
 }
 
@@ -230,18 +314,56 @@ void takeover_ready(int conn)
     close(conn);
 }
 
-/* One successor on fd: hands the listeners over, waits for READY. */
-static void serve_one(struct takeover *t, int fd)
+static void drop(struct peer *pe)
 {
-    char line[64], head[64], ctl[CMSG_SPACE(sizeof(int) * TAKEOVER_MAX_FDS)];
+    close(pe->fd);
+    pe->fd = -1;
+}
+
+/* A client of PATH connected: kept for the exchange if its uid may take over and a slot is
+ * free, else closed (a refusal is logged once a second, with how many there were). */
+static void accept_peer(struct takeover *t)
+{
+    struct ucred cr = {.uid = (uid_t)-1};
+    socklen_t crl = sizeof(cr);
+    int fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+    if (fd < 0)
+        return; /* gone already, or out of descriptors: it may connect again */
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || !trusted(cr.uid, t->uid)) {
+        time_t now = time(NULL);
+
+        close(fd);
+        t->nrefused++;
+        if (t->refused_logged != now) {
+            log_warn("--takeover %s: refused a client of uid %d (pid %d%s): only uid %d, who "
+                     "started this instance, or root may take its listeners over",
+                     t->path, (int)cr.uid, (int)cr.pid,
+                     t->nrefused > 1 ? ", and others since the last such line" : "", (int)t->uid);
+            t->refused_logged = now;
+            t->nrefused = 0;
+        }
+        return;
+    }
+    for (int i = 0; i < MAX_PEERS; i++)
+        if (t->peers[i].fd < 0) {
+            t->peers[i] = (struct peer){.fd = fd, .deadline = mono_ms() + STEP_MS};
+            return;
+        }
+    log_warn("--takeover %s: %d successors are being served already; one more dropped", t->path,
+             MAX_PEERS);
+    close(fd);
+}
+
+/* The listeners, in one message (its answer is one step for the successor). */
+static int send_listeners(struct takeover *t, struct peer *pe)
+{
+    char head[64], ctl[CMSG_SPACE(sizeof(int) * TAKEOVER_MAX_FDS)];
     struct iovec iov = {.iov_base = head};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
     struct cmsghdr *c;
+    ssize_t r;
 
-    if (read_line(fd, t->stopfd, line, sizeof(line), TIMEOUT_MS) < 0 || strcmp(line, HELLO) != 0) {
-        log_warn("--takeover %s: a client said nothing a successor says; dropped", t->path);
-        return;
-    }
     iov.iov_len = (size_t)snprintf(head, sizeof(head), "LFE-LISTENERS 1 %d\n", t->n);
     memset(ctl, 0, sizeof(ctl));
     m.msg_control = ctl;
@@ -251,20 +373,91 @@ static void serve_one(struct takeover *t, int fd)
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)t->n);
     memcpy(CMSG_DATA(c), t->fds, sizeof(int) * (size_t)t->n);
-    if (sendmsg(fd, &m, MSG_NOSIGNAL) < 0) {
-        log_warn("--takeover %s: sending the listeners: %s", t->path, strerror(errno));
-        return;
+    r = sendmsg(pe->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r < 0)
+        return -errno;
+    return (size_t)r == iov.iov_len ? 0 : -EMSGSIZE;
+}
+
+/* One line from pe: the request, or READY. Returns false when pe was dropped. */
+static bool peer_line(struct takeover *t, struct peer *pe, const char *line)
+{
+    int rc;
+
+    if (!pe->sent) {
+        if (strcmp(line, HELLO) != 0) {
+            log_warn("--takeover %s: a client said nothing a successor says; dropped", t->path);
+            drop(pe);
+            return false;
+        }
+        if ((rc = send_listeners(t, pe)) < 0) {
+            log_warn("--takeover %s: sending the listeners: %s", t->path, strerror(-rc));
+            drop(pe);
+            return false;
+        }
+        pe->sent = true;
+        pe->deadline = mono_ms() + READY_MS;
+        log_info("--takeover: %d listener%s handed to a successor; serving until it is ready", t->n,
+                 t->n == 1 ? "" : "s");
+        return true;
     }
-    log_info("--takeover: %d listener%s handed to a successor; serving until it is ready", t->n,
-             t->n == 1 ? "" : "s");
-    if (read_line(fd, t->stopfd, line, sizeof(line), READY_MS) < 0 ||
-        strcmp(line, "READY\n") != 0) {
-        log_warn("--takeover: the successor went away before it was ready; still serving");
-        return;
+    if (strcmp(line, "READY\n") != 0) {
+        log_warn("--takeover: the successor said something else than READY; still serving");
+        drop(pe);
+        return false;
     }
     log_info("--takeover: the successor serves; stopping");
-    __atomic_store_n(&t->handed, 1, __ATOMIC_RELEASE);
-    kill(getpid(), SIGTERM); /* main takes it: the drain of any stop */
+    drop(pe);
+    if (!__atomic_exchange_n(&t->handed, 1, __ATOMIC_ACQ_REL))
+        kill(getpid(), SIGTERM); /* main takes it: the drain of any stop */
+    return false;
+}
+
+/* pe is readable: takes what came, acts on each whole line. */
+static void peer_read(struct takeover *t, struct peer *pe)
+{
+    ssize_t r = recv(pe->fd, pe->line + pe->len, sizeof(pe->line) - 1 - pe->len, 0);
+    char *nl;
+
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (r <= 0) {
+        if (pe->sent)
+            log_warn("--takeover: the successor went away before it was ready; still serving");
+        else
+            log_warn("--takeover %s: a client said nothing a successor says; dropped", t->path);
+        drop(pe);
+        return;
+    }
+    pe->len += (size_t)r;
+    pe->line[pe->len] = '\0';
+    while ((nl = strchr(pe->line, '\n')) != NULL) {
+        size_t k = (size_t)(nl + 1 - pe->line);
+        char line[sizeof(pe->line)];
+
+        memcpy(line, pe->line, k);
+        line[k] = '\0';
+        memmove(pe->line, pe->line + k, pe->len - k + 1);
+        pe->len -= k;
+        if (!peer_line(t, pe, line))
+            return;
+    }
+    if (pe->len == sizeof(pe->line) - 1) {
+        log_warn("--takeover %s: a client said nothing a successor says; dropped", t->path);
+        drop(pe);
+    }
+}
+
+/* pe's step is over: whatever it sent or did not, it is dropped. */
+static void peer_late(struct takeover *t, struct peer *pe)
+{
+    if (pe->sent)
+        log_warn("--takeover: the successor was not ready within %d s; still serving",
+                 READY_MS / 1000);
+    else
+        log_warn("--takeover %s: a client said nothing a successor says within %d s; dropped",
+                 t->path, STEP_MS / 1000);
+    drop(pe);
 }
 
 bool takeover_handed(const struct takeover *t)
@@ -277,63 +470,72 @@ static void *takeover_main(void *arg)
     struct takeover *t = arg;
 
     for (;;) {
-        struct pollfd p[2] = {{.fd = t->lfd, .events = POLLIN},
-                              {.fd = t->stopfd, .events = POLLIN}};
-        int fd;
+        struct pollfd p[2 + MAX_PEERS] = {{.fd = t->lfd, .events = POLLIN},
+                                          {.fd = t->stopfd, .events = POLLIN}};
+        struct peer *polled[MAX_PEERS];
+        int np = 2, ms = -1;
+        long now = mono_ms();
 
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
+        for (int i = 0; i < MAX_PEERS; i++) {
+            struct peer *pe = &t->peers[i];
+
+            if (pe->fd < 0)
+                continue;
+            if (ms < 0 || pe->deadline - now < ms)
+                ms = pe->deadline - now > 0 ? (int)(pe->deadline - now) : 0;
+            polled[np - 2] = pe;
+            p[np++] = (struct pollfd){.fd = pe->fd, .events = POLLIN};
+        }
+        if (poll(p, (nfds_t)np, ms) < 0 && errno != EINTR)
             return NULL;
         if (p[1].revents)
             return NULL;
-        if (!(p[0].revents & POLLIN))
-            continue;
-        fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        serve_one(t, fd);
-        close(fd);
+        for (int i = 2; i < np; i++)
+            if (p[i].revents)
+                peer_read(t, polled[i - 2]);
+        now = mono_ms();
+        for (int i = 0; i < MAX_PEERS; i++)
+            if (t->peers[i].fd >= 0 && now >= t->peers[i].deadline)
+                peer_late(t, &t->peers[i]);
+        if (p[0].revents & POLLIN)
+            accept_peer(t);
     }
 }
 
-struct takeover *takeover_serve(const char *path, const int *lfds, int n, char *err, size_t errlen)
+struct takeover *takeover_open(const char *path, uid_t owner, gid_t group, char *err, size_t errlen)
 {
     struct takeover *t = calloc(1, sizeof(*t));
     struct sockaddr_un a;
-    char tmp[sizeof(a.sun_path) + 32];
-    struct stat st;
-    int rc;
 
     if (!t) {
         snprintf(err, errlen, "--takeover: out of memory");
         return NULL;
     }
     t->lfd = t->stopfd = -1;
-    t->n = n < TAKEOVER_MAX_FDS ? n : TAKEOVER_MAX_FDS;
-    memcpy(t->fds, lfds, sizeof(int) * (size_t)t->n);
+    t->uid = geteuid();
+    for (int i = 0; i < MAX_PEERS; i++)
+        t->peers[i].fd = -1;
     snprintf(t->path, sizeof(t->path), "%s", path);
-    snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
-    if (unix_addr(tmp, &a, err, errlen) < 0)
+    snprintf(t->tmp, sizeof(t->tmp), "%s.%d", path, (int)getpid());
+    if (unix_addr(t->tmp, &a, err, errlen) < 0)
         goto out_free;
     t->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     t->stopfd = eventfd(0, EFD_CLOEXEC);
-    unlink(tmp);
+    unlink(t->tmp);
+    /* listen() records this process's credentials, the ones a successor is shown: before the
+     * drop. The file goes to the --user so that the process after it can rename it over path
+     * and remove it, in a sticky directory too. */
     if (t->lfd < 0 || t->stopfd < 0 || bind(t->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        chmod(tmp, 0600) < 0 || listen(t->lfd, 4) < 0 || rename(tmp, path) < 0 ||
-        stat(path, &st) < 0) {
+        chmod(t->tmp, 0600) < 0 ||
+        ((owner != (uid_t)-1 || group != (gid_t)-1) && chown(t->tmp, owner, group) < 0) ||
+        listen(t->lfd, 16) < 0) {
         snprintf(err, errlen,
                  "--takeover %s: cannot serve it: %s (is its directory there and "
                  "writable?)",
                  path, strerror(errno));
-        unlink(tmp);
+        unlink(t->tmp);
         goto out_free;
     }
-    t->ino = st.st_ino;
-    if ((rc = pthread_create(&t->tid, NULL, takeover_main, t)) != 0) {
-        snprintf(err, errlen, "--takeover: cannot create its thread: %s", strerror(rc));
-        unlink(path);
-        goto out_free;
-    }
-    pthread_setname_np(t->tid, "lfe-takeover");
     return t;
 
 out_free:
@@ -345,16 +547,50 @@ out_free:
     return NULL;
 }
 
+int takeover_serve(struct takeover *t, const int *lfds, int n, char *err, size_t errlen)
+{
+    struct stat st;
+    int rc;
+
+    t->n = n < TAKEOVER_MAX_FDS ? n : TAKEOVER_MAX_FDS;
+    memcpy(t->fds, lfds, sizeof(int) * (size_t)t->n);
+    /* The thread first: once renamed, path is ours, and a failure would leave the predecessor
+     * unreachable. */
+    if ((rc = pthread_create(&t->tid, NULL, takeover_main, t)) != 0) {
+        snprintf(err, errlen, "--takeover: cannot create its thread: %s", strerror(rc));
+        return -1;
+    }
+    t->started = true;
+    pthread_setname_np(t->tid, "lfe-takeover");
+    if (rename(t->tmp, t->path) < 0 || stat(t->path, &st) < 0) {
+        snprintf(err, errlen,
+                 "--takeover %s: cannot serve it: rename: %s (is its directory writable by the "
+                 "--user?)",
+                 t->path, strerror(errno));
+        return -1;
+    }
+    t->renamed = true;
+    t->ino = st.st_ino;
+    return 0;
+}
+
 void takeover_free(struct takeover *t)
 {
     struct stat st;
 
     if (!t)
         return;
-    eventfd_write(t->stopfd, 1);
-    pthread_join(t->tid, NULL);
-    if (stat(t->path, &st) == 0 && st.st_ino == t->ino)
+    if (t->started) {
+        eventfd_write(t->stopfd, 1);
+        pthread_join(t->tid, NULL);
+    }
+    if (!t->renamed)
+        unlink(t->tmp);
+    else if (stat(t->path, &st) == 0 && st.st_ino == t->ino)
         unlink(t->path); /* still ours: no successor took the name */
+    for (int i = 0; i < MAX_PEERS; i++)
+        if (t->peers[i].fd >= 0)
+            close(t->peers[i].fd);
     close(t->lfd);
     close(t->stopfd);
     free(t);

@@ -341,7 +341,7 @@ static void test_fault_accept_calloc_lua(void **state)
 /* accept4 failing with each errno it can, the first time. "drop": the kernel has taken the
  * connection off the queue before failing (the network errors of a new connection, and
  * ECONNABORTED), so the shim closes it: the client sees the close. Otherwise it stays queued
- * and is served (at once, or after the pause). */
+ * and is served (at once, or after the pause or the retry of a listener set aside). */
 static void test_fault_accept4_each_errno(void **state)
 {
     static const struct {
@@ -366,10 +366,10 @@ static void test_fault_accept4_each_errno(void **state)
         {"EOPNOTSUPP", true, "err_other", "a connection was lost before it was accepted"},
         {"ENETUNREACH", true, "err_other", "a connection was lost before it was accepted"},
         {"ETIMEDOUT", true, "err_other", "a connection was lost before it was accepted"},
-        {"EPERM", false, "err_other", "accepting paused, retrying every"},
-        {"EINVAL", false, "err_other", "accepting paused, retrying every"},
-        {"EBADF", false, "err_other", "accepting paused, retrying every"},
-        {"ENOTSOCK", false, "err_other", "accepting paused, retrying every"},
+        {"EPERM", false, "err_other", "this listener is set aside and retried every"},
+        {"EINVAL", false, "err_other", "this listener is set aside and retried every"},
+        {"EBADF", false, "err_other", "this listener is set aside and retried every"},
+        {"ENOTSOCK", false, "err_other", "this listener is set aside and retried every"},
     };
 
     (void)state;

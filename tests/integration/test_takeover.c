@@ -3,7 +3,9 @@
  * connections (reconnecting every 50 requests, so that they move to B) and short ones, must see
  * no refused connection, no reset, no failed request and every byte verified; B must have
  * served. Then the hostile cases: garbage on PATH, a stale PATH file, a successor that dies
- * before it is ready, a directory that does not exist. */
+ * before it is ready, a directory that does not exist, a client of another uid (the --user's)
+ * asking for the listeners, a process of another uid squatting PATH, peers that drip their
+ * words a byte a second, and sockets handed over that are not listening TCP sockets. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,8 +16,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,8 @@
 #include "harness.h"
 
 static char sock[64], addr[32];
+
+#define HELLO "LFE-TAKEOVER 1\n"
 
 static void setup_paths(void)
 {
@@ -451,6 +458,481 @@ static void test_takeover_hostile(void **state)
     }
 }
 
+/* --- peers of PATH that are not lfepolld ------------------------------------------------ */
+
+/* The uid and gid of the user nobody, for a second uid; false (the caller skips) when the
+ * tests do not run as root or there is no such user. */
+static bool nobody(uid_t *uid, gid_t *gid)
+{
+    struct passwd *pw = getpwnam("nobody");
+
+    if (getuid() != 0 || !pw || pw->pw_uid == 0)
+        return false;
+    *uid = pw->pw_uid;
+    *gid = pw->pw_gid;
+    return true;
+}
+
+/* In a child: become uid:gid for good (as setpriv --reuid --regid --clear-groups would). */
+static bool become(uid_t uid, gid_t gid)
+{
+    return setgroups(0, NULL) == 0 && setgid(gid) == 0 && setuid(uid) == 0 && getuid() == uid;
+}
+
+static int unix_to(const char *path, struct sockaddr_un *u)
+{
+    memset(u, 0, sizeof(*u));
+    u->sun_family = AF_UNIX;
+    snprintf(u->sun_path, sizeof(u->sun_path), "%s", path);
+    return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
+/* A socket on 127.0.0.1:port: TCP listening (blocking, as a careless sender would hand it) or
+ * only bound (SO_REUSEADDR, as lfepolld's own), or UDP. */
+static int inet_socket(int type, bool listening, int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, type, 0), one = 1;
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    if (listening)
+        assert_int_equal(listen(fd, 64), 0);
+    return fd;
+}
+
+/* A TCP connection to 127.0.0.1:port, or -1 with errno (ECONNREFUSED: nobody listens). */
+static int try_connect(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), e;
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+        return fd;
+    e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+/* Reads one line from fd (up to len - 1 bytes) within ms; its length, or -1. */
+static ssize_t line_within(int fd, char *buf, size_t len, long ms)
+{
+    long deadline = now_ms() + ms;
+    size_t n = 0;
+
+    while (n + 1 < len) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        long left = deadline - now_ms();
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0 || read(fd, buf + n, 1) != 1)
+            return -1;
+        if (buf[n++] == '\n')
+            break;
+    }
+    buf[n] = '\0';
+    return (ssize_t)n;
+}
+
+/* What a fake instance's child ends with. */
+enum { FAKE_READY, FAKE_NO_READY, FAKE_NO_HELLO, FAKE_NO_PEER, FAKE_SETUP };
+
+/* A process that serves PATH the way lfepolld does, handing fds[0..n) over, as uid:gid (or as
+ * root, uid -1). Returns its pid once it listens; it exits FAKE_READY when its one client
+ * asked, took the sockets and said READY. */
+static pid_t fake_instance(const int *fds, int n, uid_t uid, gid_t gid)
+{
+    int pipefd[2];
+    char c = 0;
+    pid_t pid;
+
+    assert_int_equal(pipe(pipefd), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char ctl[CMSG_SPACE(sizeof(int) * 8)] = {0}, head[64], line[64];
+        struct iovec iov = {.iov_base = head};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl};
+        struct sockaddr_un u;
+        struct cmsghdr *cm;
+        struct pollfd p;
+        int lfd, fd;
+
+        close(pipefd[0]);
+        if (uid != (uid_t)-1 && !become(uid, gid))
+            _exit(FAKE_SETUP);
+        lfd = unix_to(sock, &u);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&u, sizeof(u)) < 0 || listen(lfd, 4) < 0)
+            _exit(FAKE_SETUP);
+        if (write(pipefd[1], "r", 1) != 1)
+            _exit(FAKE_SETUP);
+        p = (struct pollfd){.fd = lfd, .events = POLLIN};
+        if (poll(&p, 1, 20000 * slow) <= 0 || (fd = accept(lfd, NULL, NULL)) < 0)
+            _exit(FAKE_NO_PEER);
+        if (line_within(fd, line, sizeof(line), 10000L * slow) < 0 || strcmp(line, HELLO))
+            _exit(FAKE_NO_HELLO);
+        iov.iov_len = (size_t)snprintf(head, sizeof(head), "LFE-LISTENERS 1 %d\n", n);
+        m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+        cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)n);
+        if (sendmsg(fd, &m, MSG_NOSIGNAL) < 0)
+            _exit(FAKE_SETUP);
+        if (line_within(fd, line, sizeof(line), 20000L * slow) < 0 || strcmp(line, "READY\n"))
+            _exit(FAKE_NO_READY);
+        _exit(FAKE_READY);
+    }
+    close(pipefd[1]);
+    if (read(pipefd[0], &c, 1) != 1)
+        fail_msg("the fake instance did not start listening on %s", sock);
+    close(pipefd[0]);
+    return pid;
+}
+
+static int wait_child(pid_t pid, long ms)
+{
+    long deadline = now_ms() + ms * slow;
+    int st;
+
+    while (now_ms() < deadline) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* A client of another uid asks for the listeners: what it got. */
+enum { ATT_REFUSED, ATT_NO_CONNECT, ATT_GOT_THEM, ATT_SETUP };
+
+static int attacker(uid_t uid, gid_t gid)
+{
+    char ctl[CMSG_SPACE(sizeof(int) * 32)], head[64];
+    struct iovec iov = {.iov_base = head, .iov_len = sizeof(head)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+    struct sockaddr_un u;
+    struct pollfd p;
+    ssize_t r;
+    int fd;
+
+    if (!become(uid, gid) || (fd = unix_to(sock, &u)) < 0)
+        return ATT_SETUP;
+    if (connect(fd, (struct sockaddr *)&u, sizeof(u)) < 0)
+        return ATT_NO_CONNECT;
+    if (send(fd, HELLO, strlen(HELLO), MSG_NOSIGNAL) < 0)
+        return ATT_REFUSED;
+    p = (struct pollfd){.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 10000 * slow) <= 0)
+        return ATT_SETUP; /* neither an answer nor a close */
+    r = recvmsg(fd, &m, 0);
+    if (r <= 0 || !CMSG_FIRSTHDR(&m))
+        return ATT_REFUSED;
+    /* the listeners came: say READY, as a real attacker would, to make the daemon stop */
+    send(fd, "READY\n", 6, MSG_NOSIGNAL);
+    sleep_ms(500);
+    return ATT_GOT_THEM;
+}
+
+/* Regression (white-box review, defect 1): PATH, created after the drop to --user nobody,
+ * belonged to nobody, and the instance never asked who connected: any process of uid nobody
+ * received the root-bound listeners and the admin listener, said READY, and the daemon stopped
+ * itself. Now the instance started as root (--user nobody) refuses a client of uid nobody with
+ * a line, keeps serving (a client is echoed), and a real successor (root, the same options)
+ * still takes over, renames its socket over PATH in sticky /tmp and removes it at its stop. */
+static void test_takeover_refuses_other_uid(void **state)
+{
+    const char *args[] = {"--listen", addr, "--takeover", sock, "--user", "nobody", NULL};
+    struct daemon a, b;
+    char want[96];
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    int rc, c, port;
+
+    (void)state;
+    if (!nobody(&uid, &gid)) {
+        print_message("skipped: needs root and a user nobody (a second uid)\n");
+        skip();
+    }
+    setup_paths();
+    port = atoi(strrchr(addr, ':') + 1);
+    if (spawn(&a, args, 0, NULL) < 0)
+        fail_msg("A did not start: %s", log_text(&a));
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(attacker(uid, gid));
+    rc = wait_child(pid, 15000);
+    if (rc == ATT_NO_CONNECT)
+        fail_msg("uid %d could not even connect to %s: this test attacks nothing", (int)uid, sock);
+    if (rc == ATT_GOT_THEM)
+        fail_msg("a client of uid %d (not the uid that started A, not root) received A's "
+                 "listeners and said READY: %s",
+                 (int)uid, log_text(&a));
+    assert_int_equal(rc, ATT_REFUSED);
+    snprintf(want, sizeof(want), "refused a client of uid %d", (int)uid);
+    if (!wait_log(&a, want, 5000) || !strstr(log_text(&a), "only uid 0, who started this instance"))
+        fail_msg("want a line '%s ... only uid 0, who started this instance, or root': %s", want,
+                 log_text(&a));
+    sleep_ms(300);
+    assert_int_equal(kill(a.pid, 0), 0);
+    assert_null(strstr(log_text(&a), "handed to a successor"));
+    c = tcp_connect(port);
+    assert_true(echoes(c)); /* A still serves its listener */
+    close(c);
+    /* the rightful successor */
+    if (spawn(&b, args, 0, NULL) < 0)
+        fail_msg("B (root, --user nobody) did not take over: %s", log_text(&b));
+    if (!wait_log(&b, "1 of 1 listener taken over", 5000))
+        fail_msg("B did not take A's listener: %s", log_text(&b));
+    assert_int_equal(stop_daemon(&a, 0, 15000), 0);
+    c = tcp_connect(port);
+    assert_true(echoes(c));
+    close(c);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    assert_int_equal(access(sock, F_OK), -1); /* B, as nobody, removed PATH */
+    cleanup(&a);
+    cleanup(&b);
+}
+
+/* Regression (defect 1, the successor's side): a process of another uid that holds PATH (a
+ * stale instance's name taken over by a squatter of uid nobody) could hand a successor
+ * listeners of its own. Now the successor, started as root, checks who listens there, refuses
+ * with one line and exits 1, and takes nothing. */
+static void test_takeover_refuses_squatter(void **state)
+{
+    const char *args[] = {"--listen", addr, "--takeover", sock, NULL};
+    char want[128];
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    int lfd;
+
+    (void)state;
+    if (!nobody(&uid, &gid)) {
+        print_message("skipped: needs root and a user nobody (a second uid)\n");
+        skip();
+    }
+    setup_paths();
+    lfd = inet_socket(SOCK_STREAM, true, atoi(strrchr(addr, ':') + 1));
+    pid = fake_instance(&lfd, 1, uid, gid);
+    close(lfd);
+    snprintf(want, sizeof(want), "runs as uid %d, neither this one's uid 0 nor root: refused",
+             (int)uid);
+    bad_start(args, 1, want);
+    /* the squatter saw its client go away without a word */
+    assert_int_equal(wait_child(pid, 15000), FAKE_NO_HELLO);
+    unlink(sock);
+}
+
+/* Regression (defect 3): a successor used any descriptor whose address matched a --listen. A
+ * bound, non-listening socket made accept4 fail with EINVAL (and, before the accept thread set
+ * such a listener aside, starved the ones after it); a UDP socket on the same port matched as
+ * well. A fake instance hands, for two --listen addresses, such a socket for the first and a
+ * real listener, blocking, for the second. The successor says which one it does not use and
+ * why, binds the first itself, makes the second non-blocking, and serves both (the second
+ * first: a blocking listener would hold the accept thread in accept4 after its first
+ * connection, and the first address would never be served). */
+static void handed_not_listening(int type, const char *why)
+{
+    char addr2[32], want[160];
+    const char *args[] = {"--listen", addr, "--listen", addr2, "--takeover", sock, NULL};
+    struct daemon b;
+    int fds[2], p1, p2, c1, c2;
+    pid_t pid;
+
+    setup_paths();
+    p1 = atoi(strrchr(addr, ':') + 1);
+    p2 = free_port();
+    snprintf(addr2, sizeof(addr2), "127.0.0.1:%d", p2);
+    fds[0] = inet_socket(type, false, p1);
+    fds[1] = inet_socket(SOCK_STREAM, true, p2);
+    pid = fake_instance(fds, 2, (uid_t)-1, (gid_t)-1);
+    if (spawn(&b, args, 0, NULL) < 0)
+        fail_msg("B did not start: %s", log_text(&b));
+    assert_int_equal(wait_child(pid, 15000), FAKE_READY);
+    close(fds[0]); /* the fake instance is gone: B holds what it took */
+    close(fds[1]);
+    c2 = tcp_connect(p2);
+    assert_true(echoes(c2));
+    c1 = try_connect(p1);
+    if (c1 < 0 || !echoes(c1))
+        fail_msg("127.0.0.1:%d, whose handed socket was not a listener, is not served (%s): %s", p1,
+                 c1 < 0 ? strerror(errno) : "no echo", log_text(&b));
+    assert_true(echoes(c2));
+    close(c1);
+    close(c2);
+    snprintf(want, sizeof(want),
+             "socket 1 of 2 handed over (bound to 127.0.0.1:%d) is %s, not a listening TCP "
+             "socket: not used",
+             p1, why);
+    if (!strstr(log_text(&b), want) || !strstr(log_text(&b), "1 of 1 listener taken over"))
+        fail_msg("want '%s' and '1 of 1 listener taken over': %s", want, log_text(&b));
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&b);
+}
+
+static void test_takeover_handed_socket_not_listening(void **state)
+{
+    (void)state;
+    handed_not_listening(SOCK_STREAM, "bound but not listening");
+}
+
+static void test_takeover_handed_socket_udp(void **state)
+{
+    (void)state;
+    handed_not_listening(SOCK_DGRAM, "a datagram (UDP) socket");
+}
+
+/* Clients of PATH that drip, a byte a second: D1 asked and took the listeners, and drips
+ * something that is not READY; D2 and D3 drip the request itself. */
+#define NDRIP 3
+struct drip {
+    int fd[NDRIP]; /* atomic: -1 until it connects */
+    long start[NDRIP];
+    long closed[NDRIP]; /* atomic: ms after start when the instance closed it; 0 while open */
+    int stop;           /* atomic */
+};
+
+static void *drip_main(void *arg)
+{
+    static const char *const words[NDRIP] = {"RRRRRRRRRRRRRRRRRRRRRRRRRRRRRR", "LFE-TAKEOVER 1",
+                                             "LFE-TAKEOVER 1"};
+    struct drip *d = arg;
+    size_t pos[NDRIP] = {0};
+    long next = now_ms();
+
+    while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+        struct pollfd p[NDRIP];
+        long now = now_ms();
+
+        for (int i = 0; i < NDRIP; i++)
+            p[i] = (struct pollfd){.fd = __atomic_load_n(&d->closed[i], __ATOMIC_ACQUIRE)
+                                             ? -1
+                                             : __atomic_load_n(&d->fd[i], __ATOMIC_ACQUIRE),
+                                   .events = POLLIN};
+        poll(p, NDRIP, next > now ? (int)(next - now) : 0);
+        now = now_ms();
+        for (int i = 0; i < NDRIP; i++) {
+            char c;
+
+            if (p[i].fd < 0)
+                continue;
+            if (p[i].revents && recv(p[i].fd, &c, 1, MSG_DONTWAIT) <= 0) {
+                __atomic_store_n(&d->closed[i], now - d->start[i], __ATOMIC_RELEASE);
+                continue;
+            }
+            if (now >= next && words[i][pos[i]] &&
+                send(p[i].fd, &words[i][pos[i]++], 1, MSG_NOSIGNAL) != 1)
+                __atomic_store_n(&d->closed[i], now - d->start[i], __ATOMIC_RELEASE);
+        }
+        if (now >= next)
+            next = now + 1000;
+    }
+    return NULL;
+}
+
+static void drip_connect(struct drip *d, int i)
+{
+    struct sockaddr_un u;
+    int fd = unix_to(sock, &u);
+
+    assert_int_equal(connect(fd, (struct sockaddr *)&u, sizeof(u)), 0);
+    d->start[i] = now_ms();
+    __atomic_store_n(&d->fd[i], fd, __ATOMIC_RELEASE);
+}
+
+/* Regression (defect 2): read_line waited 5 s for each byte (60 s at the READY step) and the
+ * instance served one client at a time, so a client dripping a byte every few seconds held
+ * PATH for minutes, and a real successor started meanwhile gave up after 5 s ("did not hand its
+ * listeners over"). Now each step has one deadline and clients are served at once. D1 takes
+ * the listeners and drips instead of READY; D2 drips its request and is dropped, with a line,
+ * 5 s after it connected (while still dripping); then D3 starts dripping its request, and B,
+ * started while D1 and D3 drip, takes over and A stops. */
+static void test_takeover_dripping_peer(void **state)
+{
+    const char *args[] = {"--listen", addr, "--takeover", sock, NULL};
+    char ctl[CMSG_SPACE(sizeof(int) * 32)], head[64];
+    struct iovec iov = {.iov_base = head, .iov_len = sizeof(head)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+    struct drip d = {.fd = {-1, -1, -1}};
+    struct daemon a, b;
+    struct pollfd p;
+    struct cmsghdr *cm;
+    pthread_t tid;
+    long d1, d2, d3, tb;
+    int c;
+
+    (void)state;
+    setup_paths();
+    start(&a);
+    drip_connect(&d, 0);
+    drip_connect(&d, 1);
+    /* D1 asks, and takes the listeners: A waits for its READY */
+    send_all(d.fd[0], HELLO, strlen(HELLO));
+    p = (struct pollfd){.fd = d.fd[0], .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000 * slow), 1);
+    assert_true(recvmsg(d.fd[0], &m, MSG_CMSG_CLOEXEC) > 0);
+    for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+        for (size_t k = 0; k < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++)
+            close(((int *)CMSG_DATA(cm))[k]);
+    assert_int_equal(pthread_create(&tid, NULL, drip_main, &d), 0);
+    for (long until = now_ms() + 15000L * slow;
+         !__atomic_load_n(&d.closed[1], __ATOMIC_ACQUIRE) && now_ms() < until;)
+        sleep_ms(10);
+    d2 = __atomic_load_n(&d.closed[1], __ATOMIC_ACQUIRE);
+    print_message("D2, dripping its request a byte a second, closed after %ld ms\n", d2);
+    if (d2 < 4000 || d2 > 5000L * slow + 3000) {
+        __atomic_store_n(&d.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(tid, NULL);
+        fail_msg("want D2 dropped at its step's 5 s deadline, got %ld ms (0: never): %s", d2,
+                 log_text(&a));
+    }
+    if (!strstr(log_text(&a), "a client said nothing a successor says within 5 s; dropped"))
+        fail_msg("want a line for D2: %s", log_text(&a));
+    drip_connect(&d, 2);
+    sleep_ms(1500); /* D3 drips too */
+    tb = now_ms();
+    if (spawn(&b, args, 0, NULL) < 0) {
+        __atomic_store_n(&d.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(tid, NULL);
+        fail_msg("B did not take over while two clients of PATH dripped: %s\nA: %s", log_text(&b),
+                 log_text(&a));
+    }
+    if (!wait_log(&b, "1 of 1 listener taken over", 5000))
+        fail_msg("B did not take A's listener: %s", log_text(&b));
+    assert_int_equal(stop_daemon(&a, 0, 15000), 0);
+    __atomic_store_n(&d.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(tid, NULL);
+    /* D1 and D3 were there all along: A closed them only as it stopped, once B said READY */
+    d1 = __atomic_load_n(&d.closed[0], __ATOMIC_ACQUIRE);
+    d3 = __atomic_load_n(&d.closed[2], __ATOMIC_ACQUIRE);
+    if ((d1 && d.start[0] + d1 < tb) || (d3 && d.start[2] + d3 < tb) ||
+        strstr(log_text(&a), "went away before it was ready") ||
+        strstr(log_text(&a), "was not ready within") ||
+        strstr(strstr(log_text(&a), "within 5 s; dropped") + 1, "within 5 s; dropped"))
+        fail_msg("D1 or D3 was dropped before B came: %s", log_text(&a));
+    c = tcp_connect(atoi(strrchr(addr, ':') + 1));
+    assert_true(echoes(c));
+    close(c);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    for (int i = 0; i < NDRIP; i++)
+        close(d.fd[i]);
+    cleanup(&a);
+    cleanup(&b);
+    unlink(sock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,9 +944,16 @@ int main(void)
         cmocka_unit_test_teardown(test_takeover_admin, teardown),
         cmocka_unit_test_teardown(test_takeover_raced_after_quiet, teardown),
         cmocka_unit_test_teardown(test_takeover_hostile, teardown),
+        cmocka_unit_test_teardown(test_takeover_refuses_other_uid, teardown),
+        cmocka_unit_test_teardown(test_takeover_refuses_squatter, teardown),
+        cmocka_unit_test_teardown(test_takeover_handed_socket_not_listening, teardown),
+        cmocka_unit_test_teardown(test_takeover_handed_socket_udp, teardown),
+        cmocka_unit_test_teardown(test_takeover_dripping_peer, teardown),
     };
 
     if (harness_init() < 0)
         return 1;
+    if (getenv("TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

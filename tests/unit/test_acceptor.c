@@ -34,6 +34,8 @@ static struct {
     int accept_err;  /* the errno accept4 fails with while accept_budget lasts */
     int accept_budget;
     int accept_calls; /* accept4 calls seen */
+    int only_fd;      /* > 0: only accept4 on this listener fails */
+    int only_calls;   /* accept4 calls seen on only_fd */
 } fk;
 
 static int take(int *budget)
@@ -66,15 +68,20 @@ int __real_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags);
 int __wrap_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags);
 int __wrap_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
 {
+    int only = __atomic_load_n(&fk.only_fd, __ATOMIC_ACQUIRE);
+
     __atomic_add_fetch(&fk.accept_calls, 1, __ATOMIC_RELAXED);
-    if (take(&fk.accept_budget)) {
+    if (only > 0 && fd == only)
+        __atomic_add_fetch(&fk.only_calls, 1, __ATOMIC_RELAXED);
+    if ((only <= 0 || fd == only) && take(&fk.accept_budget)) {
         errno = __atomic_load_n(&fk.accept_err, __ATOMIC_RELAXED);
         return -1;
     }
     return __real_accept4(fd, a, l, flags);
 }
 
-/* One server with one listener and one group, its accept thread running, stderr captured. */
+/* One server with one listener (two with rig_start_with) and one group, its accept thread
+ * running, stderr captured. */
 struct rig {
     struct opt o;
     struct plan p;
@@ -116,13 +123,14 @@ static bool wait_u64(const uint64_t *v, uint64_t want, long ms)
     return true;
 }
 
-static void rig_start(struct rig *r)
+/* first >= 0: the server's first listener, before the rig's own loopback listener. */
+static void rig_start_with(struct rig *r, int first)
 {
     char *argv[] = {(char *)"lfepolld", NULL};
     char err[256];
     struct sockaddr_in a;
     socklen_t al = sizeof(a);
-    int lfd, fd;
+    int lfds[2], nl = 0, fd;
 
     memset(r, 0, sizeof(*r));
     assert_int_equal(opt_parse(&r->o, 1, argv, NULL, err, sizeof(err)), OPT_RUN);
@@ -130,11 +138,13 @@ static void rig_start(struct rig *r)
     CPU_ZERO(&r->cpus[0]);
     CPU_SET(0, &r->cpus[0]);
     r->p = (struct plan){.ngroups = 1, .nworkers = r->nworkers, .pin = false, .cpus = r->cpus};
-    lfd = net_listen("127.0.0.1:0", 128, err, sizeof(err));
-    assert_true(lfd >= 0);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+    if (first >= 0)
+        lfds[nl++] = first;
+    lfds[nl] = net_listen("127.0.0.1:0", 128, err, sizeof(err));
+    assert_true(lfds[nl] >= 0);
+    assert_int_equal(getsockname(lfds[nl++], (struct sockaddr *)&a, &al), 0);
     r->port = ntohs(a.sin_port);
-    r->s = server_new(&r->o, &r->p, &lfd, 1, 1000, NULL, err, sizeof(err));
+    r->s = server_new(&r->o, &r->p, lfds, nl, 1000, NULL, err, sizeof(err));
     if (!r->s)
         fail_msg("server_new: %s", err);
     /* The log goes to a file from here until rig_stop. */
@@ -150,11 +160,16 @@ static void rig_start(struct rig *r)
     r->s->acc_started = true;
 }
 
+static void rig_start(struct rig *r)
+{
+    rig_start_with(r, -1);
+}
+
 /* A client connected to the rig: connect() completes as soon as the kernel queues it. */
-static void rig_connect(struct rig *r)
+static void rig_connect_to(struct rig *r, int port)
 {
     struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)r->port),
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -162,6 +177,27 @@ static void rig_connect(struct rig *r)
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     assert_true(r->nclients < 16);
     r->clients[r->nclients++] = fd;
+}
+
+static void rig_connect(struct rig *r)
+{
+    rig_connect_to(r, r->port);
+}
+
+/* A TCP socket on 127.0.0.1 with a port of its own: listening (backlog 16) or only bound. */
+static int tcp_socket(bool listening, int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    if (listening)
+        assert_int_equal(listen(fd, 16), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
 }
 
 /* The captured log so far (static buffer). */
@@ -362,12 +398,13 @@ static void test_accept_each_errno(void **state)
         {EOPNOTSUPP, "err_other", "a connection was lost before it was accepted", false},
         {ENETUNREACH, "err_other", "a connection was lost before it was accepted", false},
         {ETIMEDOUT, "err_other", "a connection was lost before it was accepted", false},
-        /* the listener itself is refused: would fail again at once, so pause, do not spin */
-        {EPERM, "err_other", "accepting paused, retrying every", true},
-        {EBADF, "err_other", "accepting paused, retrying every", true},
-        {EINVAL, "err_other", "accepting paused, retrying every", true},
-        {ENOTSOCK, "err_other", "accepting paused, retrying every", true},
-        {EFAULT, "err_other", "accepting paused, retrying every", true},
+        /* the listener itself is refused: would fail again at once, so it is set aside and
+         * retried alone, without a spin and without pausing the others */
+        {EPERM, "err_other", "this listener is set aside and retried every", false},
+        {EBADF, "err_other", "this listener is set aside and retried every", false},
+        {EINVAL, "err_other", "this listener is set aside and retried every", false},
+        {ENOTSOCK, "err_other", "this listener is set aside and retried every", false},
+        {EFAULT, "err_other", "this listener is set aside and retried every", false},
     };
     struct rig *r = &rig;
 
@@ -427,6 +464,83 @@ static void test_accept_error_flood_rate_limited(void **state)
                  rig_log(r));
 }
 
+/* Regression (a white-box review of --takeover): a listener that refused accept4 paused the
+ * whole accept thread, and the paused loop stopped at that listener on every retry: the
+ * listeners after it were never served. Here the first listener is a TCP socket that is bound
+ * and does not listen (what a --takeover successor once took for a listener): accept4 fails
+ * with EINVAL, and epoll reports it (EPOLLHUP) whether armed or not. It is set aside with a
+ * line; the second listener's connections are accepted at once, and the one set aside is
+ * retried a few times a second, not in a spin. */
+static void test_listener_refused_does_not_starve_others(void **state)
+{
+    struct rig *r = &rig;
+    int bad_port, bad = tcp_socket(false, &bad_port), calls;
+    char want[96];
+
+    (void)state;
+    __atomic_store_n(&fk.only_fd, bad, __ATOMIC_RELEASE); /* count its accept4 calls only */
+    rig_start_with(r, bad);
+    for (uint64_t i = 1; i <= 3; i++) {
+        rig_connect(r);
+        if (!wait_u64(&r->s->ast.accepted, i, 2000))
+            fail_msg("connection %llu to the good listener was never accepted: a listener "
+                     "that does not listen starves it",
+                     (unsigned long long)i);
+    }
+    sleep_ms(100);
+    calls = __atomic_load_n(&fk.only_calls, __ATOMIC_RELAXED);
+    sleep_ms(1000);
+    calls = __atomic_load_n(&fk.only_calls, __ATOMIC_RELAXED) - calls;
+    /* one try per ACCEPT_RETRY_MS (10 a second), with slack for a slow machine */
+    if (calls > 3 * 1000 / ACCEPT_RETRY_MS)
+        fail_msg("%d accept4 calls in 1 s on the listener set aside: spinning", calls);
+    assert_true(calls >= 1); /* and still retried */
+    assert_int_equal(__atomic_load_n(&r->s->accept_paused, __ATOMIC_RELAXED), 0);
+    rig_stop(r);
+    snprintf(want, sizeof(want), "accept on 127.0.0.1:%d: %s: this listener is set aside", bad_port,
+             strerror(EINVAL));
+    if (!strstr(rig_log(r), want) || count(rig_log(r), "set aside") != 1)
+        fail_msg("want one line '%s...', got:\n%s", want, rig_log(r));
+}
+
+/* The listener set aside comes back: accept4 on the first of two real listeners fails with
+ * EPERM (a security module's refusal) 30 times, about 3 s of retries. Meanwhile the second
+ * is served; then the first's queued connection is accepted, a line says so, and it is armed
+ * again. */
+static void test_listener_set_aside_comes_back(void **state)
+{
+    struct rig *r = &rig;
+    int port0, first = tcp_socket(true, &port0);
+
+    (void)state;
+    fk.accept_err = EPERM;
+    fk.accept_budget = 30;
+    __atomic_store_n(&fk.only_fd, first, __ATOMIC_RELEASE);
+    rig_start_with(r, first);
+    rig_connect_to(r, port0);
+    sleep_ms(200);
+    assert_int_equal(__atomic_load_n(&r->s->ast.accepted, __ATOMIC_RELAXED), 0);
+    rig_connect(r);
+    if (!wait_u64(&r->s->ast.accepted, 1, 1000))
+        fail_msg("the second listener was not served while the first was set aside");
+    if (!wait_u64(&r->s->ast.accepted, 2, 10000))
+        fail_msg("the listener set aside was never served again (%d accept4 failures left)",
+                 fk.accept_budget);
+    assert_int_equal(__atomic_load_n(&fk.accept_budget, __ATOMIC_ACQUIRE), 0);
+    for (long deadline = now_ms() + 2000;
+         !strstr(rig_log(r), "works again") && now_ms() < deadline;)
+        sleep_ms(5);
+    /* armed again: with nothing set aside and nothing paused, the thread waits on epoll
+     * without a timeout, so a listener put back unarmed would never be heard */
+    rig_connect_to(r, port0);
+    if (!wait_u64(&r->s->ast.accepted, 3, 2000))
+        fail_msg("a new connection to the listener put back was not accepted: not armed");
+    rig_stop(r);
+    if (count(rig_log(r), "this listener is set aside") != 1 ||
+        count(rig_log(r), "works again: served as usual") != 1)
+        fail_msg("want one 'set aside' and one 'works again' line, got:\n%s", rig_log(r));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,6 +552,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_accept_each_errno, reset, teardown),
         cmocka_unit_test_setup_teardown(test_accept_error_flood_rate_limited, reset, teardown),
+        cmocka_unit_test_setup_teardown(test_listener_refused_does_not_starve_others, reset,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_listener_set_aside_comes_back, reset, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
