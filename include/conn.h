@@ -22,6 +22,9 @@
 #define CONN_LINGER                                                                                \
     0x80u /* Lua: closed by the script while its peer still sent: FIN sent,                        \
            * input read and dropped until the peer's FIN (lconn.c, linger) */
+#define CONN_NOREAD                                                                                \
+    0x100u /* re-armed without EPOLLIN (output at --max-pending, or input ended): input            \
+            * waiting in the socket is not an event, and the idle sweep does not count it */
 
 /* Why a connection ends: on_close's reason in Lua mode (conn_why_name), a counter otherwise. */
 enum conn_why {

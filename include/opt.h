@@ -51,6 +51,7 @@ struct opt {
     const char *takeover;               /* --takeover PATH: listener hand-over socket, or NULL */
     int idle_ms;                        /* --idle-timeout: 0 = never */
     bool proxy;                         /* --proxy-protocol: a PROXY header opens each connection */
+    int proxy_ms;                       /* --proxy-timeout: the header's deadline after accept */
     bool defer_accept;                  /* --defer-accept: TCP_DEFER_ACCEPT on the listeners */
 };
 

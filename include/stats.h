@@ -30,7 +30,7 @@
     X(lua_wall_timeouts, "callbacks ended by --lua-wall-timeout-ms: connection closed")            \
     X(idle_closed, "connections closed by --idle-timeout")                                         \
     X(given_back, "events re-armed for other workers before a Lua callback waited")                \
-    X(proxy_bad, "connections without a valid PROXY header (--proxy-protocol): closed")            \
+    X(proxy_bad, "closed without a valid PROXY header (a bad one, or none by --proxy-timeout)")    \
     X(proxy_shed_per_ip, "closed after its PROXY header: that client had --max-conns-per-ip")      \
     X(drain_closed, "echo connections a stop ended between requests (FIN after the last echo)")    \
     X(drain_raced, "of those, connections whose client sent more after that FIN (bytes dropped)")  \

@@ -266,7 +266,9 @@ static enum drained accept_all(struct acc *a, int li)
         if (s->lua)
             lconn_of(c)->sc.id = ++s->next_id;
         ev.data.ptr = c;
-        if (s->opt->idle_ms)
+        if (s->opt->proxy) /* its header has a deadline, --idle-timeout or not */
+            idle_arm(s, fd, idle_header_date(s, mono_ms()));
+        else if (s->opt->idle_ms)
             idle_arm(s, fd, mono_ms());
         /* From here a worker may own, close and free c: do not touch it again. */
         HANDOFF_RELEASE(c);

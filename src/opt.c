@@ -36,11 +36,13 @@ static const char usage[] =
     "  --max-conns-per-ip N   live connections from one client address; more are closed\n"
     "                         at once and counted (default 0: no limit)\n"
     "  --max-pending BYTES    output held per connection before reading pauses (default 1M)\n"
-    "  --idle-timeout TIME    close a connection with no event for TIME: 300, 30s, 500ms\n"
-    "                         (default 0: never)\n"
+    "  --idle-timeout TIME    close a connection on which nothing moved (no byte read,\n"
+    "                         none taken) for TIME: 300, 30s, 500ms (default 0: never)\n"
     "  --proxy-protocol       every connection starts with a PROXY protocol v1 or v2\n"
     "                         header (HAProxy send-proxy); its client address is the\n"
     "                         peer's; a connection without one is closed\n"
+    "  --proxy-timeout TIME   time for that header to arrive whole after the accept,\n"
+    "                         else the connection is closed: 5, 2.5s, 500ms (default 5s)\n"
     "  --drain-timeout TIME   on SIGTERM/SIGINT, time for in-flight work: 5, 2.5s, 500ms\n"
     "                         (default 5s)\n"
     "  --batch N              events one worker takes per epoll_wait (default 16)\n"
@@ -209,6 +211,7 @@ static const char *const with_value[] = {"--listen",
                                          "--takeover",
                                          "--max-conns-per-ip",
                                          "--idle-timeout",
+                                         "--proxy-timeout",
                                          "--lua-wall-timeout-ms",
                                          "--lua-io-timeout-ms",
                                          NULL};
@@ -221,6 +224,7 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     o->pin = true;
     o->max_pending = 1 << 20;
     o->drain_ms = 5000;
+    o->proxy_ms = 5000;
     o->batch = 16;
     o->dispatch = DISPATCH_RR;
     o->verbosity = 1;
@@ -369,6 +373,15 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->idle_ms = (int)v;
+        } else if (!strcmp(name, "--proxy-timeout")) {
+            if (opt_parse_duration_ms(val, &v) < 0 || v < 1) {
+                snprintf(err, errlen,
+                         "--proxy-timeout: '%s' is not a duration of 1ms to 86400s; write 5, "
+                         "2.5s or 500ms",
+                         val);
+                return OPT_ERROR;
+            }
+            o->proxy_ms = (int)v;
         } else if (!strcmp(name, "--proxy-protocol")) {
             o->proxy = true;
         } else if (!strcmp(name, "--defer-accept")) {

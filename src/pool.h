@@ -93,17 +93,19 @@ struct server {
     struct iplimit *iplimit; /* --max-conns-per-ip: counts per address, or NULL */
     int32_t *ipslot;         /* fd -> its iplimit slot; atomic (written by the accept thread
                               * before the hand-off, read by the closing owner) */
-    uint64_t *idle;          /* --idle-timeout or Lua: fd -> IDLE_* word (below), else NULL */
-    long idle_limit_ms;      /* --idle-timeout, or LINGER_MS: what the sweeper expires */
-    long fd_hi;              /* atomic: the highest connection fd accepted (the sweep's end) */
-    long next_sweep_ms;      /* main: when the idle sweep runs next */
-    pthread_mutex_t iplock;  /* --proxy-protocol with --max-conns-per-ip: workers take slots */
+    uint64_t *idle; /* --idle-timeout, Lua or --proxy-protocol: fd -> IDLE_* word (below) */
+    struct idle_outq *idle_outq; /* --idle-timeout: fd -> its send queue at the sweep's look */
+    long idle_limit_ms;          /* --idle-timeout, or LINGER_MS: what the sweeper expires */
+    long fd_hi;                  /* atomic: the highest connection fd accepted (the sweep's end) */
+    long next_sweep_ms;          /* main: when the idle sweep runs next */
+    pthread_mutex_t iplock;      /* --proxy-protocol with --max-conns-per-ip: workers take slots */
 };
 
 /* --idle-timeout. Any connection that is armed in epoll belongs to no thread, so the sweeper
  * (main, each tick) cannot simply close it: a worker may be handed it at that moment, and the
  * fd number may be reused once it is closed. Instead each fd has one word, (ms << 2) | state:
- *   IDLE_OWNED    a thread owns the connection (or there is none): the sweeper skips it;
+ *   IDLE_OWNED    a thread owns the connection (or there is none): the sweeper skips it; ms is
+ *                 the date it had when taken (a header's deadline is re-armed with it);
  *   IDLE_ARMED    registered and armed, last event at ms: the owner stores it just before the
  *                 re-arm (the accept thread before EPOLL_CTL_ADD);
  *   IDLE_CLAIMED  the sweeper found it idle and holds it for one shutdown(2);
@@ -113,17 +115,30 @@ struct server {
  * waiting out the few instructions of a CLAIMED (idle_take). Only an owner closes a connection,
  * and the sweeper never owns one, so a claimed fd cannot be closed and reused under it; an ABA
  * (a new connection on the fd armed with the very same word) would be harmless: the claim
- * compares the whole word, so the date it judged is the date of what it claims. Without
- * --idle-timeout only Lua's lingering connections (lconn.c) are armed, and expire after
- * LINGER_MS; in echo mode without it none of this runs: the words are not even allocated. */
+ * compares the whole word, so the date it judged is the date of what it claims.
+ * Idle means nothing moved: no byte read by the server (an event) and none taken by the peer
+ * from what the kernel holds for it (SIOCOUTQ falling, which raises no event until a third of
+ * the send buffer is free). So a claimed connection past its time is handed back, dated now,
+ * when an event it is armed for waits for a worker (input only if it is armed for input:
+ * CONN_NOREAD), or when its send queue is shorter than at the sweep's last look at the same
+ * date (idle_outq; at a first look, a queue that is not empty gets one more period).
+ * Without --idle-timeout only Lua's lingering connections (lconn.c) and connections still
+ * reading their PROXY header (--proxy-timeout) are armed with a date; in echo mode without
+ * either of those options none of this runs: the words are not even allocated. */
 #define LINGER_MS 5000        /* a lingering close ends this long after its FIN... */
 #define LINGER_TOTAL_MS 30000 /* ...or after the peer last took some of the reply; at most this */
 enum { IDLE_OWNED, IDLE_ARMED, IDLE_CLAIMED, IDLE_EXPIRED };
 
 /* The ms of a word is CLOCK_MONOTONIC ms plus IDLE_BIAS (the longest --idle-timeout): a
- * lingering connection's date is set back by up to that much (idle_linger_date), and must not
+ * lingering connection's date is set back by up to that much (idle_due_date), and must not
  * fall below zero on a machine up for less. */
 #define IDLE_BIAS 86400000L
+
+/* What the sweeper saw of one fd's send queue: main's only (no other thread touches it). */
+struct idle_outq {
+    uint64_t word; /* the idle word the sweeper stored when it looked */
+    int outq;      /* SIOCOUTQ then */
+};
 
 static inline uint64_t idle_word(long ms, int state)
 {
@@ -136,12 +151,43 @@ static inline void idle_arm(struct server *s, int fd, long ms)
     __atomic_store_n(&s->idle[fd], idle_word(ms, IDLE_ARMED), __ATOMIC_RELEASE);
 }
 
-/* The date a lingering connection whose window began at ms is armed with: the sweeper has one
- * limit (--idle-timeout, or LINGER_MS without it), so a date earlier by the difference ends it
- * LINGER_MS after ms, or --idle-timeout after if that is shorter. */
+/* Publishes fd as armed with the date it had when the caller took it (idle_take keeps it): a
+ * connection whose deadline runs from its accept (its PROXY header) is not dated by events. */
+static inline void idle_rearm(struct server *s, int fd)
+{
+    uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED); /* our own OWNED word */
+
+    __atomic_store_n(&s->idle[fd], (v & ~(uint64_t)3) | IDLE_ARMED, __ATOMIC_RELEASE);
+}
+
+/* The date that makes the sweeper end a connection span ms after from. The sweeper has one
+ * limit (--idle-timeout, or LINGER_MS without it), so the date is earlier than from by the
+ * difference, or later when span is the longer (the sweeper skips a date in the future). */
+static inline long idle_due_date(const struct server *s, long from, long span)
+{
+    return from + span - s->idle_limit_ms;
+}
+
+/* The date a lingering connection whose window began at ms is armed with: it ends LINGER_MS
+ * after ms, or --idle-timeout after if that is shorter. */
 static inline long idle_linger_date(const struct server *s, long ms)
 {
-    return ms - (s->idle_limit_ms > LINGER_MS ? s->idle_limit_ms - LINGER_MS : 0);
+    return idle_due_date(s, ms, s->idle_limit_ms < LINGER_MS ? s->idle_limit_ms : LINGER_MS);
+}
+
+/* How long after its accept a connection's PROXY header must be whole: --proxy-timeout, or
+ * --idle-timeout if that is shorter. The bytes of the header do not move it. */
+static inline int idle_header_span(const struct server *s)
+{
+    const struct opt *o = s->opt;
+
+    return o->idle_ms && o->idle_ms < o->proxy_ms ? o->idle_ms : o->proxy_ms;
+}
+
+/* The date a connection accepted at ms is armed with while its PROXY header is still to come. */
+static inline long idle_header_date(const struct server *s, long ms)
+{
+    return idle_due_date(s, ms, idle_header_span(s));
 }
 
 /* Takes fd, armed or expired, for the calling thread (which epoll_wait handed it, or whose

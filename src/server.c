@@ -24,7 +24,9 @@
  *
  * Idle timeout (--idle-timeout). An armed connection belongs to no thread, so main's sweep only
  * claims it (a CAS on a per-fd word), shuts it down (SHUT_RDWR: epoll reports EPOLLHUP) and hands
- * it back; the worker epoll hands it to closes it. The words and their states are in pool.h.
+ * it back; the worker epoll hands it to closes it. Idle means nothing moved: no event it is armed
+ * for, and no fall of its send queue (judge). The words and their states are in pool.h; the same
+ * sweep ends lingering Lua closes and PROXY headers past --proxy-timeout, by their dates.
  *
  * Stop. SIGTERM: draining = 1, the accept thread exits and main closes the listeners; workers go
  * on serving. Main waits until the pool is quiet (no output pending, no worker inside a batch,
@@ -78,10 +80,66 @@ bool idle_take(struct server *s, int fd)
             v = __atomic_load_n(&s->idle[fd], __ATOMIC_ACQUIRE);
             continue;
         }
-        if (__atomic_compare_exchange_n(&s->idle[fd], &v, IDLE_OWNED, false, __ATOMIC_ACQUIRE,
-                                        __ATOMIC_ACQUIRE))
+        /* the date stays: a connection re-armed with it (idle_rearm) keeps its deadline */
+        if (__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_OWNED, false,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
             return (v & 3) == IDLE_EXPIRED;
     }
+}
+
+/* The word a claimed connection past its time (expired), or one a drain looks at, is handed
+ * back with; 0: it is idle, shut it down. The caller holds the claim on fd, word v: no thread
+ * owns the connection, none can until it is handed back, so fd is still its, and so is c (only
+ * an owner frees one); its fields are those its last owner wrote before the arm. */
+static uint64_t judge(struct server *s, long fd, uint64_t v, long now, bool expired)
+{
+    struct conn *c = __atomic_load_n(&s->table[fd], __ATOMIC_ACQUIRE);
+    struct pollfd p = {.fd = (int)fd};
+    bool linger = c && (c->flags & CONN_LINGER), header = c && (c->flags & CONN_PROXY);
+    int outq = 0;
+
+    /* A lingering one's time runs from its window's start, whatever the peer sends (lconn.c):
+     * its window starts again while the peer is still taking the reply (up to LINGER_TOTAL_MS
+     * after its FIN), and during a stop it ends as soon as the peer has every byte of it. */
+    if (linger) {
+        struct lconn *lc = lconn_of(c);
+
+        if (ioctl((int)fd, SIOCOUTQ, &outq) < 0)
+            outq = 0; /* the socket failed: nothing more to deliver */
+        if (!expired && outq)
+            return v; /* not yet: as it was */
+        if (outq > 0 && outq < lc->linger_outq && now - lc->linger_since < LINGER_TOTAL_MS) {
+            lc->linger_outq = outq; /* it took some: a new window */
+            lc->linger_ms = now;
+            return idle_word(idle_linger_date(s, now), IDLE_ARMED);
+        }
+        return 0;
+    }
+    if (!expired)
+        return v;
+    /* An event waiting for a worker that has not taken it yet (a long batch, a ready list) is
+     * not idleness; only what the connection is armed for is an event: input it stopped reading
+     * (at --max-pending, or after its end) would wake no worker and would keep it for ever. A
+     * header's deadline stands whatever comes: handed back as it was, looked at again. */
+    if (c && !(c->flags & CONN_NOREAD))
+        p.events |= POLLIN | POLLRDHUP;
+    if (c && obuf_len(&c->out) && !header)
+        p.events |= POLLOUT;
+    if (poll(&p, 1, 0) > 0)
+        return header ? v : idle_word(now, IDLE_ARMED);
+    /* The peer taking what the kernel still holds for it moves nothing the server can see but
+     * the send queue. A queue shorter than at the last look at this same date is progress; a
+     * first look at a queue that is not empty cannot tell, and gives it one more period. */
+    if (s->idle_outq && !header && ioctl((int)fd, SIOCOUTQ, &outq) == 0 && outq > 0) {
+        struct idle_outq *seen = &s->idle_outq[fd];
+
+        if (seen->word != v || outq < seen->outq) {
+            seen->word = idle_word(now, IDLE_ARMED);
+            seen->outq = outq;
+            return seen->word;
+        }
+    }
+    return 0;
 }
 
 long server_sweep_idle(struct server *s, long now)
@@ -91,15 +149,16 @@ long server_sweep_idle(struct server *s, long now)
     long tick = s->idle_limit_ms / 4;
     bool draining = __atomic_load_n(&s->draining, __ATOMIC_ACQUIRE);
 
+    /* without --idle-timeout only lingering connections and PROXY headers are watched */
     if (!s->idle || now < s->next_sweep_ms ||
-        (!s->opt->idle_ms && !__atomic_load_n(&s->nwrclosed, __ATOMIC_RELAXED)))
-        return 0; /* without --idle-timeout only lingering connections are watched */
+        (!s->opt->idle_ms && !s->opt->proxy && !__atomic_load_n(&s->nwrclosed, __ATOMIC_RELAXED)))
+        return 0;
     tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
     if (draining)
         tick = 50; /* a stop waits for lingering connections: look at them often */
     s->next_sweep_ms = now + tick / 2; /* main calls each tick; a drain every 10 ms */
     for (long fd = 0; fd <= hi && (size_t)fd < s->table_size; fd++) {
-        uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED);
+        uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED), back;
         bool expired;
 
         if ((v & 3) != IDLE_ARMED || bnow < (v >> 2))
@@ -110,42 +169,9 @@ long server_sweep_idle(struct server *s, long now)
         if (!__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_CLAIMED, false,
                                          __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
             continue; /* a worker took it meanwhile: it was not idle */
-        /* Claimed: no thread owns it, none can until we hand it back, so fd is still its, and
-         * so is c (only an owner frees one). An event may be waiting for a worker that has not
-         * taken it yet (a long batch, a ready list): input or an end of input, or room for
-         * output it has pending. That is not idle: handed back, dated now. A lingering one's
-         * time runs from its window's start, whatever the peer sends (lconn.c): its window
-         * starts again while the peer is still taking the reply (up to LINGER_TOTAL_MS after
-         * its FIN), and during a stop it ends as soon as the peer has every byte of it. */
-        {
-            struct conn *c = __atomic_load_n(&s->table[fd], __ATOMIC_ACQUIRE);
-            struct pollfd p = {.fd = (int)fd, .events = POLLIN | POLLRDHUP};
-            bool linger = c && (c->flags & CONN_LINGER);
-            int unacked = 1;
-
-            if (linger && ioctl((int)fd, SIOCOUTQ, &unacked) < 0)
-                unacked = 0; /* the socket failed: nothing more to deliver */
-            if (!expired && !(linger && !unacked)) {
-                __atomic_store_n(&s->idle[fd], v, __ATOMIC_RELEASE); /* not yet: as it was */
-                continue;
-            }
-            if (linger && unacked > 0) {
-                struct lconn *lc = lconn_of(c);
-
-                if (unacked < lc->linger_outq && now - lc->linger_since < LINGER_TOTAL_MS) {
-                    lc->linger_outq = unacked; /* it took some: a new window */
-                    lc->linger_ms = now;
-                    __atomic_store_n(&s->idle[fd], idle_word(idle_linger_date(s, now), IDLE_ARMED),
-                                     __ATOMIC_RELEASE);
-                    continue;
-                }
-            }
-            if (c && obuf_len(&c->out) && !(c->flags & CONN_PROXY))
-                p.events |= POLLOUT;
-            if (!linger && poll(&p, 1, 0) > 0) {
-                __atomic_store_n(&s->idle[fd], idle_word(now, IDLE_ARMED), __ATOMIC_RELEASE);
-                continue;
-            }
+        if ((back = judge(s, fd, v, now, expired))) {
+            __atomic_store_n(&s->idle[fd], back, __ATOMIC_RELEASE);
+            continue;
         }
         shutdown((int)fd, SHUT_RDWR);
         __atomic_store_n(&s->idle[fd], (v & ~(uint64_t)3) | IDLE_EXPIRED, __ATOMIC_RELEASE);
@@ -209,7 +235,10 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         goto out_nomem;
     /* Lua's lingering close needs the sweeper's clock even without --idle-timeout */
     s->idle_limit_ms = o->idle_ms ? o->idle_ms : LINGER_MS;
-    if ((o->idle_ms || o->lua) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
+    if ((o->idle_ms || o->lua || o->proxy) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
+        goto out_nomem;
+    /* written by the sweep only, for the few connections it finds past their time */
+    if (o->idle_ms && !(s->idle_outq = calloc(s->table_size, sizeof(*s->idle_outq))))
         goto out_nomem;
     s->groups = calloc64((size_t)s->ngroups, sizeof(*s->groups));
     if (!s->table || !s->groups)
@@ -729,6 +758,7 @@ void server_free(struct server *s)
     iplimit_free(s->iplimit);
     free(s->ipslot);
     free(s->idle);
+    free(s->idle_outq);
     pthread_mutex_destroy(&s->iplock);
     free(s);
 }

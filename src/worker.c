@@ -230,11 +230,16 @@ static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const s
 rearm:
     ev.events = want | EPOLLONESHOT;
     ev.data.ptr = c;
+    /* for the idle sweep: input it will not read is no event of its (published by the arm) */
+    c->flags = (c->flags & ~CONN_NOREAD) | (want & EPOLLIN ? 0 : CONN_NOREAD);
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
     end = t.tv_sec * 1000000000LL + t.tv_nsec;
     if (c->flags & CONN_LINGER) /* dated by its window's start, not by this event: what the
                                  * peer keeps sending cannot stretch it (lconn.c) */
         idle_arm(s, fd, idle_linger_date(s, lconn_of(c)->linger_ms));
+    else if (c->flags & CONN_PROXY) /* its header's deadline runs from the accept: a header
+                                     * trickled a byte at a time cannot stretch it */
+        idle_rearm(s, fd);
     else if (s->opt->idle_ms)
         idle_arm(s, fd, (long)(end / 1000000));
     HANDOFF_RELEASE(c);
@@ -259,17 +264,29 @@ rearm:
 }
 
 /* A connection the sweeper shut down for --idle-timeout: whatever it still had pending goes (its
- * client read nothing for that long, or sent nothing). */
+ * client read nothing for that long, or sent nothing). One still waiting for its PROXY header
+ * had none whole by its deadline: counted as a bad header. */
 static void close_idle(struct worker *w, struct conn *c)
 {
+    char name[64];
+
     if (obuf_len(&c->out) && !(c->flags & CONN_PROXY))
         __atomic_sub_fetch(&w->srv->npending, 1, __ATOMIC_RELAXED);
     obuf_free(&c->out);
     STAT_ADD(&w->st, events, 1);
     if (!(c->flags & CONN_SEEN))
         STAT_ADD(&w->st, accepted, 1);
-    if (!(c->flags & CONN_LINGER))
+    if (c->flags & CONN_PROXY) {
+        STAT_ADD(&w->st, proxy_bad, 1);
+        if (log_now()) {
+            net_peer_name(c->fd, name, sizeof(name));
+            log_warn("connection from %s: no whole PROXY header within %d ms of its accept; "
+                     "closed (at most one such line a second per worker: proxy_bad counts them)",
+                     name, idle_header_span(w->srv));
+        }
+    } else if (!(c->flags & CONN_LINGER)) {
         STAT_ADD(&w->st, idle_closed, 1);
+    }
     /* A lingering one was the script's close; its end comes late, not for idleness. */
     conn_close(w->srv, w->g, c, c->flags & CONN_LINGER ? CONN_WHY_CLOSED : CONN_WHY_IDLE, w);
 }
@@ -299,8 +316,9 @@ static void give_back_rest(void *arg)
             uint64_t v = __atomic_load_n(&s->idle[c->fd], __ATOMIC_ACQUIRE);
             struct timespec now;
 
-            if ((v & 3) == IDLE_ARMED && (c->flags & CONN_LINGER)) {
-                /* lingering: dated by its window, not by its events (handle) */
+            if ((v & 3) == IDLE_ARMED && (c->flags & (CONN_LINGER | CONN_PROXY))) {
+                /* lingering, or reading its header: dated by its window or its accept, not by
+                 * its events (handle) */
             } else if ((v & 3) == IDLE_ARMED) {
                 clock_gettime(CLOCK_MONOTONIC_COARSE, &now); /* it had an event: it is active */
                 __atomic_compare_exchange_n(
@@ -370,8 +388,10 @@ void *worker_main(void *arg)
             /* stall detection counts from this event (a batch of callbacks that wait may be
              * long in all): a plain store, read by main and the admin thread */
             __atomic_store_n(&w->busy_since_ns, last, __ATOMIC_RELAXED);
-            /* Without --idle-timeout only a lingering connection is watched (and armed) */
-            end = s->idle && (s->opt->idle_ms || (c->flags & CONN_LINGER)) && idle_take(s, c->fd)
+            /* Without --idle-timeout only a lingering connection and a PROXY header are
+             * watched (and armed) */
+            end = s->idle && (s->opt->idle_ms || (c->flags & (CONN_LINGER | CONN_PROXY))) &&
+                          idle_take(s, c->fd)
                       ? (close_idle(w, c), 0)
                       : handle(w, c, e->events, &io);
             if (!end) { /* closed: no re-arm read the clock */

@@ -310,6 +310,183 @@ static void test_idle_timeout_lua(void **state)
     cleanup(&d);
 }
 
+/* Sends 64 KiB chunks without blocking until the socket has taken nothing for 300 ms (every
+ * buffer on the way is full: the daemon has stopped reading) or 10 s pass. Returns the bytes. */
+static size_t send_until_stuck(int fd)
+{
+    static char chunk[65536];
+    size_t sent = 0;
+    long stuck = now_ms();
+
+    memset(chunk, 'x', sizeof(chunk));
+    for (long until = now_ms() + 10000 * slow; now_ms() < until && now_ms() - stuck < 300;) {
+        ssize_t w = send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (w > 0) {
+            sent += (size_t)w;
+            stuck = now_ms();
+        } else if (w < 0 && errno != EAGAIN) {
+            fail_msg("send: %s after %zu bytes", strerror(errno), sent);
+        } else {
+            sleep_ms(5);
+        }
+    }
+    return sent;
+}
+
+/* The daemon's live count reaches 0 within timeout_ms: true, or false once the time is up. */
+static bool none_live_within(int ap, long timeout_ms)
+{
+    for (long until = now_ms() + timeout_ms * slow; now_ms() < until; sleep_ms(100))
+        if (metric(ap, "lfepolld_connections") == 0)
+            return true;
+    return metric(ap, "lfepolld_connections") == 0;
+}
+
+/* --idle-timeout 1s, echo and Lua: a client that sends megabytes and never reads. The daemon
+ * stops reading it at --max-pending and re-arms for output only; its sweep once took the input
+ * it had stopped reading for an event waiting for a worker, re-dated the connection on every
+ * look, and kept it (with --max-pending of heap and its kernel buffers) for ever. Nothing moves
+ * on it: it must go within a few seconds, counted as idle. */
+static void test_idle_closes_a_sender_that_never_reads(void **state)
+{
+    static const char *const echo[] = {"--idle-timeout", "1s", "--admin", "127.0.0.1:0", NULL};
+    static const char *const lua[] = {"--idle-timeout", "1s",           "--admin", "127.0.0.1:0",
+                                      "--lua",          "lua/echo.lua", NULL};
+    const char *const *modes[] = {echo, lua};
+
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        struct daemon d;
+        int ap, fd;
+        size_t sent;
+        long t0;
+
+        start(&d, modes[m]);
+        ap = admin_port(&d);
+        fd = tcp_connect(d.port);
+        sent = send_until_stuck(fd);
+        t0 = now_ms();
+        if (metric(ap, "lfepolld_worker_paused_total") < 1)
+            fail_msg("%s: reading never paused at --max-pending after %zu bytes",
+                     m ? "lua" : "echo", sent);
+        if (!none_live_within(ap, 10000))
+            fail_msg("%s: a client that sent %zu bytes and never read is still open %ld ms "
+                     "later, under a 1 s idle timeout",
+                     m ? "lua" : "echo", sent, now_ms() - t0);
+        assert_true(metric(ap, "lfepolld_worker_idle_closed_total") == 1);
+        close(fd);
+        assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+        cleanup(&d);
+    }
+}
+
+/* --idle-timeout 1s, echo and Lua: a client that sends more than the kernel can hold for it,
+ * shuts down its side (SHUT_WR) and never reads. The daemon reads it all, its end included,
+ * and re-arms for output only; the end of input the sweep saw (POLLRDHUP) kept it for ever. */
+static void test_idle_closes_a_half_closed_peer_that_never_reads(void **state)
+{
+    size_t total = tcp_wmem_max() + (2u << 20);
+    char cap[32];
+    const char *const echo[] = {"--idle-timeout", "1s", "--admin", "127.0.0.1:0",
+                                "--max-pending",  cap,  NULL};
+    const char *const lua[] = {
+        "--idle-timeout", "1s",           "--admin", "127.0.0.1:0", "--max-pending", cap,
+        "--lua",          "lua/echo.lua", NULL};
+    const char *const *modes[] = {echo, lua};
+    char *buf = malloc(total);
+
+    (void)state;
+    assert_non_null(buf);
+    memset(buf, 'h', total);
+    /* everything read: the rest that the kernel does not hold is output pending below the cap */
+    snprintf(cap, sizeof(cap), "%zuK", (total >> 10) + 4096);
+    for (int m = 0; m < 2; m++) {
+        struct daemon d;
+        int ap, fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        long t0;
+
+        start(&d, modes[m]);
+        ap = admin_port(&d);
+        /* a small receive window: most of what comes back waits in the daemon */
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)d.port);
+        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        send_all(fd, buf, total);
+        assert_int_equal(shutdown(fd, SHUT_WR), 0);
+        for (long until = now_ms() + 10000 * slow;
+             metric(ap, "lfepolld_worker_bytes_in_total") < (double)total && now_ms() < until;)
+            sleep_ms(50);
+        if (metric(ap, "lfepolld_worker_bytes_in_total") != (double)total ||
+            metric(ap, "lfepolld_connections_pending_output") != 1)
+            fail_msg("%s: want all %zu bytes read and output pending", m ? "lua" : "echo", total);
+        t0 = now_ms();
+        if (!none_live_within(ap, 10000))
+            fail_msg("%s: a half-closed peer that never reads is still open %ld ms later, under a "
+                     "1 s idle timeout",
+                     m ? "lua" : "echo", now_ms() - t0);
+        assert_true(metric(ap, "lfepolld_worker_idle_closed_total") == 1);
+        close(fd);
+        assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+        cleanup(&d);
+    }
+    free(buf);
+}
+
+/* The other side of "nothing moved": a client that sent megabytes and then reads slowly but
+ * steadily, 256 KiB every 0.5 s, raises no event for seconds at a time (the daemon hears of
+ * room for output only once a third of the send buffer is free), but the peer taking bytes from
+ * the kernel's send queue is progress: a 1 s idle timeout keeps it for 6 s, every byte its
+ * own. Once it stops reading it goes: the sweep was watching it all along. */
+static void test_idle_keeps_a_slow_steady_reader(void **state)
+{
+    static const char *const args[] = {"--idle-timeout", "1s", "--admin", "127.0.0.1:0", NULL};
+    static char buf[256 << 10];
+    struct daemon d;
+    size_t sent, got = 0;
+    int ap, fd;
+    long t0;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+    fd = tcp_connect(d.port);
+    sent = send_until_stuck(fd);
+    for (t0 = now_ms(); now_ms() - t0 < 6000;) {
+        size_t want = sizeof(buf);
+
+        sleep_ms(500);
+        while (want > 0) {
+            ssize_t n = recv(fd, buf, want, MSG_DONTWAIT);
+
+            if (n < 0 && errno == EAGAIN)
+                break;
+            if (n <= 0)
+                fail_msg("the steady reader was closed %ld ms into its reading (%zu of %zu bytes "
+                         "back): %s",
+                         now_ms() - t0, got, sent, n ? strerror(errno) : "EOF");
+            for (ssize_t i = 0; i < n; i++)
+                if (buf[i] != 'x')
+                    fail_msg("byte %zu of the echo is not its own", got + (size_t)i);
+            got += (size_t)n;
+            want -= (size_t)n;
+        }
+    }
+    if (got >= sent)
+        fail_msg("the reader took all %zu bytes: nothing was left to read slowly", sent);
+    assert_true(metric(ap, "lfepolld_connections") == 1);
+    assert_true(metric(ap, "lfepolld_worker_idle_closed_total") == 0);
+    t0 = now_ms();
+    if (!none_live_within(ap, 10000))
+        fail_msg("the reader stopped reading and is still open %ld ms later", now_ms() - t0);
+    assert_true(metric(ap, "lfepolld_worker_idle_closed_total") == 1);
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 static const char v2_sig[12] = "\r\n\r\n\0\r\nQUIT\n";
 
 /* A v2 PROXY header for an IPv4 (fam 0x11) or IPv6 (0x21) client src:sport. */
@@ -460,6 +637,97 @@ static void test_proxy_lua_peer_and_limit(void **state)
     cleanup(&d);
 }
 
+/* --proxy-protocol without --idle-timeout: a client that sends "PROX" and stops, and one that
+ * sends nothing, once held a descriptor (and no per-address slot) for ever. The header has a
+ * deadline of its own (--proxy-timeout, 2 s here): both go after it, not before, counted as
+ * bad headers, and a header written in pieces over a second still opens its connection. A flood
+ * of such connections holds at most --max-conns descriptors (the rest are shed at once), each
+ * until its deadline, and the daemon serves once they are gone. In Lua, a connection closed
+ * for its header never started: its script hears nothing of it. */
+static void test_proxy_header_deadline(void **state)
+{
+    static const char *const args[] = {
+        "--proxy-protocol", "--proxy-timeout", "2s", "--max-conns", "40",
+        "--admin",          "127.0.0.1:0",     NULL};
+    static const char *const lua[] = {
+        "--proxy-protocol", "--proxy-timeout", "1s", "--lua", "tests/lua/peer.lua", NULL};
+    static const char *const bad[] = {"--proxy-protocol", "--proxy-timeout", "0", NULL};
+    static const char v1[] = "PROXY TCP4 192.0.2.1 127.0.0.1 40000 9876\r\n";
+    enum { FLOOD = 120, CAP = 40 };
+    struct daemon d;
+    int ap, prox, silent, slowh, flood[FLOOD], shed = 0;
+    char buf[64];
+    ssize_t n;
+    long t0;
+
+    (void)state;
+    bad_start(bad, 2, "--proxy-timeout: '0' is not a duration of 1ms to 86400s");
+    start(&d, args);
+    ap = admin_port(&d);
+    prox = tcp_connect(d.port);
+    silent = tcp_connect(d.port);
+    slowh = tcp_connect(d.port);
+    t0 = now_ms();
+    send_all(prox, "PROX", 4);
+    for (size_t i = 0; i < sizeof(v1) - 1; i += 4) { /* 11 pieces over about 1.1 s */
+        send_all(slowh, v1 + i, sizeof(v1) - 1 - i < 4 ? sizeof(v1) - 1 - i : 4);
+        sleep_ms(100);
+    }
+    ask(slowh, "slow header\n", "slow header\n");
+    /* not before its time: still open 1.9 s after the accept */
+    if (now_ms() - t0 < 1900)
+        assert_int_equal(wait_read(prox, buf, sizeof(buf), &n, 1900 - (now_ms() - t0)), -1);
+    if (!closed_within(prox, 10000) || !closed_within(silent, 10000))
+        fail_msg("a connection without its header is still open %ld ms after its accept",
+                 now_ms() - t0);
+    ask(slowh, "and on\n", "and on\n"); /* its deadline ended with its header */
+    close(slowh);
+    /* the clients saw the sweep's shutdown; the workers' close may come a little later */
+    assert_true(none_live_within(ap, 5000)); /* and the flood meets an empty daemon */
+    assert_true(metric(ap, "lfepolld_worker_proxy_bad_total") == 2);
+
+    for (int i = 0; i < FLOOD; i++) {
+        flood[i] = tcp_connect(d.port);
+        send(flood[i], "PROX", 4, MSG_NOSIGNAL);
+    }
+    sleep_ms(300);
+    if (metric(ap, "lfepolld_connections") > CAP)
+        fail_msg("%.0f connections live, over --max-conns %d", metric(ap, "lfepolld_connections"),
+                 CAP);
+    t0 = now_ms();
+    for (int i = 0; i < FLOOD; i++) {
+        if (!closed_within(flood[i], 10000))
+            fail_msg("flooding connection %d still open %ld ms after the flood", i, now_ms() - t0);
+        close(flood[i]);
+    }
+    assert_true(none_live_within(ap, 5000));
+    shed = (int)metric(ap, "lfepolld_accept_shed_total");
+    if (shed != FLOOD - CAP || metric(ap, "lfepolld_worker_proxy_bad_total") != 2 + CAP)
+        fail_msg("want %d shed at the accept and %d bad headers: %d and %.0f", FLOOD - CAP, 2 + CAP,
+                 shed, metric(ap, "lfepolld_worker_proxy_bad_total"));
+    prox = tcp_connect(d.port);
+    send_all(prox, v1, sizeof(v1) - 1);
+    ask(prox, "after the flood\n", "after the flood\n");
+    close(prox);
+    close(silent);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_non_null(strstr(log_text(&d), "no whole PROXY header within 2000 ms of its accept"));
+    cleanup(&d);
+
+    start(&d, lua);
+    prox = tcp_connect(d.port);
+    send_all(prox, "PROX", 4);
+    assert_true(closed_within(prox, 10000));
+    close(prox);
+    prox = tcp_connect(d.port);
+    send_all(prox, v1, sizeof(v1) - 1);
+    ask(prox, "closes idle\n", "0\n");
+    ask(prox, "closes io_error\n", "0\n");
+    close(prox);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 /* A real HAProxy in front, one frontend with send-proxy (v1), one with send-proxy-v2, each
  * backend health-checked with check-send-proxy every 100 ms: a client through either one is
  * seen by the script at its own address and port, and the health checks cost no proxy_bad. */
@@ -572,8 +840,12 @@ int main(void)
         cmocka_unit_test_teardown(test_idle_timeout, teardown),
         cmocka_unit_test_teardown(test_idle_race, teardown),
         cmocka_unit_test_teardown(test_idle_timeout_lua, teardown),
+        cmocka_unit_test_teardown(test_idle_closes_a_sender_that_never_reads, teardown),
+        cmocka_unit_test_teardown(test_idle_closes_a_half_closed_peer_that_never_reads, teardown),
+        cmocka_unit_test_teardown(test_idle_keeps_a_slow_steady_reader, teardown),
         cmocka_unit_test_teardown(test_proxy_echo, teardown),
         cmocka_unit_test_teardown(test_proxy_lua_peer_and_limit, teardown),
+        cmocka_unit_test_teardown(test_proxy_header_deadline, teardown),
         cmocka_unit_test_teardown(test_haproxy, teardown_haproxy),
         cmocka_unit_test_teardown(test_defer_accept, teardown),
     };

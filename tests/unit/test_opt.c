@@ -58,6 +58,7 @@ static void test_defaults(void **state)
     assert_int_equal(o.max_conns, 0);
     assert_int_equal(o.max_pending, 1 << 20);
     assert_int_equal(o.drain_ms, 5000);
+    assert_int_equal(o.proxy_ms, 5000); /* a PROXY header is never waited for without end */
     assert_int_equal(o.batch, 16);
     assert_int_equal(o.dispatch, DISPATCH_RR);
     assert_int_equal(o.verbosity, 1);
@@ -87,7 +88,10 @@ static void test_every_flag(void **state)
     assert_int_equal(o.batch, 1);
     assert_int_equal(o.dispatch, DISPATCH_LEAST);
     assert_int_equal(o.verbosity, 0);
-    assert_int_equal(parse("-v", "--dispatch", "rr", "--drain-timeout", "2.5", NULL), OPT_RUN);
+    assert_int_equal(
+        parse("-v", "--dispatch", "rr", "--drain-timeout", "2.5", "--proxy-timeout", "750ms", NULL),
+        OPT_RUN);
+    assert_int_equal(o.proxy_ms, 750);
     assert_int_equal(o.verbosity, 2);
     assert_int_equal(o.dispatch, DISPATCH_RR);
     assert_int_equal(o.drain_ms, 2500);
@@ -129,6 +133,10 @@ static void test_bad_values(void **state)
     expect_error("--drain-timeout: 'soon'", parse("--drain-timeout", "soon", NULL));
     expect_error("--drain-timeout: '5h'", parse("--drain-timeout", "5h", NULL));
     expect_error("--drain-timeout: '-1'", parse("--drain-timeout", "-1", NULL));
+    expect_error("--proxy-timeout: '0' is not a duration of 1ms to 86400s",
+                 parse("--proxy-timeout", "0", NULL));
+    expect_error("--proxy-timeout: 'soon'", parse("--proxy-timeout", "soon", NULL));
+    expect_error("--proxy-timeout: '2d'", parse("--proxy-timeout", "2d", NULL));
     expect_error("--batch: '0'", parse("--batch", "0", NULL));
     expect_error("--dispatch: 'random' is not a policy; use rr or least",
                  parse("--dispatch", "random", NULL));
