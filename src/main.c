@@ -561,6 +561,11 @@ int main(int argc, char **argv)
 
         tick_ms = q < tick_ms ? q : tick_ms;
     }
+    if (o.proxy) { /* the same for --proxy-timeout, the header's deadline */
+        long q = o.proxy_ms / 4 < 50 ? 50 : o.proxy_ms / 4;
+
+        tick_ms = q < tick_ms ? q : tick_ms;
+    }
     notify_ready(0);
     for (;;) {
         struct timespec tick = {tick_ms / 1000, (tick_ms % 1000) * 1000000L};
