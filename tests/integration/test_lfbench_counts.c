@@ -322,6 +322,19 @@ static void test_count_run_measures_its_requests(void **state)
     }
 }
 
+/* Regression: -n shared among the threads gave a thread with no share a quota of 0, which means
+ * no limit, and without -d it never ended (-n 1 -t 2 ran until killed). */
+static void test_count_below_threads_ends(void **state)
+{
+    (void)state;
+    start_server("echo", NULL);
+    if (bench("-n", "1", "-c", "2", "-t", "2", NULL) != 0 || jnum("requests") != 1 ||
+        jnum("all_requests") != 1)
+        fail_msg("want -n 1 over two threads to end with 1 request:\n%s", out);
+    if (bench("-n", "3", "-c", "8", "-t", "4", NULL) != 0 || jnum("requests") != 3)
+        fail_msg("want -n 3 over four threads to end with 3 requests:\n%s", out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +343,7 @@ int main(void)
         cmocka_unit_test_teardown(test_schedule_is_the_window, teardown),
         cmocka_unit_test_teardown(test_closed_loop_stops_at_the_end, teardown),
         cmocka_unit_test_teardown(test_count_run_measures_its_requests, teardown),
+        cmocka_unit_test_teardown(test_count_below_threads_ends, teardown),
     };
 
     lfbench = getenv("LFBENCH");
