@@ -80,7 +80,7 @@ TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
-            tests/integration/test_hdr_interop.sh
+            $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
             tests/integration/test_install.sh
 BADSERVER := $(TOBJ)/badserver
@@ -167,6 +167,9 @@ $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o
 
 $(TOBJ)/test_lfbench_runs: $(TOBJ)/int_test_lfbench_runs.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_lfbench_counts: $(TOBJ)/int_test_lfbench_counts.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)

@@ -515,6 +515,8 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
         BAD("-n with --rate-sweep or --find-rate: each step runs for -d seconds");
     if (o->threads > o->conns)
         o->threads = o->conns; /* a thread with no connection would idle */
+    if (have_n && (uint64_t)o->threads > o->requests)
+        o->threads = (int)o->requests; /* a share of 0 is no limit: it never ended (-n 1 -t 2) */
     return BOPT_RUN;
 #undef BAD
 }

@@ -76,6 +76,7 @@ struct bconn {
     unsigned qw;       /* of those, fully written */
     size_t woff;       /* bytes written of request head+qw */
     bool in_free;      /* open loop: queued in freeq */
+    bool salvage;      /* a write failed: do_read takes the responses already in, nothing more */
     uint64_t done;     /* requests completed after the warm-up */
     uint64_t nreq;     /* requests issued on this connection since it opened */
     struct verify v;   /* the response to q[head] */
@@ -102,9 +103,11 @@ static uint64_t stream_of(const struct bconn *c)
     return (uint64_t)c->gen << 32 | c->gid;
 }
 
-static bool can_issue(const struct bthread *t)
+/* Whether the closed loop may issue a request now: not past the step's end, which the 10 ms
+ * tick would notice only later (requests issued meanwhile were counted, 7 of 190 at -d 0.2). */
+static bool can_issue(const struct bthread *t, uint64_t now)
 {
-    return !t->stopping && (t->quota == 0 || t->issued < t->quota);
+    return !t->stopping && now < t->t_end && (t->quota == 0 || t->issued < t->quota);
 }
 
 /* --reconnect-every: c has carried its share and takes no more requests; it is closed and
@@ -125,6 +128,15 @@ static uint64_t backlog(const struct bthread *t, uint64_t now)
     uint64_t left = t->issued < t->quota ? t->quota - t->issued : 0;
 
     return t->quota && due > left ? left : due;
+}
+
+/* Open loop, at the end of a step: its due sends that never went out, those of the measured
+ * window only; one intended in the warm-up is not the window's, as its response would not be. */
+static uint64_t unsent_of(const struct bthread *t, uint64_t now)
+{
+    uint64_t left = backlog(t, now), warm = rate_due(t->sch, t->t_warm - 1);
+
+    return left > warm ? left - warm : 0;
 }
 
 /* --connect-rate: takes a token for a new connection if the bucket has one. If not, and wait is
@@ -148,12 +160,21 @@ static bool connect_token(struct bthread *t, uint64_t now, uint64_t *wait)
     return true;
 }
 
-static void count_error(struct bthread *t, enum berr e)
+/* n errors of kind e: one per request a failure ended, or one for a failure that ended none. */
+static void count_errors(struct bthread *t, enum berr e, uint64_t n)
 {
-    t->total.errors[e]++;
-    t->cur.errors[e]++;
+    t->total.errors[e] += n;
+    t->cur.errors[e] += n;
     if (t->phase != PH_IDLE)
-        t->sres.c.errors[e]++;
+        t->sres.c.errors[e] += n;
+}
+
+/* A request of the step ended (answered or failed) now: with -n the measured window ends at the
+ * last one (step_window in lfbench.c). */
+static void step_mark(struct bthread *t, uint64_t now)
+{
+    if (t->phase != PH_IDLE)
+        t->sres.t_to = now;
 }
 
 static void count_lost(struct bthread *t, uint64_t n)
@@ -232,17 +253,25 @@ static void close_conn(struct bconn *c)
     t->nclosed++;
 }
 
-/* A failure on c: count it, drop what was in flight (that is the error), reconnect later. A
- * response that had begun to arrive is lost as well, whatever cut it short (a timeout, a close,
- * a reset): its request was answered, but never whole. A mismatch is its own failure. */
+/* A failure on c: count it, drop what was in flight, reconnect later. Every request in flight
+ * fails with it, an error of its kind each (a failure that ended none, a refused connect or an
+ * idle connection reset, is one error): with --pipeline 8 a close ends up to 8 requests, and
+ * counted once the other 7 were in no counter at all (157 of 3,999 against a server closing at
+ * each connection's 50th request). A response that had begun to arrive is lost as well,
+ * whatever cut it short (a timeout, a close, a reset): its request was answered, but never
+ * whole. A mismatch is its own failure. */
 static void fail(struct bconn *c, enum berr e)
 {
+    uint64_t now = now_ns();
+
     if (c->qn && c->v.got > 0 && e != ERR_MISMATCH)
         count_lost(c->t, 1);
-    count_error(c->t, e);
+    count_errors(c->t, e, c->qn ? c->qn : 1);
+    if (c->qn || c->t->o->mode == MODE_SHORT)
+        step_mark(c->t, now); /* short mode: an attempt ended */
     close_conn(c);
     c->retry_at =
-        now_ns() + (e == ERR_REFUSED || e == ERR_ADDRNOTAVAIL || e == ERR_EMFILE ? RETRY_NS : 0);
+        now + (e == ERR_REFUSED || e == ERR_ADDRNOTAVAIL || e == ERR_EMFILE ? RETRY_NS : 0);
 }
 
 static void issue(struct bconn *c, uint64_t t0, uint64_t now)
@@ -298,11 +327,15 @@ static void dispatch_due(struct bthread *t, uint64_t now)
         first = false;
         when = rate_take(t->sch);
         due--;
-        t->intended++;
-        t->sres.intended++;
-        if (now - when > BEHIND_NS) {
-            t->behind++;
-            t->sres.behind++;
+        /* The schedule's counters are the measured window's, as the responses are: with a
+         * warm-up they counted its sends too (3,000 intended beside 1,000 requests). */
+        if (when >= t->t_warm) {
+            t->intended++;
+            t->sres.intended++;
+            if (now - when > BEHIND_NS) {
+                t->behind++;
+                t->sres.behind++;
+            }
         }
         if (t->o->mode == MODE_SHORT) {
             open_conn(c, now, when); /* the transaction counts from when it was due */
@@ -336,7 +369,7 @@ static void connected(struct bconn *c, uint64_t now)
         push_free(t, c);
         dispatch_due(t, now);
     } else if (t->phase == PH_RUN) {
-        while (c->qn < (unsigned)t->o->pipeline && can_issue(t) && !spent(c))
+        while (c->qn < (unsigned)t->o->pipeline && can_issue(t, now) && !spent(c))
             issue(c, now, now);
         do_write(c, now);
     }
@@ -403,7 +436,9 @@ out_close:
     c->fd = -1;
     errno = err;
 out_error:
-    count_error(t, errno_kind(errno));
+    count_errors(t, errno_kind(errno), 1);
+    if (o->mode == MODE_SHORT)
+        step_mark(t, now); /* an attempt ended */
     c->retry_at = now + RETRY_NS;
 }
 
@@ -415,6 +450,7 @@ static void finish_request(struct bconn *c, uint64_t now)
 
     t->cur.requests++;
     t->cur.http_non2xx += non2xx; /* a status counted, not a failure: the response was whole */
+    step_mark(t, now);
     hist_record(&t->cur_lat, now - r->t0);
     if (r->t0 >= t->t_warm && t->phase != PH_IDLE) {
         t->total.http_non2xx += non2xx;
@@ -442,6 +478,27 @@ static void finish_request(struct bconn *c, uint64_t now)
     }
 }
 
+static void do_read(struct bconn *c, uint64_t now, bool ended);
+
+/* A write on c failed: the server reset the connection (a write fails only once its reset came).
+ * It may have answered first, and the responses are in the socket, delivered: the open loop
+ * writes a due send when its time comes, before it reads what the same connection has, and
+ * counted those as resets. So what is there is read first, as any response is (do_read, which
+ * issues and writes nothing more meanwhile), and the requests left fail. Short mode has nothing
+ * to take: its request was not all written, so no response can be its own. */
+static void write_failed(struct bconn *c, enum berr e, uint64_t now)
+{
+    uint32_t gen = c->gen;
+
+    if (c->t->o->mode == MODE_LONG) {
+        c->salvage = true;
+        do_read(c, now, true);
+        c->salvage = false;
+    }
+    if (c->gen == gen) /* else do_read closed it already: a mismatch, a Connection: close */
+        fail(c, e);
+}
+
 static void do_write(struct bconn *c, uint64_t now)
 {
     struct bthread *t = c->t;
@@ -463,7 +520,7 @@ static void do_write(struct bconn *c, uint64_t now)
         if (w < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return; /* an EPOLLOUT edge comes when it drains */
-            fail(c, errno_kind(errno));
+            write_failed(c, errno_kind(errno), now);
             return;
         }
         bool all = (size_t)w == fill;
@@ -497,7 +554,7 @@ static void short_done(struct bconn *c, uint64_t now)
     finish_request(c, now);
     close_conn(c);
     c->retry_at = 0;
-    if (!t->open_loop && can_issue(t) && connect_token(t, now, NULL))
+    if (!t->open_loop && can_issue(t, now) && connect_token(t, now, NULL))
         open_conn(c, now, now); /* without a token the tick opens it */
     else if (t->open_loop)
         dispatch_due(t, now);
@@ -515,7 +572,7 @@ static void short_done(struct bconn *c, uint64_t now)
  * §9.3.2). The closed loop does: they go back to the issuer (-n still completes its count) and
  * the new connection sends them as new requests, their latency counted from that resend. The
  * open loop cannot send them again at their intended times, so there they count as what they
- * are, requests lost to a close: one "closed" error and lost. at_once: open the new connection
+ * are, requests lost to a close: a "closed" error each, and lost. at_once: open the new connection
  * now; else the tick does (an idle connection closed: a server that closes every connection
  * at once would otherwise keep this thread reconnecting in a loop). */
 static void reopen_clean(struct bconn *c, uint64_t now, bool at_once)
@@ -523,8 +580,9 @@ static void reopen_clean(struct bconn *c, uint64_t now, bool at_once)
     struct bthread *t = c->t;
 
     if (c->qn && t->open_loop) {
-        count_error(t, ERR_CLOSED);
+        count_errors(t, ERR_CLOSED, c->qn);
         count_lost(t, c->qn);
+        step_mark(t, now);
     } else if (c->qn) {
         t->issued -= c->qn;
         /* -n reached may have ended the step already: these were never answered, so it goes
@@ -567,12 +625,20 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                 break;
             if (whole_at)
                 break;
-            fail(c, errno_kind(errno));
+            if (!c->salvage) /* else write_failed fails it, with the write's error */
+                fail(c, errno_kind(errno));
             return;
         }
         if (n == 0) {
             if (whole_at)
                 break;
+            if (c->salvage) {
+                /* The end of a reset: a close-delimited HTTP body may end here too. The rest
+                 * fails in write_failed, which the closes below would have called clean. */
+                if (c->qn && c->qw && verify_eof(&c->v) == VERIFY_DONE)
+                    finish_request(c, now_ns());
+                return;
+            }
             if (t->o->expect == EXPECT_HTTP && t->o->mode == MODE_LONG && c->qn == 0) {
                 reopen_clean(c, now, false); /* an idle keep-alive connection closed */
                 return;
@@ -633,18 +699,22 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
             }
             if (c->v.close_after) { /* HTTP: the server closes after it */
                 finish_request(c, now);
-                reopen_clean(c, now, true);
+                reopen_clean(c, now, !c->salvage);
                 return;
             }
             finish_request(c, now);
+            if (c->salvage)
+                continue; /* the connection is failing: it takes no more */
             if (t->open_loop)
                 push_free(t, c);
-            else if (can_issue(t) && !spent(c))
+            else if (can_issue(t, now) && !spent(c))
                 issue(c, now, now); /* written below, with any others, in one write */
         }
         if (n < BUFSZ && !ended)
             break; /* a short read drained the socket */
     }
+    if (c->salvage)
+        return;
     if (whole_at) {
         short_done(c, whole_at);
         return;
@@ -738,21 +808,22 @@ static bool step_idle(struct bthread *t)
     return t->o->mode == MODE_SHORT ? all_idle(t) : !any_in_flight(t);
 }
 
-/* The step is over: what is still in flight counts as timed out and lost, due sends that never
- * went out as unsent; the results are handed to main (step_done). */
+/* The step is over: each request still in flight counts as timed out and lost, due sends that
+ * never went out as unsent; the results are handed to main (step_done). */
 static void end_step(struct bthread *t, uint64_t now)
 {
-    uint64_t left = t->open_loop ? backlog(t, now) : 0;
+    uint64_t left = t->open_loop ? unsent_of(t, now) : 0;
 
     t->unsent += left;
     t->sres.unsent = left;
     for (int i = 0; i < t->nconns; i++) {
         struct bconn *c = &t->conns[i];
         if (c->qn || (t->o->mode == MODE_SHORT && c->state == CS_CONNECTING)) {
-            count_error(t, ERR_TIMEOUT);
+            count_errors(t, ERR_TIMEOUT, c->qn ? c->qn : 1); /* short: the attempt */
             count_lost(t, c->qn);
             close_conn(c);
             c->retry_at = 0;
+            step_mark(t, now);
         }
     }
     t->phase = PH_IDLE;
@@ -813,7 +884,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         struct bconn *c = &t->conns[i];
 
         if (c->state == CS_CLOSED && c->retry_at <= now && reopen &&
-            (t->o->mode == MODE_LONG || can_issue(t)) && connect_token(t, now, NULL))
+            (t->o->mode == MODE_LONG || can_issue(t, now)) && connect_token(t, now, NULL))
             open_conn(c, now, now);
     }
     if (t->open_loop)
@@ -873,16 +944,21 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
         t->sched_end = t->t_end; /* sends due so far still go out */
 }
 
-/* A step begins: its window, its rate, and the requests it starts with. */
+/* A step begins: its window, its rate, and the requests it starts with. The closed loop's
+ * window starts now, with its first requests. The open loop's starts at the common start main
+ * set, with its schedule: from now, it began up to 1 ms before the first send was due, and held
+ * that many fewer (4,991 of -R 10000 -d 0.5). */
 static void start_step(struct bthread *t, const struct bcmd *cmd)
 {
-    uint64_t now = now_ns(), start = cmd->start > now ? now : cmd->start;
+    uint64_t now = now_ns(), start = t->open_loop ? cmd->start : now;
 
     t->step = cmd->seq;
     memset(&t->sres.c, 0, sizeof(t->sres.c));
     hist_init(&t->sres.lat);
     t->sres.intended = t->sres.behind = t->sres.unsent = 0;
     t->t_warm = start + (uint64_t)(cmd->warmup * 1e9);
+    t->sres.t_from = t->t_warm;
+    t->sres.t_to = 0;
     t->t_end = cmd->duration > 0 ? t->t_warm + (uint64_t)(cmd->duration * 1e9) : UINT64_MAX;
     t->sched_end = t->t_end;
     t->quota = cmd->quota ? t->issued + cmd->quota : 0;
@@ -895,7 +971,7 @@ static void start_step(struct bthread *t, const struct bcmd *cmd)
         dispatch_due(t, now);
         return;
     }
-    for (int i = 0; i < t->nconns && can_issue(t); i++) {
+    for (int i = 0; i < t->nconns && can_issue(t, now); i++) {
         struct bconn *c = &t->conns[i];
 
         if (t->o->mode == MODE_SHORT) {
@@ -905,7 +981,7 @@ static void start_step(struct bthread *t, const struct bcmd *cmd)
         }
         if (c->state != CS_OPEN)
             continue; /* connected() starts it when it opens */
-        while (c->qn < (unsigned)t->o->pipeline && can_issue(t) && !spent(c))
+        while (c->qn < (unsigned)t->o->pipeline && can_issue(t, now) && !spent(c))
             issue(c, now, now);
         do_write(c, now);
     }
@@ -1056,12 +1132,12 @@ static void busy_loop(struct bthread *t, uint64_t prev)
         ev_run(t->loop, EVRUN_NOWAIT);
         now = now_ns();
         if (t->open_loop && backlog(t, now) > 0) { /* in a step, within its schedule and quota */
-            uint64_t before = t->intended;
+            uint64_t before = t->sch->next;
 
             /* Due, but every connection busy (the server is the limit) or no --connect-rate
              * token yet: a turn that sent nothing is polling, not work. */
             dispatch_due(t, now);
-            t->worked |= t->intended != before;
+            t->worked |= t->sch->next != before;
         }
         /* Only a turn that handled something is work; the rest is polling, left out of the CPU
          * reported so that the figure per request and "saturated" still say what the load

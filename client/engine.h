@@ -24,15 +24,19 @@ enum berr {
 
 extern const char *const berr_name[ERR_KINDS];
 
-/* Counters of one interval (a second) or of the whole run. */
+/* Counters of one interval (a second) or of the whole run. Every request issued ends as a
+ * response (requests) or as an error: errors count one per request a failure ended (each one in
+ * flight on a connection that closed, reset or timed out), or one for a failure that ended none
+ * (a refused connect, an idle connection reset). */
 struct bcount {
     uint64_t requests;    /* responses complete and verified */
     uint64_t bytes_out;   /* request bytes written */
     uint64_t bytes_in;    /* response bytes read */
     uint64_t connects;    /* connections established */
     uint64_t lost;        /* requests whose response never came whole: cut short part-way (by
-                           * a timeout, a close or a reset; also counted as that error), or still
-                           * unanswered when the run ended (also counted as timeouts) */
+                           * a timeout, a close or a reset; also counted as that error), still
+                           * unanswered when the run ended (also counted as timeouts), or, open
+                           * loop, pipelined behind an HTTP Connection: close (also "closed") */
     uint64_t reconnects;  /* connections closed cleanly and reopened, not errors:
                            * --reconnect-every, or an HTTP server's Connection: close */
     uint64_t http_non2xx; /* --expect http: responses whose status was not 2xx */
@@ -65,7 +69,9 @@ enum bphase {
 struct bstepres {
     struct bcount c;
     struct hist lat;
-    uint64_t intended, behind, unsent;
+    uint64_t intended, behind, unsent; /* open loop: sends due in the measured window */
+    uint64_t t_from, t_to; /* CLOCK_MONOTONIC ns: the window's start (after the warm-up), and the
+                            * end of the step's last request (response or failure), 0 if none */
 };
 
 /* One load thread. Everything in it is touched by its thread only, except pub (under pub_lock,
@@ -117,10 +123,11 @@ struct bthread {
     struct hist lat;  /* request latency, ns */
     struct hist clat; /* connect latency, ns (short mode) */
     struct hist cls_lat[BOPT_MAX_CLASSES];
-    uint64_t behind;             /* open loop: sends later than 1 ms after their intended time */
-    uint64_t intended;           /* open loop: sends taken from the schedule (and sent) */
-    uint64_t unsent;             /* open loop: sends due that never went out (every connection busy,
-                                  * or no --connect-rate token, until the end) */
+    /* open loop, the sends intended in the measured window (not the warm-up's) */
+    uint64_t behind;             /* sent later than 1 ms after their intended time */
+    uint64_t intended;           /* taken from the schedule (and sent) */
+    uint64_t unsent;             /* due but never sent (every connection busy, or no
+                                  * --connect-rate token, until the end) */
     uint64_t conn_min, conn_max; /* fewest and most requests one connection completed */
     /* the per-second series */
     struct bcount cur;

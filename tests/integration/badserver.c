@@ -17,6 +17,15 @@
  *                              newest first; with CPU, on that CPU under SCHED_FIFO, so a client
  *                              pinned there runs only once all K answers are written (exits 3
  *                              if it cannot: not root)
+ *   badserver PORT delay MS    echo each read MS ms after it came (never sooner, and within
+ *                              microseconds of it: the last 2 ms are polled), in order
+ *   badserver PORT nth N S fin|rst [FILE]  echo a connection's first N-1 requests of S bytes,
+ *                              byte for byte as they come; at the first byte of its Nth, answer
+ *                              no more: fin sends a FIN 20 ms later (the client's pipeline fills
+ *                              meanwhile) and reads on, discarding, until the client closes; rst
+ *                              resets it (SO_LINGER 0) at once, right behind the last echo. With
+ *                              FILE, the requests answered in all so far are written to it (a
+ *                              decimal line, rewritten at each)
  *   badserver PORT line        answer each '\n'-terminated line with "OK\n"
  *   badserver PORT len32       answer each '\n'-terminated line with a len32 frame "hello"
  *   badserver PORT http KIND   answer each read (one HTTP request) with a response of KIND:
@@ -64,6 +73,27 @@ static const struct {
 #define LIFO_MAX 4096
 static int nreads_conn[MAXFD];
 
+/* delay: echoes waiting for their time, oldest first (a ring) */
+#define DELAY_MAX 4096
+static struct later {
+    int fd; /* -1: its connection went away */
+    uint64_t due_ns;
+    ssize_t len;
+    char data[512];
+} later[DELAY_MAX];
+static int later_head, later_n;
+
+/* nth: bytes of the stream received per connection, and whether it is discarding (fin); the
+ * FINs to send, oldest first (a ring) */
+#define FIN_HOLD_NS (20 * 1000000ull)
+static long long got_conn[MAXFD];
+static char closing[MAXFD];
+static struct fin_at {
+    int fd; /* -1: its connection went away */
+    uint64_t due_ns;
+} fins[DELAY_MAX];
+static int fins_head, fins_n;
+
 /* lifo: the requests held, oldest first */
 static struct held {
     int fd;
@@ -72,12 +102,17 @@ static struct held {
 } held[LIFO_MAX];
 static int nheld;
 
-static uint64_t now_ms(void)
+static uint64_t now_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ms(void)
+{
+    return now_ns() / 1000000;
 }
 
 static void write_all(int fd, const char *p, ssize_t n)
@@ -87,6 +122,58 @@ static void write_all(int fd, const char *p, ssize_t n)
         if (k <= 0)
             break;
         w += k;
+    }
+}
+
+/* delay: writes the echoes that are due; returns the ms until the next one, or -1 if none. */
+static int answer_due(void)
+{
+    while (later_n > 0) {
+        struct later *l = &later[later_head];
+        uint64_t now = now_ns();
+
+        /* Never early, and on time: epoll_wait waits whole ms, so the last 2 ms are polled */
+        if (l->due_ns > now)
+            return l->due_ns - now < 2000000 ? 0 : (int)((l->due_ns - now) / 1000000) - 1;
+        if (l->fd >= 0)
+            write_all(l->fd, l->data, l->len);
+        later_head = (later_head + 1) % DELAY_MAX;
+        later_n--;
+    }
+    return -1;
+}
+
+/* nth fin: sends the FINs that are due; returns the ms until the next one, or -1 if none. */
+static int fin_due(void)
+{
+    while (fins_n > 0) {
+        struct fin_at *f = &fins[fins_head];
+        uint64_t now = now_ns();
+
+        if (f->due_ns > now)
+            return (int)((f->due_ns - now + 999999) / 1000000);
+        if (f->fd >= 0)
+            shutdown(f->fd, SHUT_WR);
+        fins_head = (fins_head + 1) % DELAY_MAX;
+        fins_n--;
+    }
+    return -1;
+}
+
+/* nth: the requests answered in all, into FILE */
+static long long nth_answered;
+static const char *nth_file;
+
+static void nth_count(long long answered_before, long long answered_after)
+{
+    FILE *f;
+
+    if (answered_after == answered_before)
+        return;
+    nth_answered += answered_after - answered_before;
+    if (nth_file && (f = fopen(nth_file, "w"))) {
+        fprintf(f, "%lld\n", nth_answered);
+        fclose(f);
     }
 }
 
@@ -127,8 +214,20 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|between N|"
                 "unanswered N|"
-                "extra S N|stall F [T]|lifo K [CPU]|line|len32|http KIND]\n");
+                "extra S N|stall F [T]|lifo K [CPU]|delay MS|nth N S fin|rst [FILE]|line|len32|"
+                "http KIND]\n");
         return 2;
+    }
+    if ((!strcmp(mode, "delay") && every < 1) ||
+        (!strcmp(mode, "nth") && (every < 1 || arg2 < 1 || argc < 6 ||
+                                  (strcmp(argv[5], "fin") && strcmp(argv[5], "rst"))))) {
+        fprintf(stderr, "badserver: delay MS takes MS of at least 1; nth N S fin|rst [FILE] takes "
+                        "N and S of at least 1\n");
+        return 2;
+    }
+    if (!strcmp(mode, "nth") && argc > 6) {
+        nth_file = argv[6];
+        nth_count(0, 0);
     }
     if ((!strcmp(mode, "extra") && (every < 1 || every > (long)sizeof(buf) || arg2 < 0 ||
                                     every + arg2 > (long)sizeof(out))) ||
@@ -176,7 +275,12 @@ int main(int argc, char **argv)
                 usleep(1000);
             mode = "echo";
         }
-        n = epoll_wait(ep, evs, 64, nheld ? 5 : !strcmp(mode, "stall") ? 1 : -1);
+        n = epoll_wait(ep, evs, 64,
+                       nheld                    ? 5
+                       : !strcmp(mode, "stall") ? 1
+                       : !strcmp(mode, "delay") ? answer_due()
+                       : !strcmp(mode, "nth")   ? fin_due()
+                                                : -1);
         if (n == 0 && nheld)
             answer_held();
         for (int i = 0; i < n; i++) {
@@ -187,6 +291,8 @@ int main(int argc, char **argv)
                 int c = accept(lfd, NULL, NULL);
                 if (c >= 0 && c < MAXFD) {
                     nreads_conn[c] = 0;
+                    got_conn[c] = 0;
+                    closing[c] = 0;
                     ev.data.fd = c;
                     epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
                     if (!first)
@@ -212,10 +318,64 @@ int main(int argc, char **argv)
                 for (int k = 0; k < nheld; k++) /* a connection that went away is not answered */
                     if (held[k].fd == fd)
                         held[k].len = 0;
+                for (int k = 0; k < later_n; k++) /* nor its fd number's next owner */
+                    if (later[(later_head + k) % DELAY_MAX].fd == fd)
+                        later[(later_head + k) % DELAY_MAX].fd = -1;
+                for (int k = 0; k < fins_n; k++)
+                    if (fins[(fins_head + k) % DELAY_MAX].fd == fd)
+                        fins[(fins_head + k) % DELAY_MAX].fd = -1;
                 close(fd);
                 continue;
             }
             nreads++;
+            if (!strcmp(mode, "delay")) {
+                uint64_t due = now_ns() + (uint64_t)every * 1000000ull;
+
+                for (ssize_t k = 0; k < r; k += (ssize_t)sizeof(later[0].data)) {
+                    struct later *l;
+
+                    while (later_n == DELAY_MAX) { /* full: the oldest is answered first */
+                        int ms = answer_due();
+                        if (ms > 0)
+                            usleep((useconds_t)ms * 1000);
+                    }
+                    l = &later[(later_head + later_n++) % DELAY_MAX];
+                    l->fd = fd;
+                    l->due_ns = due;
+                    l->len = r - k < (ssize_t)sizeof(l->data) ? r - k : (ssize_t)sizeof(l->data);
+                    memcpy(l->data, buf + k, (size_t)l->len);
+                }
+                continue;
+            }
+            if (!strcmp(mode, "nth")) {
+                long long limit = (long long)(every - 1) * arg2, echo = r;
+
+                if (closing[fd])
+                    continue; /* fin: its requests are not answered; its close is waited for */
+                if (got_conn[fd] + echo > limit)
+                    echo = limit - got_conn[fd];
+                /* counted first: the client may have read the answer and ended before the
+                 * file is written, never the other way round */
+                nth_count(got_conn[fd] / arg2, (got_conn[fd] + echo) / arg2);
+                write_all(fd, buf, (ssize_t)echo);
+                got_conn[fd] += r;
+                if (got_conn[fd] <= limit)
+                    continue;
+                if (!strcmp(argv[5], "fin")) {
+                    closing[fd] = 1;
+                    while (fins_n == DELAY_MAX) { /* full: the oldest goes first */
+                        usleep(1000);
+                        fin_due();
+                    }
+                    fins[(fins_head + fins_n++) % DELAY_MAX] =
+                        (struct fin_at){fd, now_ns() + FIN_HOLD_NS};
+                } else {
+                    struct linger lg = {1, 0};
+                    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                    close(fd);
+                }
+                continue;
+            }
             if (http >= 0) {
                 if (http_kinds[http].resp)
                     write_all(fd, http_kinds[http].resp, (ssize_t)strlen(http_kinds[http].resp));
