@@ -129,15 +129,20 @@ static void buckets(const char *json, unsigned long long *b, unsigned long long 
 }
 
 /* The value at percentile pct of the buckets, by the layout's definition: exact below 256 ns,
- * then 128 buckets per power of two; a bucket reports its midpoint, within [min, max]. */
+ * then 128 buckets per power of two; the min at rank 1, the max at the last rank, else the
+ * midpoint of what the bucket can hold within [min, max]. */
 static unsigned long long percentile(const unsigned long long *b, unsigned long long count,
                                      unsigned long long min, unsigned long long max, double pct)
 {
     unsigned long long rank = (unsigned long long)(pct / 100.0 * (double)count + 0.9999999),
                        seen = 0;
 
+    if (rank <= 1)
+        return min;
+    if (rank >= count)
+        return max;
     for (unsigned i = 0; i < NBUCKETS; i++) {
-        unsigned long long lo, hi, v;
+        unsigned long long lo, hi;
 
         seen += b[i];
         if (seen < rank)
@@ -150,8 +155,9 @@ static unsigned long long percentile(const unsigned long long *b, unsigned long 
             lo = sub << shift;
             hi = ((sub + 1) << shift) - 1;
         }
-        v = lo + (hi - lo) / 2;
-        return v < min ? min : v > max ? max : v;
+        lo = lo < min ? min : lo;
+        hi = hi > max ? max : hi;
+        return lo + (hi - lo) / 2;
     }
     return max;
 }
@@ -213,7 +219,8 @@ static void test_two_agents(void **state)
         static const struct {
             double p;
             const char *key;
-        } ps[] = {{50, "p50_us"}, {90, "p90_us"}, {99, "p99_us"}, {99.9, "p999_us"}};
+        } ps[] = {
+            {50, "p50_us"}, {90, "p90_us"}, {99, "p99_us"}, {99.9, "p999_us"}, {99.99, "p9999_us"}};
         const char *lat = strstr(jm, "\n  \"latency\": {");
 
         for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
