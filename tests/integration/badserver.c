@@ -17,6 +17,14 @@
  *                              newest first; with CPU, on that CPU under SCHED_FIFO, so a client
  *                              pinned there runs only once all K answers are written (exits 3
  *                              if it cannot: not root)
+ *   badserver PORT pauseat AT MS  echo, but from the wall-clock time AT (epoch milliseconds)
+ *                              for MS ms neither accept, read nor answer: one pause that several
+ *                              clients see at the same instant
+ *   badserver PORT delay MS    echo each read (up to 256 bytes) MS ms after it came, however
+ *                              many wait: a fixed service time, concurrent
+ *   badserver PORT http503 RATE  answer each read (one HTTP request) with 200 while the rate of
+ *                              requests stays within RATE a second (a token bucket holding 50 ms
+ *                              of them), and with 503 beyond: a server that sheds load
  *   badserver PORT line        answer each '\n'-terminated line with "OK\n"
  *   badserver PORT len32       answer each '\n'-terminated line with a len32 frame "hello"
  *   badserver PORT http KIND   answer each read (one HTTP request) with a response of KIND:
@@ -80,8 +88,38 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static void write_all(int fd, const char *p, ssize_t n);
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* delay: the reads held, oldest (first due) first, in a ring */
+static struct delayed {
+    int fd;
+    ssize_t len;
+    uint64_t due; /* now_ms() */
+    char data[256];
+} delayed[LIFO_MAX];
+static int dhead, dn;
+
+static void answer_due(uint64_t now)
+{
+    while (dn > 0 && delayed[dhead].due <= now) {
+        write_all(delayed[dhead].fd, delayed[dhead].data, delayed[dhead].len);
+        dhead = (dhead + 1) % LIFO_MAX;
+        dn--;
+    }
+}
+
 static void write_all(int fd, const char *p, ssize_t n)
 {
+    if (n <= 0)
+        return;
     for (ssize_t w = 0; w < n;) {
         ssize_t k = write(fd, p + w, (size_t)(n - w));
         if (k <= 0)
@@ -127,7 +165,8 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|between N|"
                 "unanswered N|"
-                "extra S N|stall F [T]|lifo K [CPU]|line|len32|http KIND]\n");
+                "extra S N|stall F [T]|pauseat AT MS|delay MS|http503 RATE|lifo K [CPU]|line|"
+                "len32|http KIND]\n");
         return 2;
     }
     if ((!strcmp(mode, "extra") && (every < 1 || every > (long)sizeof(buf) || arg2 < 0 ||
@@ -164,9 +203,17 @@ int main(int argc, char **argv)
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
     printf("ready\n");
     fflush(stdout);
-    for (;;) {
-        int n;
+    double tokens = every / 20.0 + 1; /* http503: a bucket of 50 ms of RATE */
+    uint64_t tokens_t = now_ms();
 
+    for (;;) {
+        int n, timeout = -1;
+
+        if (!strcmp(mode, "pauseat") && wall_ms() >= (uint64_t)every) {
+            while (wall_ms() < (uint64_t)every + (uint64_t)arg2)
+                usleep(500);
+            mode = "echo";
+        }
         if (!strcmp(mode, "stall") && first && now_ms() >= first + (uint64_t)every) {
             /* the kernel still completes handshakes and queues requests meanwhile */
             if (arg2 < 0)
@@ -176,9 +223,14 @@ int main(int argc, char **argv)
                 usleep(1000);
             mode = "echo";
         }
-        n = epoll_wait(ep, evs, 64, nheld ? 5 : !strcmp(mode, "stall") ? 1 : -1);
+        if (nheld)
+            timeout = 5;
+        else if (!strcmp(mode, "stall") || !strcmp(mode, "pauseat") || dn)
+            timeout = 1;
+        n = epoll_wait(ep, evs, 64, timeout);
         if (n == 0 && nheld)
             answer_held();
+        answer_due(now_ms());
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
             ssize_t r, o = 0;
@@ -207,15 +259,52 @@ int main(int argc, char **argv)
                 write_all(fd, out, r + arg2);
                 continue;
             }
-            r = read(fd, buf, !strcmp(mode, "lifo") ? sizeof(held[0].data) : sizeof(buf));
+            r = read(fd, buf,
+                     !strcmp(mode, "lifo") || !strcmp(mode, "delay") ? sizeof(held[0].data)
+                                                                     : sizeof(buf));
             if (r <= 0) {
                 for (int k = 0; k < nheld; k++) /* a connection that went away is not answered */
                     if (held[k].fd == fd)
                         held[k].len = 0;
+                for (int k = 0; k < dn; k++) /* (its number may be a new connection's soon) */
+                    if (delayed[(dhead + k) % LIFO_MAX].fd == fd)
+                        delayed[(dhead + k) % LIFO_MAX].len = 0;
                 close(fd);
                 continue;
             }
             nreads++;
+            if (!strcmp(mode, "delay")) {
+                struct delayed *d;
+
+                while (dn == LIFO_MAX) { /* full: the oldest is due first */
+                    usleep(500);
+                    answer_due(now_ms());
+                }
+                d = &delayed[(dhead + dn++) % LIFO_MAX];
+                d->fd = fd;
+                d->len = r;
+                d->due = now_ms() + (uint64_t)every;
+                memcpy(d->data, buf, (size_t)r);
+                continue;
+            }
+            if (!strcmp(mode, "http503")) {
+                static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                                  busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: "
+                                           "4\r\n\r\nbusy";
+                uint64_t t = now_ms();
+
+                tokens += (double)every * (double)(t - tokens_t) / 1000.0;
+                tokens_t = t;
+                if (tokens > every / 20.0 + 1)
+                    tokens = every / 20.0 + 1;
+                if (tokens >= 1) {
+                    tokens -= 1;
+                    write_all(fd, ok, sizeof(ok) - 1);
+                } else {
+                    write_all(fd, busy, sizeof(busy) - 1);
+                }
+                continue;
+            }
             if (http >= 0) {
                 if (http_kinds[http].resp)
                     write_all(fd, http_kinds[http].resp, (ssize_t)strlen(http_kinds[http].resp));
