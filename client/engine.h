@@ -66,6 +66,7 @@ struct bstepres {
     struct bcount c;
     struct hist lat;
     uint64_t intended, behind, unsent;
+    uint64_t over_bound; /* --find-rate: latencies above its bound, counted exactly */
 };
 
 /* One load thread. Everything in it is touched by its thread only, except pub (under pub_lock,

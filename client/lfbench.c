@@ -230,7 +230,7 @@ struct run {
     struct bstep *steps; /* --rate-sweep, --find-rate */
     size_t nsteps, capsteps;
     double found_rate;
-    char found_why[256];
+    char found_why[512];
     double open_s;     /* seconds until every connection was open (or --open-timeout) */
     int open_at_start; /* connections open when the first step began */
 };
@@ -396,6 +396,7 @@ static void gather_step(struct run *r, struct bstep *st, double rate, double cpu
         st->intended += s->intended;
         st->behind += s->behind;
         st->unsent += s->unsent;
+        st->over_bound += s->over_bound;
     }
     st->measured =
         r->o->duration > 0 && !interrupted ? r->o->duration : (double)ns / 1e9 - r->o->warmup;
@@ -629,15 +630,22 @@ int main(int argc, char **argv)
                 st = &R.steps[R.nsteps++];
                 gather_step(&R, st, rate, cpu_between(&ra, &rb, o.busy_poll, &idle), tb - ta);
                 sweep_judge(&sw, st);
-                if (!o.quiet)
+                if (!o.quiet) {
                     fprintf(stderr,
                             "step %d: %.0f/s intended, %.0f/s done, p50 %.1f µs, p99 %.1f µs, "
-                            "errors %llu, unsent %llu, client CPU %.0f%%%s\n",
+                            "errors %llu, unsent %llu, client CPU %.0f%%",
                             k, rate, (double)st->c.requests / st->measured,
                             us(hist_percentile(st->lat, 50)), us(hist_percentile(st->lat, 99)),
                             (unsigned long long)errors_of(&st->c), (unsigned long long)st->unsent,
-                            st->cpu_percent,
-                            o.find_pct > 0 ? (st->kept ? ", kept" : ", broke") : "");
+                            st->cpu_percent);
+                    if (o.expect == EXPECT_HTTP)
+                        fprintf(stderr, ", non-2xx %llu", (unsigned long long)st->c.http_non2xx);
+                    if (o.find_pct > 0)
+                        fprintf(stderr, "%s%s%s", st->attempt > 1 ? ", re-test" : "",
+                                st->kept ? ", kept" : ", broke",
+                                sw.retest ? " (no verdict yet: the rate runs again)" : "");
+                    fputc('\n', stderr);
+                }
             } else {
                 R.step_measured = o.duration > 0 && !interrupted
                                       ? o.duration
@@ -686,9 +694,10 @@ int main(int argc, char **argv)
     res.target = strdup(o.target);
     res.mode = strdup(mode_name[o.mode]);
     res.expect = strdup(o.expect == EXPECT_HTTP ? "http" : expect_name[o.expect]);
+    res.ok_status = strdup(o.ok_status_arg ? o.ok_status_arg : "2xx");
     res.lat = malloc(sizeof(*res.lat));
     res.clat = malloc(sizeof(*res.clat));
-    if (!res.target || !res.mode || !res.expect || !res.lat || !res.clat)
+    if (!res.target || !res.mode || !res.expect || !res.ok_status || !res.lat || !res.clat)
         return 2;
     res.conns = o.conns;
     res.threads = o.threads;

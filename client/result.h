@@ -38,18 +38,22 @@ struct bsecond {
 
 /* One step of --rate-sweep or --find-rate: its own measured window on the same connections. */
 struct bstep {
-    double rate;     /* intended requests/s */
-    double measured; /* seconds */
-    struct bcount c;
+    double rate;      /* intended requests/s */
+    double measured;  /* seconds */
+    struct bcount c;  /* c.http_non2xx: statuses --ok-status does not accept, which break it */
     struct hist *lat; /* owned */
     uint64_t intended, behind, unsent;
-    double cpu_percent; /* the client's CPU over the step, % of one core */
-    bool kept;          /* --find-rate: the step met the bound */
+    uint64_t over_bound; /* --find-rate: responses slower than its bound, counted exactly */
+    double cpu_percent;  /* the client's CPU over the step, % of one core */
+    int attempt;         /* --find-rate: 1 for a rate's first step, 2 and 3 for its re-tests */
+    bool kept;           /* the step met the bound (the staircase: failed nothing) */
 };
 
 struct bresult {
     /* the configuration (strings owned) */
     char *target, *mode, *expect;
+    char *ok_status; /* --ok-status as given ("2xx" by default); NULL when read from a file
+                      * without it (2xx) */
     int conns, threads, pipeline, timeout_ms;
     double duration, warmup, rate;
     uint64_t requests_asked; /* -n, 0 with -d */

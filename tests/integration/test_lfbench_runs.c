@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *lfbench, *lfepolld;
+static const char *lfbench, *lfepolld, *badserver;
 static int slow = 1;
 static pid_t server_pid;
 static int server_port;
@@ -80,17 +80,20 @@ static bool port_open(int port)
     return ok;
 }
 
-/* Starts a server: argv with "127.0.0.1:PORT" replaced by a free port. */
+/* Starts a server: argv with "PORT" (alone, or after "127.0.0.1:") replaced by a free port. */
 static void start_server(const char *const *argv)
 {
     const char *args[16];
-    char hostport[32];
+    char port[16], hostport[32];
     int n = 0, devnull;
 
     server_port = free_port();
+    snprintf(port, sizeof(port), "%d", server_port);
     snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", server_port);
     for (; *argv; argv++)
-        args[n++] = !strcmp(*argv, "127.0.0.1:PORT") ? hostport : *argv;
+        args[n++] = !strcmp(*argv, "PORT")             ? port
+                    : !strcmp(*argv, "127.0.0.1:PORT") ? hostport
+                                                       : *argv;
     args[n] = NULL;
     server_pid = fork();
     assert_true(server_pid >= 0);
@@ -560,6 +563,77 @@ static void test_find_rate(void **state)
         fail_msg("a --find-rate that found its answer exits %d:\n%s%s", rc, out, eout);
 }
 
+/* Regression (white-box review, defect 3): --find-rate judged each rate on one step and never
+ * ran it again, so one stall of the server at 2,000/s answered 1,900/s for a server that keeps
+ * the bound up to 8,000/s. Here a server pauses 300 ms once, inside the second step (400/s):
+ * that step breaks p99=50ms, its rate is run again and keeps it, and the search goes on to the
+ * range's end; the answer says which break was not confirmed. */
+static void test_find_rate_retests_a_stall(void **state)
+{
+    char at[32];
+    const char *f;
+    int rc;
+
+    (void)state;
+    /* the steps: [0.02, 1.22] s after the launch, then the second's measured window [1.44,
+     * 2.44]: the pause, [1.9, 2.2] s after now, is inside it with 0.15 s either side for the
+     * server's start and the machine's load */
+    snprintf(at, sizeof(at), "%.0f", (wall() + 1.9) * 1000);
+    start_server((const char *[]){badserver, "PORT", "pauseat", at, "300", NULL});
+    rc = bench(server_port, "-c", "20", "--find-rate", "p99=50ms", "--rate-sweep", "200:1600:200",
+               "-d", "1", "--warmup", "0.2", "-q", NULL);
+    f = strstr(out, "\nfound        ");
+    /* the table and the found line (cmocka cuts a long message short) */
+    if (rc != 0 || !f || strtod(f + 14, NULL) != 1600)
+        fail_msg("rc %d: want 1600/s found, the pause's break not confirmed:%s", rc,
+                 strstr(out, "\nsteps ") ? strstr(out, "\nsteps ") : eout);
+    if (!strstr(f, "every rate up to the range's end (1600/s) kept it; a break not confirmed on "
+                   "re-test: ") ||
+        !strstr(out, "  no\n") || !strstr(out, "  yes (re-test 1 of "))
+        fail_msg("want the broken step, its re-test, and the note in the found line:%s",
+                 strstr(out, "\nsteps "));
+}
+
+/* Regression (white-box review, defect 9): a percentile was its bucket's midpoint even where
+ * the histogram knows the value: p100 (here p99.99 of fewer than 10,000 samples, and a
+ * second's p99 of at most 100) was not the max. Against a server with a fixed 20 ms service
+ * time the maxima fall anywhere in their buckets, 50 µs wide; each is printed as it is. */
+static void test_percentile_extremes_exact(void **state)
+{
+    char json[] = "/tmp/lfe-runs-json-XXXXXX";
+    const char *j;
+    int objects = 0, seconds = 0;
+
+    (void)state;
+    start_server((const char *[]){badserver, "PORT", "delay", "20", NULL});
+    close(mkstemp(json));
+    expect_clean(bench(server_port, "-c", "20", "--rate-sweep", "50:90:20", "-d", "0.6", "--json",
+                       json, "-q", NULL),
+                 -1);
+    j = slurp(json);
+    /* every latency object: the run's, the class's, each step's */
+    for (const char *p = j; (p = strstr(p + 1, "{\"samples\": "));) {
+        if (jnum(p, "samples") == 0 || jnum(p, "samples") >= 10000)
+            continue;
+        if (jnum(p, "p9999_us") != jnum(p, "max_us"))
+            fail_msg("p99.99 of %.0f samples is the max, %.3f µs; printed %.3f:\n%.300s",
+                     jnum(p, "samples"), jnum(p, "max_us"), jnum(p, "p9999_us"), p);
+        objects++;
+    }
+    /* every second of at most 100 responses: its p99 is its max */
+    for (const char *p = strstr(j, "\"series\": ["); (p = strstr(p + 1, "{\"t\": "));) {
+        if (jnum(p, "requests") == 0 || jnum(p, "requests") > 100)
+            continue;
+        if (jnum(p, "p99_us") != jnum(p, "max_us"))
+            fail_msg("a second's p99 of %.0f samples is its max, %.3f µs; printed %.3f",
+                     jnum(p, "requests"), jnum(p, "max_us"), jnum(p, "p99_us"));
+        seconds++;
+    }
+    if (objects < 5 || seconds < 2)
+        fail_msg("%d latency objects, %d seconds checked: want at least 5 and 2:\n%s", objects,
+                 seconds, out);
+}
+
 /* --json-stream -: a JSON object per line per second on stdout, flushed as the run goes. */
 static void test_json_stream(void **state)
 {
@@ -728,12 +802,15 @@ int main(void)
         cmocka_unit_test_teardown(test_start_at, teardown),
         cmocka_unit_test_teardown(test_opening, teardown),
         cmocka_unit_test_teardown(test_sigint_in_sweep, teardown),
+        cmocka_unit_test_teardown(test_find_rate_retests_a_stall, teardown),
+        cmocka_unit_test_teardown(test_percentile_extremes_exact, teardown),
     };
 
     lfbench = getenv("LFBENCH");
     lfepolld = getenv("LFEPOLLD");
-    if (!lfbench || !lfepolld) {
-        fprintf(stderr, "set LFBENCH and LFEPOLLD (make test does)\n");
+    badserver = getenv("BADSERVER");
+    if (!lfbench || !lfepolld || !badserver) {
+        fprintf(stderr, "set LFBENCH, LFEPOLLD and BADSERVER (make test does)\n");
         return 1;
     }
     if (getenv("TEST_SLOW"))
