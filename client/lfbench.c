@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -762,11 +763,15 @@ int main(int argc, char **argv)
         res.measured = res.wall;
     res.cpu_s = cpu_between(&ru0, &ru1, o.busy_poll, &res.poll_idle_s);
     /* the measured window: the (last) step's start after its warm-up; a sweep's steps follow
-     * the opening */
+     * the opening. A sweep's ends when its last step did (its last response, or the end of its
+     * drain): its steps' -d add up to less than that (the warm-ups between them, the drains),
+     * and merge takes end_wall - start_wall as the span the server was loaded. */
     res.start_wall =
         R.wall0 +
         (R.first_t0 > t_start ? (double)(R.first_t0 - t_start) / 1e9 + o.warmup : R.open_s);
     res.end_wall = res.start_wall + res.measured;
+    if (R.nsteps && R.step_end > t_start)
+        res.end_wall = fmax(res.start_wall, R.wall0 + (double)(R.step_end - t_start) / 1e9);
     res.open_s = R.open_s;
     res.open_at_start = R.open_at_start;
     res.connect_busy = (double)connect_ns / 1e9;

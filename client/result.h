@@ -59,8 +59,8 @@ struct bresult {
     uint64_t requests_asked; /* -n, 0 with -d */
     int agents;              /* runs merged into this one: 1 for a plain run */
     double start_wall;       /* the measured window, CLOCK_REALTIME seconds since the epoch */
-    double end_wall;
-    double window_spread; /* merged: the largest difference between the agents' start_wall */
+    double end_wall;         /* a sweep's: when its last step ended (its last response) */
+    double window_spread;    /* merged: the largest difference between the agents' start_wall */
     /* opening (long mode): how long it took until the connections were open */
     double open_s;       /* seconds from the start until the last connection opened */
     int open_at_start;   /* connections open when the measured window began */

@@ -594,6 +594,59 @@ static void test_find_rate_retests_a_stall(void **state)
                  strstr(out, "\nsteps "));
 }
 
+/* Regression (white-box review, defect 10): a sweep's end_wall was its start plus the steps'
+ * -d, not the end of its last step: against a server that answers every request 300 ms after
+ * it came, the responses came up to 1 s after it, and merge took the shorter span. */
+static void test_sweep_end_wall_is_the_last_response(void **state)
+{
+    char json[] = "/tmp/lfe-runs-json-XXXXXX", merged[] = "/tmp/lfe-runs-json-XXXXXX";
+    double start, end, t_exit, last_busy = 0;
+    const char *j;
+    int rc;
+
+    (void)state;
+    start_server((const char *[]){badserver, "PORT", "delay", "300", NULL});
+    close(mkstemp(json));
+    close(mkstemp(merged));
+    rc = bench(server_port, "-c", "100", "--rate-sweep", "100:200:100", "-d", "0.5", "--warmup",
+               "0.2", "--json", json, "-q", NULL);
+    t_exit = wall();
+    expect_clean(rc, -1);
+    /* merge's span: the union of the windows, here one window twice */
+    {
+        pid_t pid = fork();
+        int status;
+
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(60 * (unsigned)slow);
+            execl(lfbench, lfbench, "merge", "-q", "--json", merged, json, json, (char *)NULL);
+            _exit(127);
+        }
+        waitpid(pid, &status, 0);
+        assert_int_equal(status_of(status), 0);
+    }
+    j = slurp(json);
+    start = jnum(j, "start_wall");
+    end = jnum(j, "end_wall");
+    /* the windows: 0.5 s, the 300 ms answers to its last sends, 0.2 s of the next step's
+     * warm-up, 0.5 s, and the last answers 300 ms after the last sends */
+    if (!(end - start >= 0.5 + 0.3 + 0.2 + 0.5 + 0.3 - 0.02 && end <= t_exit))
+        fail_msg("start_wall %.3f, end_wall %.3f (%.3f s): want at least 1.78 s, before the exit "
+                 "at %.3f",
+                 start, end, end - start, t_exit);
+    /* every response came before end_wall: the last second with some began before it */
+    for (const char *p = strstr(j, "\"series\": ["); (p = strstr(p + 1, "{\"t\": "));)
+        if (jnum(p, "requests") > 0)
+            last_busy = jnum(p, "wall");
+    if (!(last_busy - 1 < end))
+        fail_msg("responses in the second that ends at %.3f: after end_wall %.3f", last_busy, end);
+    j = slurp(merged);
+    if (fabs(jnum(j, "measured_s") - (end - start)) > 0.002)
+        fail_msg("merge's span %.3f s, want end_wall - start_wall %.3f", jnum(j, "measured_s"),
+                 end - start);
+}
+
 /* Regression (white-box review, defect 9): a percentile was its bucket's midpoint even where
  * the histogram knows the value: p100 (here p99.99 of fewer than 10,000 samples, and a
  * second's p99 of at most 100) was not the max. Against a server with a fixed 20 ms service
@@ -803,6 +856,7 @@ int main(void)
         cmocka_unit_test_teardown(test_opening, teardown),
         cmocka_unit_test_teardown(test_sigint_in_sweep, teardown),
         cmocka_unit_test_teardown(test_find_rate_retests_a_stall, teardown),
+        cmocka_unit_test_teardown(test_sweep_end_wall_is_the_last_response, teardown),
         cmocka_unit_test_teardown(test_percentile_extremes_exact, teardown),
     };
 
