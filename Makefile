@@ -166,13 +166,13 @@ $(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/test_lfbench_runs: $(TOBJ)/int_test_lfbench_runs.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/test_merge: $(TOBJ)/int_test_merge.o $(TOBJ)/int_harness.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_sysctl: $(TOBJ)/int_test_sysctl.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)

@@ -19,8 +19,10 @@
  * route around a stalled server thread that real clients would hit). The schedule is kept by a
  * timerfd with a 1 ns timer slack: libev's epoll backend sleeps in whole milliseconds, which made
  * every open-loop request up to 1 ms late and put a 0.8 ms floor under the p50 it reported. A 10 ms
- * tick handles timeouts, reconnects, --connect-rate and the end of the run; a 1 s timer hands the
- * second's counters to the main thread under a lock taken once a second.
+ * tick handles timeouts, reconnects, --connect-rate and the end of the run; a periodic timer at
+ * each whole second of the wall clock hands that second's counters to the main thread under a
+ * lock taken once a second (whole wall-clock seconds, so that merge adds the same second of
+ * every agent, whenever each started).
  */
 #include "engine.h"
 
@@ -85,7 +87,8 @@ struct bconn {
 struct watchers {
     ev_io sockets; /* the thread's edge-triggered epoll set */
     ev_io send;    /* open loop: the timerfd of the next due send */
-    ev_timer tick, sec;
+    ev_timer tick;
+    ev_periodic sec; /* at each whole second of the wall clock: merge adds agents' seconds */
     ev_async stop, cmd;
 };
 
@@ -854,7 +857,7 @@ static void publish(struct bthread *t)
         hist_init(&t->cur_mlat);
 }
 
-static void on_sec(struct ev_loop *loop, ev_timer *w, int revents)
+static void on_sec(struct ev_loop *loop, ev_periodic *w, int revents)
 {
     (void)loop;
     (void)revents;
@@ -1096,9 +1099,9 @@ void *engine_main(void *arg)
     ev_timer_init(&w->tick, on_tick, TICK, TICK);
     w->tick.data = t;
     ev_timer_start(t->loop, &w->tick);
-    ev_timer_init(&w->sec, on_sec, 1.0, 1.0);
+    ev_periodic_init(&w->sec, on_sec, 0.0, 1.0, NULL);
     w->sec.data = t;
-    ev_timer_start(t->loop, &w->sec);
+    ev_periodic_start(t->loop, &w->sec);
     if (t->open_loop && !t->o->busy_poll) {
         /* Sleeps end when asked, not up to 50 µs later (the default slack), for this thread. */
         prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);

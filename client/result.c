@@ -1119,14 +1119,16 @@ static double series_origin(const struct bresult *r)
     return r->nseries ? r->series[0].wall - r->series[0].t : r->start_wall;
 }
 
-/* A second's bucket: the whole second of the epoch (K, K+1] its end falls in. A merged
- * second's wall is K+1 exactly, so merging again keeps it in K: the merge stays associative.
- * Bucketing on a grid shared by every agent (not one agent's phase) also means an agent whose
- * seconds end near a whole second may put two seconds in one bucket and none in the next: the
- * counts and histograms are still all there (summed), only the shape shows the jitter. */
+/* A second's bucket: the whole second of the epoch (K, K+1] its end falls in. lfbench's seconds
+ * are the wall clock's (engine.c publishes at each whole second), so each is a bucket of its
+ * own, and a stall seen by every agent at one instant lands in one merged second whenever each
+ * agent started; only a run's first and last seconds are shorter. A merged second's wall is
+ * K+1 exactly, so merging again keeps it in K: the merge stays associative. The microsecond of
+ * slack keeps a whole second that went through %.6f in its own bucket. (Files from an lfbench
+ * before the alignment have seconds that end anywhere: each goes to the second it ends in.) */
 static long long bucket_of(double wall)
 {
-    return (long long)ceil(wall) - 1;
+    return (long long)ceil(wall - 1e-6) - 1;
 }
 
 struct sref {

@@ -30,7 +30,9 @@ void hcompact_free(struct hcompact *c);
 /* One second of the run (the last may be shorter). */
 struct bsecond {
     double t;    /* seconds since the run's start, at the end of this second */
-    double wall; /* the same instant, CLOCK_REALTIME seconds since the epoch: merge aligns by it */
+    double wall; /* the same instant, CLOCK_REALTIME seconds since the epoch: a whole second
+                  * (the run's seconds are the wall clock's), but for the run's last, shorter
+                  * one; merge adds the seconds of all agents that end at the same one */
     struct bcount c;
     struct hcompact lat; /* latencies completed in this second, warm-up included */
     int open;            /* connections open at its end */
