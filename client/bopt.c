@@ -48,10 +48,13 @@ static const char usage[] =
     "  --expect len32       a response is a 4-byte big-endian length, then that many bytes\n"
     "  --expect bytes N     a response is exactly N bytes\n"
     "  --expect http        HTTP/1.1 responses framed by Content-Length, chunked encoding or\n"
-    "                       the close; 1xx skipped, HEAD/204/304 bodiless; non-2xx statuses\n"
-    "                       counted (not errors); keep-alive and Connection: close honoured: a\n"
-    "                       close is a reconnect, and requests pipelined behind it are sent\n"
-    "                       again (closed loop) or counted closed and lost (-R)\n"
+    "                       the close; 1xx skipped, HEAD/204/304 bodiless; a status outside\n"
+    "                       --ok-status is counted as non-2xx: not an error, but it breaks a\n"
+    "                       --rate-sweep or --find-rate step; keep-alive and Connection: close\n"
+    "                       honoured: a close is a reconnect, and requests pipelined behind it\n"
+    "                       are sent again (closed loop) or counted closed and lost (-R)\n"
+    "  --ok-status LIST     --expect http: the statuses that are answers, e.g. 2xx,404 or\n"
+    "                       200-299,301 (default 2xx); any other is counted as non-2xx\n"
     "  --request FILE       the raw HTTP/1.x request to send with --expect http (default:\n"
     "                       GET / with the target as Host); LF line ends in its head are sent\n"
     "                       as CRLF\n"
@@ -69,7 +72,8 @@ static const char usage[] =
     "  --rate-sweep F:T:S   open-loop steps from F to T requests/s by S, each with its own\n"
     "                       warm-up and -d, on the same connections; a row per step\n"
     "  --find-rate pP=LAT   the highest rate whose pP latency stays within LAT (e.g. p99=1ms);\n"
-    "                       searches within --rate-sweep's range if given\n"
+    "                       searches within --rate-sweep's range if given; a rate whose step\n"
+    "                       breaks it is run again, and counts as broken on 2 of 3 tries\n"
     "  --max-errors N       exit non-zero when errors exceed N (default 0)\n"
     "  -q                   no per-second progress lines\n"
     "  -h, --help           this text\n"
@@ -222,6 +226,42 @@ static int parse_sweep(const char *s, struct bopt *o)
     return 0;
 }
 
+int bopt_parse_statuses(const char *s, uint64_t *ok)
+{
+    const char *p = s;
+
+    memset(ok, 0, 10 * sizeof(*ok));
+    for (;;) {
+        long a, b;
+        char *end;
+
+        if (p[0] >= '1' && p[0] <= '5' && (p[1] == 'x' || p[1] == 'X') &&
+            (p[2] == 'x' || p[2] == 'X')) {
+            a = (p[0] - '0') * 100;
+            b = a + 99;
+            end = (char *)p + 3;
+        } else {
+            if (*p < '0' || *p > '9')
+                return -EINVAL;
+            a = b = strtol(p, &end, 10);
+            if (*end == '-') {
+                if (end[1] < '0' || end[1] > '9')
+                    return -EINVAL;
+                b = strtol(end + 1, &end, 10);
+            }
+            if (a < 100 || b > 599 || a > b)
+                return -EINVAL;
+        }
+        for (long c = a; c <= b; c++)
+            ok[c / 64] |= 1ull << (c % 64);
+        if (*end == '\0')
+            return 0;
+        if (*end != ',')
+            return -EINVAL;
+        p = end + 1;
+    }
+}
+
 /* "p99=1ms": the percentile (0 < p < 100, or 100 for the max) and the bound in µs. */
 static int parse_find(const char *s, double *pct, double *bound_us)
 {
@@ -288,6 +328,7 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                                              "--rate-sweep",
                                              "--find-rate",
                                              "--open-timeout",
+                                             "--ok-status",
                                              NULL};
     bool have_d = false, have_n = false, have_size = false, have_request = false;
 
@@ -301,6 +342,7 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
     o->size = 64;
     o->expect = EXPECT_ECHO;
     o->open_timeout = -1; /* the default depends on -c */
+    bopt_parse_statuses("2xx", o->ok_status);
 
     for (int i = 1; i < argc; i++) {
         struct arg a;
@@ -474,6 +516,12 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                 BAD("--find-rate: '%s' is not pP=LATENCY, e.g. p99=1ms or p99.9=500us (units "
                     "ns, us, ms, s)",
                     val);
+        } else if (!strcmp(name, "--ok-status")) {
+            if (strlen(val) > 200 || bopt_parse_statuses(val, o->ok_status) < 0)
+                BAD("--ok-status: '%s' is not a list of HTTP statuses from 100 to 599, e.g. "
+                    "2xx,404 or 200-299,301",
+                    val);
+            o->ok_status_arg = val;
         } else if (!strcmp(name, "--max-errors")) {
             if (parse_int(val, 0, 1e15, &v) < 0)
                 BAD("--max-errors: '%s' is not a count of 0 or more", val);
@@ -507,6 +555,8 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
     if (have_request && o->expect != EXPECT_HTTP)
         BAD("--request is an HTTP request file and needs --expect http; for other protocols "
             "use --payload");
+    if (o->ok_status_arg && o->expect != EXPECT_HTTP)
+        BAD("--ok-status names the HTTP statuses that count as answers and needs --expect http");
     if (o->reconnect_every && o->mode != MODE_LONG)
         BAD("--reconnect-every needs --mode long: a short connection carries one request");
     if ((o->sweep_step > 0 || o->find_pct > 0) && o->rate > 0)

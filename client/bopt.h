@@ -55,6 +55,8 @@ struct bopt {
     double sweep_from, sweep_to, sweep_step;  /* --rate-sweep FROM:TO:STEP (sweep_step 0: off) */
     double find_pct;                          /* --find-rate pP=BOUND: the percentile (0: off) */
     double find_bound_us;                     /* ... and its bound, µs */
+    uint64_t ok_status[10];                   /* bit S: status S answers (--ok-status) */
+    const char *ok_status_arg;                /* --ok-status as given, NULL: 2xx */
     double open_timeout;                      /* --open-timeout seconds: wait for connections */
     uint64_t max_errors;                      /* --max-errors */
     bool quiet;                               /* -q: no progress lines */
@@ -65,6 +67,17 @@ struct bopt {
 };
 
 enum bopt_result { BOPT_RUN = 0, BOPT_EXIT = 1, BOPT_ERROR = -1 };
+
+/* Whether HTTP status s is one --ok-status accepts (200-299 unless it names others): any other
+ * is counted (http_non2xx), and breaks a --rate-sweep or --find-rate step. */
+static inline bool bopt_status_ok(const struct bopt *o, unsigned s)
+{
+    return s < 64 * 10 && (o->ok_status[s / 64] >> (s % 64) & 1);
+}
+
+/* Parses --ok-status's LIST ("2xx,404", "200-299,301": codes, Nxx classes, ranges, from 100 to
+ * 599) into the bit set ok (ok[10], cleared first). Returns 0 or -EINVAL. */
+int bopt_parse_statuses(const char *s, uint64_t *ok);
 
 /* Defaults, then argv. Resolves the target numerically (no DNS). Returns an enum bopt_result;
  * on BOPT_ERROR err holds one line saying what is wrong and what to do. */

@@ -72,6 +72,7 @@ struct bstepres {
     uint64_t intended, behind, unsent; /* open loop: sends due in the measured window */
     uint64_t t_from, t_to; /* CLOCK_MONOTONIC ns: the window's start (after the warm-up), and the
                             * end of the step's last request (response or failure), 0 if none */
+    uint64_t over_bound;   /* --find-rate: latencies above its bound, counted exactly */
 };
 
 /* One load thread. Everything in it is touched by its thread only, except pub (under pub_lock,

@@ -61,23 +61,35 @@ void hist_merge(struct hist *dst, const struct hist *src)
         dst->max = src->max;
 }
 
+uint64_t hist_rank(uint64_t count, double p)
+{
+    uint64_t rank;
+
+    if (count == 0)
+        return 0;
+    rank = (uint64_t)(p / 100.0 * (double)count + 0.9999999);
+    return rank < 1 ? 1 : rank > count ? count : rank;
+}
+
 uint64_t hist_percentile(const struct hist *h, double p)
 {
-    uint64_t rank, seen = 0, lo, hi, v;
+    uint64_t rank = hist_rank(h->count, p), seen = 0, lo, hi;
 
     if (h->count == 0)
         return 0;
-    rank = (uint64_t)(p / 100.0 * (double)h->count + 0.9999999);
-    if (rank < 1)
-        rank = 1;
-    if (rank > h->count)
-        rank = h->count;
+    if (rank == 1) /* the extremes are kept exactly: no estimate where the value is known */
+        return h->min;
+    if (rank == h->count)
+        return h->max;
     for (unsigned i = 0; i < HIST_BUCKETS; i++) {
         seen += h->b[i];
         if (seen >= rank) {
             hist_range(i, &lo, &hi);
-            v = lo + (hi - lo) / 2;
-            return v < h->min ? h->min : v > h->max ? h->max : v;
+            if (lo < h->min) /* the min's bucket holds nothing below the min */
+                lo = h->min;
+            if (hi > h->max) /* nor the max's anything above the max */
+                hi = h->max;
+            return lo <= hi ? lo + (hi - lo) / 2 : hi; /* lo > hi: min/max not its own */
         }
     }
     return h->max;

@@ -25,9 +25,16 @@ void hist_record(struct hist *h, uint64_t v);
 /* dst += src */
 void hist_merge(struct hist *dst, const struct hist *src);
 
-/* The value at percentile p (0 < p <= 100): the smallest recorded value v such that at least p%
- * of values are <= v, within 0.4% (bucket midpoint, clamped to the exact min and max). Returns
- * 0 when empty. */
+/* The rank of percentile p (0 < p <= 100) among count values: the percentile is the rank-th
+ * smallest, the smallest v such that at least p% of the values are <= v. 1 to count (0 when
+ * count is 0). --find-rate judges its bound on this rank with an exact count. */
+uint64_t hist_rank(uint64_t count, double p);
+
+/* The value at percentile p (0 < p <= 100): the rank-th smallest recorded value (hist_rank).
+ * Exact where the histogram knows it: the min for rank 1, the max for the last rank (p100), and
+ * every value below 256 ns. Otherwise the midpoint of what its bucket can hold, the bucket cut
+ * to [min, max] (so a percentile in the max's bucket lies between the bucket's floor and the
+ * max): within 0.4% of the true value. Returns 0 when empty. */
 uint64_t hist_percentile(const struct hist *h, double p);
 
 /* Bucket index of v, and the [lo, hi] range of values a bucket holds (for tests). */

@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -217,6 +218,7 @@ struct run {
     bool *joined;
     uint64_t t_start; /* CLOCK_MONOTONIC ns: the run's time 0 (the threads start opening) */
     double wall0;     /* the same instant, seconds since the epoch */
+    double next_sec;  /* the whole wall-clock second whose end the next collect() takes */
     struct second *series;
     size_t nsec, capsec;
     FILE *stream;               /* --json-stream */
@@ -230,7 +232,7 @@ struct run {
     struct bstep *steps; /* --rate-sweep, --find-rate */
     size_t nsteps, capsteps;
     double found_rate;
-    char found_why[256];
+    char found_why[512];
     double open_s;     /* seconds until every connection was open (or --open-timeout) */
     int open_at_start; /* connections open when the first step began */
 };
@@ -253,11 +255,12 @@ static int sum_open(const struct run *r)
     return n;
 }
 
-/* One second's counters from every thread: into the series, a progress line, --json-stream. */
-static int collect(struct run *r, uint64_t now)
+/* One second's counters from every thread, up to the wall-clock time end (a whole second, but
+ * for the run's last): into the series, a progress line, --json-stream. */
+static int collect(struct run *r, double end)
 {
     const struct bopt *o = r->o;
-    struct second s = {.t = (double)(now - r->t_start) / 1e9};
+    struct second s = {.t = end - r->wall0, .wall = end};
     struct hist *h = malloc(sizeof(*h)), *m = r->hdr ? malloc(sizeof(*m)) : NULL;
     double len;
 
@@ -290,7 +293,6 @@ static int collect(struct run *r, uint64_t now)
         pthread_mutex_unlock(&t->pub_lock);
     }
     s.open = sum_open(r);
-    s.wall = r->wall0 + s.t;
     s.p50 = hist_percentile(h, 50);
     s.p99 = hist_percentile(h, 99);
     if (hcompact_from(&s.lat, h) < 0) {
@@ -308,6 +310,7 @@ static int collect(struct run *r, uint64_t now)
         }
     }
     r->series[r->nsec++] = s;
+    r->next_sec = floor(end) + 1;
     len = s.t - (r->nsec > 1 ? r->series[r->nsec - 2].t : 0.0);
     if (!o->quiet)
         fprintf(stderr, "%6.1fs %10.0f req/s  p99 %9.1f µs  errors %llu  open %d%s%s\n", s.t,
@@ -341,7 +344,8 @@ static int collect(struct run *r, uint64_t now)
 static int run_tick(struct run *r)
 {
     struct timespec tick = {0, 10 * 1000000L};
-    uint64_t now, due;
+    uint64_t now;
+    double wall;
 
     nanosleep(&tick, NULL);
     if (interrupted) { /* every tick: a step commanded just before may not have begun */
@@ -356,10 +360,14 @@ static int run_tick(struct run *r)
                        ? "measure"
                        : "drain";
     }
-    /* 30 ms after each whole second of the threads' (which started at t_start), so their
-     * one-second timers have published */
-    due = r->t_start + (uint64_t)(r->nsec + 1) * 1000000000ull + 30 * 1000000ull;
-    return now >= due ? collect(r, now) : 0;
+    /* 30 ms after each whole second of the wall clock, so that the threads' periodic timers
+     * (engine.c: at the same whole seconds) have published it. Each agent's seconds are then
+     * the same seconds, whenever it started, and merge adds them as they are. A second missed
+     * (the main thread held up) goes into the next: its counts are not lost. */
+    wall = wall_now();
+    if (wall < r->next_sec + 0.030)
+        return 0;
+    return collect(r, floor(wall - 0.030));
 }
 
 /* Whether every thread has finished step k. */
@@ -416,6 +424,7 @@ static void gather_step(struct run *r, struct bstep *st, double rate, double cpu
         st->intended += s->intended;
         st->behind += s->behind;
         st->unsent += s->unsent;
+        st->over_bound += s->over_bound;
     }
     st->measured =
         r->o->duration > 0 && !interrupted ? r->o->duration : (double)ns / 1e9 - r->o->warmup;
@@ -505,6 +514,7 @@ int main(int argc, char **argv)
                     .t_start = t_start,
                     .wall0 = wall_now() + ((double)t_start - (double)now_ns()) / 1e9,
                     .phase = "opening"};
+    R.next_sec = floor(R.wall0) + 1; /* the threads' first whole second ends there */
     FILE *jf = NULL;
 
     if (o.json && !(jf = fopen(o.json, "we"))) {
@@ -649,15 +659,22 @@ int main(int argc, char **argv)
                 st = &R.steps[R.nsteps++];
                 gather_step(&R, st, rate, cpu_between(&ra, &rb, o.busy_poll, &idle), tb - ta);
                 sweep_judge(&sw, st);
-                if (!o.quiet)
+                if (!o.quiet) {
                     fprintf(stderr,
                             "step %d: %.0f/s intended, %.0f/s done, p50 %.1f µs, p99 %.1f µs, "
-                            "errors %llu, unsent %llu, client CPU %.0f%%%s\n",
+                            "errors %llu, unsent %llu, client CPU %.0f%%",
                             k, rate, (double)st->c.requests / st->measured,
                             us(hist_percentile(st->lat, 50)), us(hist_percentile(st->lat, 99)),
                             (unsigned long long)errors_of(&st->c), (unsigned long long)st->unsent,
-                            st->cpu_percent,
-                            o.find_pct > 0 ? (st->kept ? ", kept" : ", broke") : "");
+                            st->cpu_percent);
+                    if (o.expect == EXPECT_HTTP)
+                        fprintf(stderr, ", non-2xx %llu", (unsigned long long)st->c.http_non2xx);
+                    if (o.find_pct > 0)
+                        fprintf(stderr, "%s%s%s", st->attempt > 1 ? ", re-test" : "",
+                                st->kept ? ", kept" : ", broke",
+                                sw.retest ? " (no verdict yet: the rate runs again)" : "");
+                    fputc('\n', stderr);
+                }
             } else {
                 R.step_measured = o.duration > 0 && !interrupted ? o.duration : step_window(&R);
             }
@@ -673,9 +690,15 @@ int main(int argc, char **argv)
     while (reap(ts, joined, o.threads) < o.threads)
         if (run_tick(&R) < 0)
             return 2;
-    if (now_ns() > R.t_start + (uint64_t)((R.nsec ? R.series[R.nsec - 1].t : 0) * 1e9) + 5000000 &&
-        collect(&R, now_ns()) < 0) /* the last, short second, if there is one */
-        return 2;
+    {
+        /* The last, short second, if there is one. Within 30 ms after a whole second not yet
+         * collected, the threads' final counts hold that second and the few ms past it: they
+         * go to that second, where nearly all of them belong. */
+        double w = wall_now(), end = w >= R.next_sec && w < R.next_sec + 0.030 ? R.next_sec : w;
+
+        if (end > (R.nsec ? R.series[R.nsec - 1].wall : R.wall0) + 0.005 && collect(&R, end) < 0)
+            return 2;
+    }
     series = R.series;
     nsec = R.nsec;
     if (R.hdr) {
@@ -704,9 +727,10 @@ int main(int argc, char **argv)
     res.target = strdup(o.target);
     res.mode = strdup(mode_name[o.mode]);
     res.expect = strdup(o.expect == EXPECT_HTTP ? "http" : expect_name[o.expect]);
+    res.ok_status = strdup(o.ok_status_arg ? o.ok_status_arg : "2xx");
     res.lat = malloc(sizeof(*res.lat));
     res.clat = malloc(sizeof(*res.clat));
-    if (!res.target || !res.mode || !res.expect || !res.lat || !res.clat)
+    if (!res.target || !res.mode || !res.expect || !res.ok_status || !res.lat || !res.clat)
         return 2;
     res.conns = o.conns;
     res.threads = o.threads;
@@ -771,11 +795,15 @@ int main(int argc, char **argv)
         res.measured = res.wall;
     res.cpu_s = cpu_between(&ru0, &ru1, o.busy_poll, &res.poll_idle_s);
     /* the measured window: the (last) step's start after its warm-up; a sweep's steps follow
-     * the opening */
+     * the opening. A sweep's ends when its last step did (its last response, or the end of its
+     * drain): its steps' -d add up to less than that (the warm-ups between them, the drains),
+     * and merge takes end_wall - start_wall as the span the server was loaded. */
     res.start_wall =
         R.wall0 +
         (R.first_t0 > t_start ? (double)(R.first_t0 - t_start) / 1e9 + o.warmup : R.open_s);
     res.end_wall = res.start_wall + res.measured;
+    if (R.nsteps && R.step_end > t_start)
+        res.end_wall = fmax(res.start_wall, R.wall0 + (double)(R.step_end - t_start) / 1e9);
     res.open_s = R.open_s;
     res.open_at_start = R.open_at_start;
     res.connect_busy = (double)connect_ns / 1e9;

@@ -76,7 +76,8 @@ int merge_main(int argc, char **argv)
                     : rc == -EOVERFLOW ? "too many connections, threads or agents in all (over "
                                          "2^31)"
                                        : "cannot be merged with the files before it: a different "
-                                         "--mode, --expect, request classes or --rate-sweep steps");
+                                         "--mode, --expect, --ok-status, request classes or "
+                                         "--rate-sweep steps");
             rc = 2;
             goto out;
         }

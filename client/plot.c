@@ -132,14 +132,18 @@ static char *label_of(const char *path)
     return strndup(b, n);
 }
 
-/* A bucket's value as hist_percentile reports it: its midpoint, within the exact extremes. */
+/* A bucket's value as hist_percentile reports it between the extremes: the midpoint of what the
+ * bucket can hold, the bucket cut to [min, max]. */
 static uint64_t bucket_value(const struct hist *h, unsigned i)
 {
-    uint64_t lo, hi, v;
+    uint64_t lo, hi;
 
     hist_range(i, &lo, &hi);
-    v = lo + (hi - lo) / 2;
-    return v < h->min ? h->min : v > h->max ? h->max : v;
+    if (lo < h->min)
+        lo = h->min;
+    if (hi > h->max)
+        hi = h->max;
+    return lo <= hi ? lo + (hi - lo) / 2 : hi;
 }
 
 /* HdrHistogram's outputPercentileDistribution with 5 ticks per half distance: percentiles

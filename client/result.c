@@ -132,6 +132,7 @@ void result_free(struct bresult *r)
     free(r->target);
     free(r->mode);
     free(r->expect);
+    free(r->ok_status);
     free(r->lat);
     free(r->clat);
     for (int k = 0; k < BOPT_MAX_CLASSES; k++) {
@@ -193,26 +194,41 @@ static void print_lat(FILE *f, const char *indent, const char *label, const stru
             (unsigned long long)h->count);
 }
 
+/* The --ok-status a result's HTTP statuses were counted against. */
+static const char *ok_of(const struct bresult *r)
+{
+    return r->ok_status ? r->ok_status : "2xx";
+}
+
 static void print_steps(FILE *f, const struct bresult *r)
 {
-    bool find = r->found_why != NULL;
+    bool find = r->found_why != NULL, http = r->expect && !strcmp(r->expect, "http");
 
-    fprintf(f, "steps        %10s %10s %9s %9s %9s %8s %8s %8s %5s%s\n", "intended/s", "done/s",
+    fprintf(f, "steps        %10s %10s %9s %9s %9s %8s %8s %8s %5s%s%s\n", "intended/s", "done/s",
             "p50 µs", "p99 µs", "p99.9 µs", "errors", "behind", "unsent", "CPU%",
-            find ? "  kept" : "");
+            http ? "    non-2xx" : "", find ? "  kept" : "");
     for (size_t i = 0; i < r->nsteps; i++) {
         const struct bstep *st = &r->steps[i];
         const struct hist *h = st->lat;
 
-        fprintf(f, "  %-10zu %10.0f %10.1f %9.1f %9.1f %9.1f %8llu %8llu %8llu %5.0f%s\n", i + 1,
+        fprintf(f, "  %-10zu %10.0f %10.1f %9.1f %9.1f %9.1f %8llu %8llu %8llu %5.0f", i + 1,
                 st->rate, st->measured > 0 ? (double)st->c.requests / st->measured : 0.0,
                 h ? us(hist_percentile(h, 50)) : 0.0, h ? us(hist_percentile(h, 99)) : 0.0,
                 h ? us(hist_percentile(h, 99.9)) : 0.0, (unsigned long long)errors_of(&st->c),
-                (unsigned long long)st->behind, (unsigned long long)st->unsent, st->cpu_percent,
-                !find      ? ""
-                : st->kept ? "  yes"
-                           : "  no");
+                (unsigned long long)st->behind, (unsigned long long)st->unsent, st->cpu_percent);
+        if (http)
+            fprintf(f, " %10llu", (unsigned long long)st->c.http_non2xx);
+        if (find)
+            fprintf(f, "  %s", st->kept ? "yes" : "no");
+        if (find && st->attempt > 1)
+            fprintf(f, " (re-test %d of %.0f/s)", st->attempt - 1, st->rate);
+        fputc('\n', f);
     }
+    if (http)
+        fprintf(f,
+                "             non-2xx: responses with a status other than %s, which break a "
+                "step\n",
+                ok_of(r));
     if (find) {
         if (r->found_rate > 0)
             fprintf(f, "found        %.0f requests/s kept the bound: %s\n", r->found_rate,
@@ -280,8 +296,8 @@ void result_print(FILE *f, const struct bresult *r)
         fprintf(f, "reconnects   %llu connections closed cleanly and opened again\n",
                 (unsigned long long)r->reconnects);
     if (r->http_non2xx || (r->expect && !strcmp(r->expect, "http")))
-        fprintf(f, "http         %llu responses with a status other than 2xx\n",
-                (unsigned long long)r->http_non2xx);
+        fprintf(f, "http         %llu responses with a status other than %s\n",
+                (unsigned long long)r->http_non2xx, ok_of(r));
     fprintf(f, "client CPU   %.0f%% of one core over %.2f s, %.2f µs per request%s\n",
             100.0 * cpu / wall, wall, r->all_requests ? cpu * 1e6 / (double)r->all_requests : 0.0,
             100.0 * cpu / wall > 90.0 * r->threads ? " (saturated: the client may be the limit)"
@@ -449,6 +465,8 @@ int result_write_json(FILE *f, const struct bresult *r)
             r->conns, r->threads, r->pipeline, r->duration, (unsigned long long)r->requests_asked,
             r->warmup, r->timeout_ms, r->rate);
     json_str(f, r->expect);
+    fprintf(f, ", \"ok_status\": ");
+    json_str(f, ok_of(r));
     fprintf(f, ", \"linger0\": %s, \"busy_poll\": %s},\n", r->kr.linger0 ? "true" : "false",
             r->busy_poll ? "true" : "false");
     fprintf(f,
@@ -539,15 +557,16 @@ int result_write_json(FILE *f, const struct bresult *r)
         fprintf(f,
                 "%s\n    {\"rate\": %.3f, \"measured_s\": %.6f, \"requests\": %llu, \"qps\": %.3f, "
                 "\"bytes_in\": %llu, \"bytes_out\": %llu, \"lost\": %llu, \"intended\": %llu, "
-                "\"behind\": %llu, \"unsent\": %llu, ",
+                "\"behind\": %llu, \"unsent\": %llu, \"http_non2xx\": %llu, \"over_bound\": %llu, ",
                 k ? "," : "", st->rate, st->measured, (unsigned long long)st->c.requests,
                 st->measured > 0 ? (double)st->c.requests / st->measured : 0.0,
                 (unsigned long long)st->c.bytes_in, (unsigned long long)st->c.bytes_out,
                 (unsigned long long)st->c.lost, (unsigned long long)st->intended,
-                (unsigned long long)st->behind, (unsigned long long)st->unsent);
+                (unsigned long long)st->behind, (unsigned long long)st->unsent,
+                (unsigned long long)st->c.http_non2xx, (unsigned long long)st->over_bound);
         json_errors(f, &st->c);
-        fprintf(f, ", \"cpu_percent\": %.3f, \"kept\": %s, \"latency\": ", st->cpu_percent,
-                st->kept ? "true" : "false");
+        fprintf(f, ", \"cpu_percent\": %.3f, \"attempt\": %d, \"kept\": %s, \"latency\": ",
+                st->cpu_percent, st->attempt, st->kept ? "true" : "false");
         rc |= json_lat(f, st->lat);
         fputc('}', f);
     }
@@ -865,6 +884,13 @@ static void read_steps(struct rd *rd, const struct json *arr, struct bresult *r)
         st->intended = need_u64(rd, o, at, "intended");
         st->behind = need_u64(rd, o, at, "behind");
         st->unsent = need_u64(rd, o, at, "unsent");
+        /* absent from files written before they were: none counted */
+        if (json_get(o, "http_non2xx"))
+            st->c.http_non2xx = need_u64(rd, o, at, "http_non2xx");
+        if (json_get(o, "over_bound"))
+            st->over_bound = need_u64(rd, o, at, "over_bound");
+        if (json_get(o, "attempt"))
+            st->attempt = need_int(rd, o, at, "attempt");
         read_errors(rd, o, at, &st->c);
         st->cpu_percent = need_num(rd, o, at, "cpu_percent");
         st->kept = need_bool(rd, o, at, "kept");
@@ -902,6 +928,8 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
         return;
     r->mode = need_str(rd, cfg, "config", "mode");
     r->expect = need_str(rd, cfg, "config", "expect");
+    if (json_get(cfg, "ok_status")) /* absent before --ok-status existed: 2xx */
+        r->ok_status = need_str(rd, cfg, "config", "ok_status");
     r->conns = need_int(rd, cfg, "config", "connections");
     r->threads = need_int(rd, cfg, "config", "threads");
     r->pipeline = need_int(rd, cfg, "config", "pipeline");
@@ -1091,14 +1119,16 @@ static double series_origin(const struct bresult *r)
     return r->nseries ? r->series[0].wall - r->series[0].t : r->start_wall;
 }
 
-/* A second's bucket: the whole second of the epoch (K, K+1] its end falls in. A merged
- * second's wall is K+1 exactly, so merging again keeps it in K: the merge stays associative.
- * Bucketing on a grid shared by every agent (not one agent's phase) also means an agent whose
- * seconds end near a whole second may put two seconds in one bucket and none in the next: the
- * counts and histograms are still all there (summed), only the shape shows the jitter. */
+/* A second's bucket: the whole second of the epoch (K, K+1] its end falls in. lfbench's seconds
+ * are the wall clock's (engine.c publishes at each whole second), so each is a bucket of its
+ * own, and a stall seen by every agent at one instant lands in one merged second whenever each
+ * agent started; only a run's first and last seconds are shorter. A merged second's wall is
+ * K+1 exactly, so merging again keeps it in K: the merge stays associative. The microsecond of
+ * slack keeps a whole second that went through %.6f in its own bucket. (Files from an lfbench
+ * before the alignment have seconds that end anywhere: each goes to the second it ends in.) */
 static long long bucket_of(double wall)
 {
-    return (long long)ceil(wall) - 1;
+    return (long long)ceil(wall - 1e-6) - 1;
 }
 
 struct sref {
@@ -1193,6 +1223,7 @@ static int merge_steps(struct bresult *dst, const struct bresult *src)
         d->intended += s->intended;
         d->behind += s->behind;
         d->unsent += s->unsent;
+        d->over_bound += s->over_bound;
         /* the busiest agent: a client that limits the step shows in one of them */
         d->cpu_percent = fmax(d->cpu_percent, s->cpu_percent);
         d->kept = d->kept && s->kept;
@@ -1247,7 +1278,7 @@ int result_merge(struct bresult *dst, const struct bresult *src)
     int rc;
 
     if (!same_str(dst->mode, src->mode) || !same_str(dst->expect, src->expect) ||
-        dst->nclasses != src->nclasses)
+        strcmp(ok_of(dst), ok_of(src)) || dst->nclasses != src->nclasses)
         return -EINVAL;
     for (int k = 0; k < dst->nclasses; k++)
         if (!same_str(dst->cls[k].name, src->cls[k].name))

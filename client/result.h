@@ -30,7 +30,9 @@ void hcompact_free(struct hcompact *c);
 /* One second of the run (the last may be shorter). */
 struct bsecond {
     double t;    /* seconds since the run's start, at the end of this second */
-    double wall; /* the same instant, CLOCK_REALTIME seconds since the epoch: merge aligns by it */
+    double wall; /* the same instant, CLOCK_REALTIME seconds since the epoch: a whole second
+                  * (the run's seconds are the wall clock's), but for the run's last, shorter
+                  * one; merge adds the seconds of all agents that end at the same one */
     struct bcount c;
     struct hcompact lat; /* latencies completed in this second, warm-up included */
     int open;            /* connections open at its end */
@@ -38,25 +40,29 @@ struct bsecond {
 
 /* One step of --rate-sweep or --find-rate: its own measured window on the same connections. */
 struct bstep {
-    double rate;     /* intended requests/s */
-    double measured; /* seconds */
-    struct bcount c;
+    double rate;      /* intended requests/s */
+    double measured;  /* seconds */
+    struct bcount c;  /* c.http_non2xx: statuses --ok-status does not accept, which break it */
     struct hist *lat; /* owned */
     uint64_t intended, behind, unsent;
-    double cpu_percent; /* the client's CPU over the step, % of one core */
-    bool kept;          /* --find-rate: the step met the bound */
+    uint64_t over_bound; /* --find-rate: responses slower than its bound, counted exactly */
+    double cpu_percent;  /* the client's CPU over the step, % of one core */
+    int attempt;         /* --find-rate: 1 for a rate's first step, 2 and 3 for its re-tests */
+    bool kept;           /* the step met the bound (the staircase: failed nothing) */
 };
 
 struct bresult {
     /* the configuration (strings owned) */
     char *target, *mode, *expect;
+    char *ok_status; /* --ok-status as given ("2xx" by default); NULL when read from a file
+                      * without it (2xx) */
     int conns, threads, pipeline, timeout_ms;
     double duration, warmup, rate;
     uint64_t requests_asked; /* -n, 0 with -d */
     int agents;              /* runs merged into this one: 1 for a plain run */
     double start_wall;       /* the measured window, CLOCK_REALTIME seconds since the epoch */
-    double end_wall;
-    double window_spread; /* merged: the largest difference between the agents' start_wall */
+    double end_wall;         /* a sweep's: when its last step ended (its last response) */
+    double window_spread;    /* merged: the largest difference between the agents' start_wall */
     /* opening (long mode): how long it took until the connections were open */
     double open_s;       /* seconds from the start until the last connection opened */
     int open_at_start;   /* connections open when the measured window began */

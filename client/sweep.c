@@ -4,10 +4,21 @@
  * range's FROM (or 1,000/s) it doubles the rate while a step keeps the bound, then bisects
  * between the highest rate kept and the lowest broken until they are within STEP (or 5%). A
  * step keeps the bound when its percentile is within it and nothing failed: no error, no lost
- * response, no send left unsent (an open-loop latency counts from the intended send, so a
- * client that fell behind shows in the percentile too). A step whose client CPU reached
- * SWEEP_CLIENT_BUSY% of its threads ends the search: past that point lfbench, not the server,
- * sets the latency, and the answer would be the client's. */
+ * response, no send left unsent, no HTTP status outside --ok-status (a server that sheds load
+ * with 503s answers fast, and would otherwise keep any bound), and an open-loop latency counts
+ * from the intended send, so a client that fell behind shows in the percentile too.
+ *
+ * The percentile is judged exactly, not on the histogram's estimate (within 0.4%): the engine
+ * counts the responses slower than the bound, and the pP percentile (the rank-th smallest,
+ * hist_rank) is within the bound when at most count - rank of them were slower.
+ *
+ * One step is one sample of the server: a single stall (a collection, a page cache flush, this
+ * machine's other work) breaks the bound for that step alone, and would end the search's climb
+ * there. So a rate that broke is run again, and it is broken on the majority of up to
+ * SWEEP_TRIES steps; the summary names the rates that broke and were not confirmed.
+ *
+ * A step whose client CPU reached SWEEP_CLIENT_BUSY% of its threads ends the search: past that
+ * point lfbench, not the server, sets the latency, and the answer would be the client's. */
 #include "sweep.h"
 
 #include <math.h>
@@ -22,6 +33,7 @@ void sweep_init(struct sweep *s, const struct bopt *o)
     s->step = o->sweep_step;
     s->pct = o->find_pct;
     s->bound_ns = o->find_bound_us * 1000.0;
+    s->ok = o->ok_status_arg ? o->ok_status_arg : "2xx";
     s->threads = o->threads;
 }
 
@@ -40,46 +52,115 @@ static void rate_str(char *buf, size_t len, double r)
     snprintf(buf, len, r >= 100 ? "%.0f/s" : "%.3g/s", r);
 }
 
-void sweep_judge(struct sweep *s, struct bstep *st)
+/* The step's own verdict into st->kept; for --find-rate, why it broke into why. */
+static void step_verdict(const struct sweep *s, struct bstep *st, char *why, size_t len)
 {
-    double p = st->lat && st->lat->count ? (double)hist_percentile(st->lat, s->pct) : 0;
-    uint64_t errors = errors_of(&st->c);
-    bool busy = st->cpu_percent >= SWEEP_CLIENT_BUSY * s->threads;
+    uint64_t errors = errors_of(&st->c), n = st->lat ? st->lat->count : 0, rank;
+    unsigned long long non2xx = st->c.http_non2xx, over = st->over_bound;
     char r[32];
 
+    why[0] = '\0';
     if (s->pct <= 0) {
-        st->kept = errors == 0 && st->unsent == 0 && st->c.lost == 0;
+        st->kept = errors == 0 && st->unsent == 0 && st->c.lost == 0 && non2xx == 0;
         return;
     }
-    st->kept = st->lat && st->lat->count > 0 && p <= s->bound_ns && errors == 0 &&
-               st->unsent == 0 && st->c.lost == 0;
+    rank = hist_rank(n, s->pct);
+    st->kept = false;
     rate_str(r, sizeof(r), st->rate);
-    if (st->kept) {
-        if (st->rate > s->lo_ok)
-            s->lo_ok = st->rate;
+    if (n == 0) {
+        snprintf(why, len, "no response at %s", r);
+    } else if (errors || st->c.lost) {
+        snprintf(why, len, "errors: %llu (%llu lost) at %s", (unsigned long long)errors,
+                 (unsigned long long)st->c.lost, r);
+    } else if (non2xx) {
+        snprintf(why, len, "%llu of %llu responses had a status other than %s at %s", non2xx,
+                 (unsigned long long)n, s->ok, r);
+    } else if (st->unsent) {
+        snprintf(why, len, "%llu sends never went out at %s: every connection was busy (add -c)",
+                 (unsigned long long)st->unsent, r);
+    } else if (st->over_bound > n - rank) { /* fewer than rank within it */
+        double p = (double)hist_percentile(st->lat, s->pct);
+        char est[48] = "";
+
+        /* the estimate may fall on the bound's side of its bucket: then say only "over" */
+        if (p > s->bound_ns)
+            snprintf(est, sizeof(est), " %.1f µs", p / 1000.0);
+        snprintf(why, len,
+                 "latency: p%g%s over %.1f µs at %s (%llu of %llu responses took longer; "
+                 "p%g allows %llu)",
+                 s->pct, est, s->bound_ns / 1000.0, r, over, (unsigned long long)n, s->pct,
+                 (unsigned long long)(n - rank));
     } else {
-        if (s->hi_bad == 0 || st->rate < s->hi_bad)
-            s->hi_bad = st->rate;
-        if (!st->lat || st->lat->count == 0)
-            snprintf(s->why, sizeof(s->why), "no response at %s", r);
-        else if (errors || st->c.lost)
-            snprintf(s->why, sizeof(s->why), "errors: %llu (%llu lost) at %s",
-                     (unsigned long long)errors, (unsigned long long)st->c.lost, r);
-        else if (st->unsent)
-            snprintf(s->why, sizeof(s->why),
-                     "%llu sends never went out at %s: every connection was busy (add -c)",
-                     (unsigned long long)st->unsent, r);
-        else
-            snprintf(s->why, sizeof(s->why), "latency: p%g %.1f µs over %.1f µs at %s", s->pct,
-                     p / 1000.0, s->bound_ns / 1000.0, r);
+        st->kept = true;
+    }
+}
+
+/* The rate `last` kept the bound. */
+static void rate_kept(struct sweep *s)
+{
+    char r[32];
+
+    if (s->broke) { /* it broke, and the re-tests outvoted it */
+        if (s->unconfirmed++ == 0) {
+            rate_str(r, sizeof(r), s->last);
+            snprintf(s->unconf, sizeof(s->unconf), "%s (kept it on %d of %d tries)", r,
+                     s->tries - s->broke, s->tries);
+        }
+    }
+    if (s->last > s->lo_ok)
+        s->lo_ok = s->last;
+    s->tries = s->broke = 0;
+}
+
+/* The rate `last` broke the bound. */
+static void rate_broken(struct sweep *s)
+{
+    if (s->hi_bad == 0 || s->last < s->hi_bad)
+        s->hi_bad = s->last;
+    if (s->tries > 1)
+        snprintf(s->why, sizeof(s->why), "%s; broke it on %d of %d tries", s->broke_why, s->broke,
+                 s->tries);
+    else
+        snprintf(s->why, sizeof(s->why), "%s", s->broke_why);
+    s->tries = s->broke = 0;
+}
+
+void sweep_judge(struct sweep *s, struct bstep *st)
+{
+    bool busy = st->cpu_percent >= SWEEP_CLIENT_BUSY * s->threads;
+    char why[sizeof(s->broke_why)], r[32];
+
+    step_verdict(s, st, why, sizeof(why));
+    if (s->pct <= 0)
+        return;
+    st->attempt = ++s->tries;
+    s->retest = false;
+    if (!st->kept) {
+        s->broke++;
+        memcpy(s->broke_why, why, sizeof(why));
     }
     if (busy) {
+        /* a re-test would only measure the client again: this step decides, and ends it */
+        if (st->kept)
+            rate_kept(s);
+        else
+            rate_broken(s);
+        rate_str(r, sizeof(r), st->rate);
         snprintf(s->why, sizeof(s->why),
                  "the client: lfbench's CPU reached %.0f%% of its %d thread%s at %s, so past "
                  "here it, not the server, sets the latency (add -t, or load from more hosts)",
                  st->cpu_percent, s->threads, s->threads == 1 ? "" : "s", r);
         s->done = true;
+        return;
     }
+    if (s->broke == 0)
+        rate_kept(s);
+    else if (s->broke > SWEEP_TRIES / 2)
+        rate_broken(s);
+    else if (s->tries - s->broke > SWEEP_TRIES / 2)
+        rate_kept(s);
+    else
+        s->retest = true;
 }
 
 /* Rounds r to the range's grid (FROM + k × STEP) when there is one. */
@@ -104,6 +185,8 @@ static double find_next(struct sweep *s)
                  "%sgave up after %d steps", s->why[0] ? "; " : "", SWEEP_MAX_FIND);
         return 0;
     }
+    if (s->retest)
+        return s->last;
     if (s->hi_bad == 0) { /* every step so far kept it: go up */
         if (s->to > 0 && s->last >= s->to) {
             rate_str(a, sizeof(a), s->to);
@@ -150,9 +233,14 @@ double sweep_next(struct sweep *s)
     if (r > 0) {
         s->n++;
         s->last = r;
-    } else {
-        s->done = true;
+        return r;
     }
+    if (!s->ended && s->unconfirmed) { /* the answer's caveat: it is in the summary's line */
+        size_t len = strlen(s->why);
+        snprintf(s->why + len, sizeof(s->why) - len, "; a break not confirmed on re-test: %s%s",
+                 s->unconf, s->unconfirmed > 1 ? " and more (see the steps)" : "");
+    }
+    s->done = s->ended = true;
     return r;
 }
 

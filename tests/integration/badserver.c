@@ -26,6 +26,12 @@
  *                              resets it (SO_LINGER 0) at once, right behind the last echo. With
  *                              FILE, the requests answered in all so far are written to it (a
  *                              decimal line, rewritten at each)
+ *   badserver PORT pauseat AT MS  echo, but from the wall-clock time AT (epoch milliseconds)
+ *                              for MS ms neither accept, read nor answer: one pause that several
+ *                              clients see at the same instant
+ *   badserver PORT http503 RATE  answer each read (one HTTP request) with 200 while the rate of
+ *                              requests stays within RATE a second (a token bucket holding 50 ms
+ *                              of them), and with 503 beyond: a server that sheds load
  *   badserver PORT line        answer each '\n'-terminated line with "OK\n"
  *   badserver PORT len32       answer each '\n'-terminated line with a len32 frame "hello"
  *   badserver PORT http KIND   answer each read (one HTTP request) with a response of KIND:
@@ -108,6 +114,14 @@ static uint64_t now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static uint64_t now_ms(void)
@@ -214,7 +228,8 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: badserver PORT [echo|flip N|drop N|reset N|trunc N|truncrst N|between N|"
                 "unanswered N|"
-                "extra S N|stall F [T]|lifo K [CPU]|delay MS|nth N S fin|rst [FILE]|line|len32|"
+                "extra S N|stall F [T]|pauseat AT MS|http503 RATE|lifo K [CPU]|delay MS|"
+                "nth N S fin|rst [FILE]|line|len32|"
                 "http KIND]\n");
         return 2;
     }
@@ -263,9 +278,17 @@ int main(int argc, char **argv)
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
     printf("ready\n");
     fflush(stdout);
+    double tokens = every / 20.0 + 1; /* http503: a bucket of 50 ms of RATE */
+    uint64_t tokens_t = now_ms();
+
     for (;;) {
         int n;
 
+        if (!strcmp(mode, "pauseat") && wall_ms() >= (uint64_t)every) {
+            while (wall_ms() < (uint64_t)every + (uint64_t)arg2)
+                usleep(500);
+            mode = "echo";
+        }
         if (!strcmp(mode, "stall") && first && now_ms() >= first + (uint64_t)every) {
             /* the kernel still completes handshakes and queues requests meanwhile */
             if (arg2 < 0)
@@ -276,11 +299,11 @@ int main(int argc, char **argv)
             mode = "echo";
         }
         n = epoll_wait(ep, evs, 64,
-                       nheld                    ? 5
-                       : !strcmp(mode, "stall") ? 1
-                       : !strcmp(mode, "delay") ? answer_due()
-                       : !strcmp(mode, "nth")   ? fin_due()
-                                                : -1);
+                       nheld                                                ? 5
+                       : !strcmp(mode, "stall") || !strcmp(mode, "pauseat") ? 1
+                       : !strcmp(mode, "delay")                             ? answer_due()
+                       : !strcmp(mode, "nth")                               ? fin_due()
+                                                                            : -1);
         if (n == 0 && nheld)
             answer_held();
         for (int i = 0; i < n; i++) {
@@ -373,6 +396,24 @@ int main(int argc, char **argv)
                     struct linger lg = {1, 0};
                     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
                     close(fd);
+                }
+                continue;
+            }
+            if (!strcmp(mode, "http503")) {
+                static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                                  busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: "
+                                           "4\r\n\r\nbusy";
+                uint64_t t = now_ms();
+
+                tokens += (double)every * (double)(t - tokens_t) / 1000.0;
+                tokens_t = t;
+                if (tokens > every / 20.0 + 1)
+                    tokens = every / 20.0 + 1;
+                if (tokens >= 1) {
+                    tokens -= 1;
+                    write_all(fd, ok, sizeof(ok) - 1);
+                } else {
+                    write_all(fd, busy, sizeof(busy) - 1);
                 }
                 continue;
             }

@@ -1,8 +1,9 @@
 /* Integration tests of lfbench --expect http: against lfepolld --lua lua/http_hello.lua (long,
  * pipelined, short and open-loop modes; keep-alive, Connection: close and HEAD request files),
  * against nginx (a static file, a chunked gzip response, a 404 counted as non-2xx, its
- * keepalive_requests closes), and against tests/integration/badserver.c's http modes, whose
- * malformed responses must be counted as mismatches without a hang or a crash. */
+ * keepalive_requests closes, --ok-status), and against tests/integration/badserver.c's http
+ * modes, whose malformed responses must be counted as mismatches without a hang or a crash, and
+ * whose 503s above a rate must break --find-rate's steps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -409,6 +410,30 @@ static void test_nginx(void **state)
                        "300", "-q", NULL),
                  300);
     expect_non2xx(300);
+    /* --ok-status: a 404 this server is asked for on purpose is an answer */
+    expect_clean(bench(server_port, "--expect", "http", "--request", missing, "--ok-status",
+                       "2xx,404", "-c", "2", "-n", "300", "-q", NULL),
+                 300);
+    expect_non2xx(0);
+    assert_non_null(strstr(out, "responses with a status other than 2xx,404"));
+    /* ... and in a search, a 404 breaks every step unless --ok-status accepts it */
+    if (bench(server_port, "--expect", "http", "--request", missing, "-c", "4", "--find-rate",
+              "p99=200ms", "--rate-sweep", "100:200:100", "-d", "0.3", "-q", NULL) != 1 ||
+        !strstr(out, "found        no rate kept the bound: ") ||
+        !strstr(out, " responses had a status other than 2xx at 100/s"))
+        fail_msg("want no rate found for the 404s at 100/s:\n%s", out);
+    {
+        unsigned long a = 0, b = 0;
+        sscanf(strstr(out, "found        no rate kept the bound: ") + 37, "%lu of %lu", &a, &b);
+        if (a == 0 || a != b)
+            fail_msg("want every response of the step counted (%lu of %lu):\n%s", a, b, out);
+    }
+    if (bench(server_port, "--expect", "http", "--request", missing, "--ok-status", "404", "-c",
+              "4", "--find-rate", "p99=200ms", "--rate-sweep", "100:200:100", "-d", "0.3", "-q",
+              NULL) != 0 ||
+        !strstr(out, "found        200 requests/s kept the bound: every rate up to the range's "
+                     "end (200/s) kept it"))
+        fail_msg("want 200/s found with --ok-status 404:\n%s", out);
     /* a mix of the three; the default request (GET /) is a 200 of index.html too */
     {
         char mix[1024];
@@ -477,6 +502,100 @@ static void test_badserver_malformed(void **state)
     }
 }
 
+/* A number from JSON text: the first "name": in it, or -1. */
+static double jnum(const char *json, const char *name)
+{
+    char key[64];
+    const char *p;
+
+    snprintf(key, sizeof(key), "\"%s\": ", name);
+    p = strstr(json, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+/* The file's contents, NUL-terminated, in a static buffer (then removed). */
+static const char *slurp(const char *path)
+{
+    static char buf[1 << 20];
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+    buf[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    return buf;
+}
+
+/* Regression (white-box review, defect 1): --find-rate and --rate-sweep kept a step answered
+ * with 503s. Against a server that answers 200 up to 500 requests/s and 503 beyond, --find-rate
+ * answered the range's end (4,000/s, with 5,324 of 7,746 responses 503), and the steps' --json
+ * had no count of them. A status outside --ok-status (2xx by default) now breaks a step, and
+ * the table, the found line and each step's --json say how many there were. */
+static void test_find_rate_counts_503(void **state)
+{
+    const char *srv[] = {badserver, "PORT", "http503", "500", NULL};
+    char json[] = "/tmp/lfe-http-json-XXXXXX";
+    const char *f, *j, *st;
+    double found;
+    int rc, steps = 0;
+
+    (void)state;
+    start_server(srv);
+    close(mkstemp(json));
+    rc = bench(server_port, "--expect", "http", "-c", "20", "--find-rate", "p99=50ms",
+               "--rate-sweep", "250:2000:250", "-d", "0.5", "--warmup", "0.2", "--json", json, "-q",
+               NULL);
+    f = strstr(out, "\nfound        ");
+    if (!f)
+        fail_msg("rc %d, no found line:\n%s", rc, out);
+    found = strtod(f + 14, NULL);
+    /* 500/s is within the server's rate (its bucket holds 50 ms of it): 250 on a machine slow
+     * enough to bunch the sends */
+    if (rc != 0 || found < 250 || found > 500 ||
+        !strstr(f, " responses had a status other than 2xx at "))
+        fail_msg("rc %d: want 250 to 500/s found, for the 503s:%s", rc,
+                 strstr(out, "\nsteps ") ? strstr(out, "\nsteps ") : out);
+    if (!strstr(out, "    non-2xx  kept\n"))
+        fail_msg("the steps table has no non-2xx column:\n%s", out);
+    /* each step's --json: its count; a step with any is not kept, one at 1,000/s has half */
+    j = slurp(json);
+    st = strstr(j, "\"steps\": [");
+    assert_non_null(st);
+    for (const char *q = st; (q = strstr(q + 1, "{\"rate\": ")); steps++) {
+        double rate = jnum(q, "rate"), non2xx = jnum(q, "http_non2xx"), req = jnum(q, "requests");
+        const char *kept = strstr(q, "\"kept\": ");
+
+        assert_non_null(kept);
+        if (non2xx < 0 || (non2xx > 0) != !strncmp(kept + 8, "false", 5) ||
+            (rate <= 250 && non2xx > 0) || (rate >= 1000 && non2xx < req * 0.3))
+            fail_msg("step at %.0f/s: http_non2xx %.0f of %.0f, %.5s:\n%s", rate, non2xx, req,
+                     kept + 8, out);
+    }
+    assert_true(steps >= 4);
+
+    /* the statuses the user names as answers: 503 is one, and the whole range keeps it */
+    rc = bench(server_port, "--expect", "http", "--ok-status", "2xx,503", "-c", "20", "--find-rate",
+               "p99=50ms", "--rate-sweep", "250:2000:250", "-d", "0.5", "--warmup", "0.2", "-q",
+               NULL);
+    if (rc != 0 || !strstr(out, "found        2000 requests/s kept the bound: every rate up to "
+                                "the range's end (2000/s) kept it"))
+        fail_msg("rc %d: want 2000/s found with --ok-status 2xx,503:%s", rc,
+                 strstr(out, "\nsteps ") ? strstr(out, "\nsteps ") : out);
+    if (field("http") != 0 || !strstr(out, "other than 2xx,503, which break a step"))
+        fail_msg("want no response counted with --ok-status 2xx,503:\n%s", out);
+
+    /* the staircase: a step with 503s is not kept, and its --json says how many */
+    close(mkstemp(json));
+    rc = bench(server_port, "--expect", "http", "-c", "20", "--rate-sweep", "250:1000:750", "-d",
+               "0.5", "--warmup", "0.2", "--json", json, "-q", NULL);
+    j = slurp(json);
+    st = strstr(j, "{\"rate\": 1000.000");
+    if (rc != 0 || !st || jnum(st, "http_non2xx") < 100 || !strstr(st, "\"kept\": false"))
+        fail_msg("rc %d: want the 1000/s step not kept, with its 503s counted:\n%s\n%s", rc, out,
+                 st ? st : j);
+}
+
 /* Request files that are not one HTTP request: refused with one line naming the file. */
 static void test_bad_request_files(void **state)
 {
@@ -510,6 +629,7 @@ int main(void)
         cmocka_unit_test_teardown(test_badserver_wellformed, teardown),
         cmocka_unit_test_teardown(test_badserver_malformed, teardown),
         cmocka_unit_test_teardown(test_bad_request_files, teardown),
+        cmocka_unit_test_teardown(test_find_rate_counts_503, teardown),
     };
     static char script_path[4096];
     int rc;

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *lfbench, *lfepolld;
+static const char *lfbench, *lfepolld, *badserver;
 static int slow = 1;
 static pid_t server_pid;
 static int server_port;
@@ -80,17 +80,20 @@ static bool port_open(int port)
     return ok;
 }
 
-/* Starts a server: argv with "127.0.0.1:PORT" replaced by a free port. */
+/* Starts a server: argv with "PORT" (alone, or after "127.0.0.1:") replaced by a free port. */
 static void start_server(const char *const *argv)
 {
     const char *args[16];
-    char hostport[32];
+    char port[16], hostport[32];
     int n = 0, devnull;
 
     server_port = free_port();
+    snprintf(port, sizeof(port), "%d", server_port);
     snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", server_port);
     for (; *argv; argv++)
-        args[n++] = !strcmp(*argv, "127.0.0.1:PORT") ? hostport : *argv;
+        args[n++] = !strcmp(*argv, "PORT")             ? port
+                    : !strcmp(*argv, "127.0.0.1:PORT") ? hostport
+                                                       : *argv;
     args[n] = NULL;
     server_pid = fork();
     assert_true(server_pid >= 0);
@@ -560,10 +563,135 @@ static void test_find_rate(void **state)
         fail_msg("a --find-rate that found its answer exits %d:\n%s%s", rc, out, eout);
 }
 
-/* --json-stream -: a JSON object per line per second on stdout, flushed as the run goes. */
+/* Regression (white-box review, defect 3): --find-rate judged each rate on one step and never
+ * ran it again, so one stall of the server at 2,000/s answered 1,900/s for a server that keeps
+ * the bound up to 8,000/s. Here a server pauses 300 ms once, inside the second step (400/s):
+ * that step breaks p99=50ms, its rate is run again and keeps it, and the search goes on to the
+ * range's end; the answer says which break was not confirmed. */
+static void test_find_rate_retests_a_stall(void **state)
+{
+    char at[32];
+    const char *f;
+    int rc;
+
+    (void)state;
+    /* the steps: [0.02, 1.22] s after the launch, then the second's measured window [1.44,
+     * 2.44]: the pause, [1.9, 2.2] s after now, is inside it with 0.15 s either side for the
+     * server's start and the machine's load */
+    snprintf(at, sizeof(at), "%.0f", (wall() + 1.9) * 1000);
+    start_server((const char *[]){badserver, "PORT", "pauseat", at, "300", NULL});
+    rc = bench(server_port, "-c", "20", "--find-rate", "p99=50ms", "--rate-sweep", "200:1600:200",
+               "-d", "1", "--warmup", "0.2", "-q", NULL);
+    f = strstr(out, "\nfound        ");
+    /* the table and the found line (cmocka cuts a long message short) */
+    if (rc != 0 || !f || strtod(f + 14, NULL) != 1600)
+        fail_msg("rc %d: want 1600/s found, the pause's break not confirmed:%s", rc,
+                 strstr(out, "\nsteps ") ? strstr(out, "\nsteps ") : eout);
+    if (!strstr(f, "every rate up to the range's end (1600/s) kept it; a break not confirmed on "
+                   "re-test: ") ||
+        !strstr(out, "  no\n") || !strstr(out, "  yes (re-test 1 of "))
+        fail_msg("want the broken step, its re-test, and the note in the found line:%s",
+                 strstr(out, "\nsteps "));
+}
+
+/* Regression (white-box review, defect 10): a sweep's end_wall was its start plus the steps'
+ * -d, not the end of its last step: against a server that answers every request 300 ms after
+ * it came, the responses came up to 1 s after it, and merge took the shorter span. */
+static void test_sweep_end_wall_is_the_last_response(void **state)
+{
+    char json[] = "/tmp/lfe-runs-json-XXXXXX", merged[] = "/tmp/lfe-runs-json-XXXXXX";
+    double start, end, t_exit, last_busy = 0;
+    const char *j;
+    int rc;
+
+    (void)state;
+    start_server((const char *[]){badserver, "PORT", "delay", "300", NULL});
+    close(mkstemp(json));
+    close(mkstemp(merged));
+    rc = bench(server_port, "-c", "100", "--rate-sweep", "100:200:100", "-d", "0.5", "--warmup",
+               "0.2", "--json", json, "-q", NULL);
+    t_exit = wall();
+    expect_clean(rc, -1);
+    /* merge's span: the union of the windows, here one window twice */
+    {
+        pid_t pid = fork();
+        int status;
+
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(60 * (unsigned)slow);
+            execl(lfbench, lfbench, "merge", "-q", "--json", merged, json, json, (char *)NULL);
+            _exit(127);
+        }
+        waitpid(pid, &status, 0);
+        assert_int_equal(status_of(status), 0);
+    }
+    j = slurp(json);
+    start = jnum(j, "start_wall");
+    end = jnum(j, "end_wall");
+    /* the windows: 0.5 s, the 300 ms answers to its last sends, 0.2 s of the next step's
+     * warm-up, 0.5 s, and the last answers 300 ms after the last sends */
+    if (!(end - start >= 0.5 + 0.3 + 0.2 + 0.5 + 0.3 - 0.02 && end <= t_exit))
+        fail_msg("start_wall %.3f, end_wall %.3f (%.3f s): want at least 1.78 s, before the exit "
+                 "at %.3f",
+                 start, end, end - start, t_exit);
+    /* every response came before end_wall: the last second with some began before it */
+    for (const char *p = strstr(j, "\"series\": ["); (p = strstr(p + 1, "{\"t\": "));)
+        if (jnum(p, "requests") > 0)
+            last_busy = jnum(p, "wall");
+    if (!(last_busy - 1 < end))
+        fail_msg("responses in the second that ends at %.3f: after end_wall %.3f", last_busy, end);
+    j = slurp(merged);
+    if (fabs(jnum(j, "measured_s") - (end - start)) > 0.002)
+        fail_msg("merge's span %.3f s, want end_wall - start_wall %.3f", jnum(j, "measured_s"),
+                 end - start);
+}
+
+/* Regression (white-box review, defect 9): a percentile was its bucket's midpoint even where
+ * the histogram knows the value: p100 (here p99.99 of fewer than 10,000 samples, and a
+ * second's p99 of at most 100) was not the max. Against a server with a fixed 20 ms service
+ * time the maxima fall anywhere in their buckets, 50 µs wide; each is printed as it is. */
+static void test_percentile_extremes_exact(void **state)
+{
+    char json[] = "/tmp/lfe-runs-json-XXXXXX";
+    const char *j;
+    int objects = 0, seconds = 0;
+
+    (void)state;
+    start_server((const char *[]){badserver, "PORT", "delay", "20", NULL});
+    close(mkstemp(json));
+    expect_clean(bench(server_port, "-c", "20", "--rate-sweep", "50:90:20", "-d", "0.6", "--json",
+                       json, "-q", NULL),
+                 -1);
+    j = slurp(json);
+    /* every latency object: the run's, the class's, each step's */
+    for (const char *p = j; (p = strstr(p + 1, "{\"samples\": "));) {
+        if (jnum(p, "samples") == 0 || jnum(p, "samples") >= 10000)
+            continue;
+        if (jnum(p, "p9999_us") != jnum(p, "max_us"))
+            fail_msg("p99.99 of %.0f samples is the max, %.3f µs; printed %.3f:\n%.300s",
+                     jnum(p, "samples"), jnum(p, "max_us"), jnum(p, "p9999_us"), p);
+        objects++;
+    }
+    /* every second of at most 100 responses: its p99 is its max */
+    for (const char *p = strstr(j, "\"series\": ["); (p = strstr(p + 1, "{\"t\": "));) {
+        if (jnum(p, "requests") == 0 || jnum(p, "requests") > 100)
+            continue;
+        if (jnum(p, "p99_us") != jnum(p, "max_us"))
+            fail_msg("a second's p99 of %.0f samples is its max, %.3f µs; printed %.3f",
+                     jnum(p, "requests"), jnum(p, "max_us"), jnum(p, "p99_us"));
+        seconds++;
+    }
+    if (objects < 5 || seconds < 2)
+        fail_msg("%d latency objects, %d seconds checked: want at least 5 and 2:\n%s", objects,
+                 seconds, out);
+}
+
+/* --json-stream -: a JSON object per line per second on stdout, flushed as the run goes; the
+ * seconds are the wall clock's (but the last, shorter one). */
 static void test_json_stream(void **state)
 {
-    double t_launch = wall(), last_t = 0;
+    double t_launch = wall(), last_t = 0, gap = 1, walls[16];
     int objects = 0, rc;
 
     (void)state;
@@ -584,10 +712,15 @@ static void test_json_stream(void **state)
                 if (!memmem(l, len, keys[k], strlen(keys[k])))
                     fail_msg("no %s in %.*s", keys[k], (int)len, l);
             t = jnum(l, "t");
-            if (objects && (t - last_t > 1.1 || t - last_t < 0.05))
+            if (objects && gap < 0.05) /* only the last may be that short */
+                fail_msg("t %.3f after %.3f: want one a second:\n%s", last_t, last_t - gap, out);
+            gap = t - last_t;
+            if (objects && (gap > 1.1 || gap < 0.004))
                 fail_msg("t %.3f after %.3f: want one a second:\n%s", t, last_t, out);
             if (jnum(l, "wall") < t_launch || jnum(l, "wall") > wall() + 0.1)
                 fail_msg("wall %.3f outside the run:\n%s", jnum(l, "wall"), out);
+            if (objects < 16)
+                walls[objects] = jnum(l, "wall");
             last_t = t;
             objects++;
         }
@@ -595,6 +728,10 @@ static void test_json_stream(void **state)
     }
     if (objects < 3 || objects > 5)
         fail_msg("want 3 to 5 seconds' objects for a 2.5 s run:\n%s", out);
+    for (int k = 0; k < objects - 1; k++)
+        if (fabs(walls[k] - round(walls[k])) > 0.0006)
+            fail_msg("second %d ends at %.3f, not at a whole second of the wall clock:\n%s", k,
+                     walls[k], out);
 
     /* a path that cannot be written: one line, exit 2, no run */
     rc = bench(server_port, "-c", "2", "-d", "1", "--json-stream", "/nonexistent-dir/s.json", NULL);
@@ -728,12 +865,16 @@ int main(void)
         cmocka_unit_test_teardown(test_start_at, teardown),
         cmocka_unit_test_teardown(test_opening, teardown),
         cmocka_unit_test_teardown(test_sigint_in_sweep, teardown),
+        cmocka_unit_test_teardown(test_find_rate_retests_a_stall, teardown),
+        cmocka_unit_test_teardown(test_sweep_end_wall_is_the_last_response, teardown),
+        cmocka_unit_test_teardown(test_percentile_extremes_exact, teardown),
     };
 
     lfbench = getenv("LFBENCH");
     lfepolld = getenv("LFEPOLLD");
-    if (!lfbench || !lfepolld) {
-        fprintf(stderr, "set LFBENCH and LFEPOLLD (make test does)\n");
+    badserver = getenv("BADSERVER");
+    if (!lfbench || !lfepolld || !badserver) {
+        fprintf(stderr, "set LFBENCH, LFEPOLLD and BADSERVER (make test does)\n");
         return 1;
     }
     if (getenv("TEST_SLOW"))

@@ -1,7 +1,8 @@
 /* Integration test of lfbench merge: two lfbench processes at once against one lfepolld, each
  * with --json; their merge must hold the sum of their counts and the percentiles of the union
  * of their histograms, computed here from the files' bucket lists and the layout's definition
- * (not with lfbench's code); a file that is not lfbench's JSON fails with one line. */
+ * (not with lfbench's code); a file that is not lfbench's JSON fails with one line; two agents
+ * started half a second apart see one server stall in the same merged second. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,18 +10,22 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
 
 #define NBUCKETS (2 * 128 + 33 * 128) /* layout "hdr-2" */
 
-static const char *lfbench;
+static const char *lfbench, *badserver;
 static struct daemon srv;
+static pid_t bad_pid; /* a badserver, killed by teardown_bad */
 
 /* Starts lfbench with args (NULL-terminated), stdout and stderr into out_path. */
 static pid_t start(const char *out_path, const char *const *args)
@@ -129,15 +134,20 @@ static void buckets(const char *json, unsigned long long *b, unsigned long long 
 }
 
 /* The value at percentile pct of the buckets, by the layout's definition: exact below 256 ns,
- * then 128 buckets per power of two; a bucket reports its midpoint, within [min, max]. */
+ * then 128 buckets per power of two; the min at rank 1, the max at the last rank, else the
+ * midpoint of what the bucket can hold within [min, max]. */
 static unsigned long long percentile(const unsigned long long *b, unsigned long long count,
                                      unsigned long long min, unsigned long long max, double pct)
 {
     unsigned long long rank = (unsigned long long)(pct / 100.0 * (double)count + 0.9999999),
                        seen = 0;
 
+    if (rank <= 1)
+        return min;
+    if (rank >= count)
+        return max;
     for (unsigned i = 0; i < NBUCKETS; i++) {
-        unsigned long long lo, hi, v;
+        unsigned long long lo, hi;
 
         seen += b[i];
         if (seen < rank)
@@ -150,8 +160,9 @@ static unsigned long long percentile(const unsigned long long *b, unsigned long 
             lo = sub << shift;
             hi = ((sub + 1) << shift) - 1;
         }
-        v = lo + (hi - lo) / 2;
-        return v < min ? min : v > max ? max : v;
+        lo = lo < min ? min : lo;
+        hi = hi > max ? max : hi;
+        return lo + (hi - lo) / 2;
     }
     return max;
 }
@@ -213,7 +224,8 @@ static void test_two_agents(void **state)
         static const struct {
             double p;
             const char *key;
-        } ps[] = {{50, "p50_us"}, {90, "p90_us"}, {99, "p99_us"}, {99.9, "p999_us"}};
+        } ps[] = {
+            {50, "p50_us"}, {90, "p90_us"}, {99, "p99_us"}, {99.9, "p999_us"}, {99.99, "p9999_us"}};
         const char *lat = strstr(jm, "\n  \"latency\": {");
 
         for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
@@ -246,6 +258,143 @@ static void test_two_agents(void **state)
     unlink(oa);
     unlink(ob);
     unlink(om);
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_until(double t)
+{
+    double d = t - wall();
+
+    if (d > 0)
+        sleep_ms((long)(d * 1000));
+}
+
+static int teardown_bad(void **state)
+{
+    if (bad_pid > 0) {
+        kill(bad_pid, SIGKILL);
+        waitpid(bad_pid, NULL, 0);
+    }
+    bad_pid = 0;
+    return teardown(state);
+}
+
+/* A number from JSON text: the first "name": in it, or NAN. */
+static double jnum(const char *json, const char *name)
+{
+    char key[64];
+    const char *p;
+
+    snprintf(key, sizeof(key), "\"%s\": ", name);
+    p = strstr(json, key);
+    return p ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+/* The walls of the seconds of json's series whose max latency is at least min_us, into w[]
+ * (at most max); returns how many. *off: a second but the last that does not end at a whole
+ * second of the wall clock (its wall), or 0. */
+static int slow_seconds(const char *json, double min_us, double *w, int max, double *off)
+{
+    const char *p = strstr(json, "\"series\": [");
+    int n = 0, k = 0, total = 0;
+
+    assert_non_null(p);
+    *off = 0;
+    for (const char *q = p; (q = strstr(q + 1, "{\"t\": ")); total++)
+        ;
+    for (const char *q = p; (q = strstr(q + 1, "{\"t\": ")); k++) {
+        double wall_s = jnum(q, "wall");
+
+        if (k < total - 1 && fabs(wall_s - round(wall_s)) > 1e-6 && !*off)
+            *off = wall_s;
+        if (jnum(q, "max_us") >= min_us && n < max)
+            w[n++] = wall_s;
+    }
+    return n;
+}
+
+/* Regression (white-box review, defect 4): merge put each agent's second into the epoch second
+ * in which it ended, so agents whose seconds end at different points of a second were shifted
+ * by up to a second: one 200 ms stall of the server landed in two merged seconds. Two agents,
+ * started half a second apart, load a server that pauses 200 ms once, at a chosen wall-clock
+ * instant: each agent's seconds are the wall clock's, and the stall is in one merged second,
+ * the one it happened in. */
+static void test_stall_lands_in_one_second(void **state)
+{
+    char a[] = "/tmp/lfe-merge-a-XXXXXX", b[] = "/tmp/lfe-merge-b-XXXXXX",
+         m[] = "/tmp/lfe-merge-m-XXXXXX", o[] = "/tmp/lfe-merge-o-XXXXXX", at[32], port[16],
+         target[32];
+    double k = floor(wall()) + 2, wa[8], wb[8], wm[8], off;
+    char *ja, *jb, *jm, *text;
+    int rc, na, nb, nm, p = free_port();
+    pid_t pa, pb;
+
+    (void)state;
+    /* the pause from K + 2.15 to K + 2.35: its slow answers all come just after K + 2.35 */
+    snprintf(at, sizeof(at), "%.0f", (k + 2.15) * 1000);
+    snprintf(port, sizeof(port), "%d", p);
+    snprintf(target, sizeof(target), "127.0.0.1:%d", p);
+    bad_pid = fork();
+    assert_true(bad_pid >= 0);
+    if (bad_pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+
+        dup2(devnull, STDOUT_FILENO);
+        alarm(60 * (unsigned)slow);
+        execl(badserver, badserver, port, "pauseat", at, "200", (char *)NULL);
+        _exit(127);
+    }
+    close(mkstemp(a));
+    close(mkstemp(b));
+    close(mkstemp(m));
+    close(mkstemp(o));
+    /* A's seconds would end near K + 0.1 + n, B's near K + 0.6 + n: the stall's answers, at
+     * K + 2.35, in A's second that ends at K + 3.1 and in B's that ends at K + 2.6 */
+    sleep_until(k + 0.05);
+    pa = start(o, (const char *const[]){"-q", "-R", "400", "-c", "40", "-d", "3.3", "--json", a,
+                                        target, NULL});
+    sleep_until(k + 0.55);
+    pb = start(o, (const char *const[]){"-q", "-R", "400", "-c", "40", "-d", "3.3", "--json", b,
+                                        target, NULL});
+    rc = finish(pa);
+    if (rc)
+        fail_msg("lfbench A exited %d", rc);
+    rc = finish(pb);
+    if (rc)
+        fail_msg("lfbench B exited %d:\n%s", rc, (text = slurp(o)));
+    rc = finish(start(o, (const char *const[]){"merge", "-q", "--json", m, a, b, NULL}));
+    if (rc)
+        fail_msg("lfbench merge exited %d:\n%s", rc, (text = slurp(o)));
+    ja = slurp(a);
+    jb = slurp(b);
+    jm = slurp(m);
+    /* merged: the stall in the wall clock's second (K + 2, K + 3], and nowhere else */
+    nm = slow_seconds(jm, 150000, wm, 8, &off);
+    if (nm != 1 || wm[0] != k + 3)
+        fail_msg("merged: the stall ended at %.2f: want it in one second, ending at %.0f; got %d "
+                 "(%.3f, %.3f)",
+                 k + 2.35, k + 3, nm, nm ? wm[0] : 0, nm > 1 ? wm[1] : 0);
+    /* each agent's seconds are the wall clock's, the stall in the same one */
+    na = slow_seconds(ja, 150000, wa, 8, &off);
+    if (na != 1 || wa[0] != k + 3 || off)
+        fail_msg("A: %d slow seconds (%.3f); a second ends at %.6f", na, na ? wa[0] : 0, off);
+    nb = slow_seconds(jb, 150000, wb, 8, &off);
+    if (nb != 1 || wb[0] != k + 3 || off)
+        fail_msg("B: %d slow seconds (%.3f); a second ends at %.6f", nb, nb ? wb[0] : 0, off);
+    free(ja);
+    free(jb);
+    free(jm);
+    unlink(a);
+    unlink(b);
+    unlink(m);
+    unlink(o);
 }
 
 /* Bad files and bad usage: exit 2, one line naming the file. */
@@ -289,11 +438,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_two_agents, teardown),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test_teardown(test_stall_lands_in_one_second, teardown_bad),
     };
 
-    if (harness_init() < 0 || !(lfbench = getenv("LFBENCH"))) {
-        fprintf(stderr, "test_merge: set LFEPOLLD and LFBENCH\n");
+    if (harness_init() < 0 || !(lfbench = getenv("LFBENCH")) ||
+        !(badserver = getenv("BADSERVER"))) {
+        fprintf(stderr, "test_merge: set LFEPOLLD, LFBENCH and BADSERVER\n");
         return 1;
     }
+    if (getenv("TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

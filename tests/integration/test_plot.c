@@ -464,19 +464,25 @@ static bool port_open(int port)
     return ok;
 }
 
-/* A percentile of a compact histogram, walked here rather than through hist_percentile. */
+/* A percentile of a compact histogram, walked here rather than through hist_percentile: the min
+ * at rank 1, the max at the last rank, else the midpoint of the bucket cut to [min, max]. */
 static double compact_pct(const struct hcompact *c, double p)
 {
-    uint64_t rank = (uint64_t)ceil(p / 100.0 * (double)c->count - 1e-9), seen = 0, lo, hi, v;
+    uint64_t rank = (uint64_t)ceil(p / 100.0 * (double)c->count - 1e-9), seen = 0, lo, hi;
 
     if (rank < 1)
         rank = 1;
+    if (rank == 1)
+        return (double)c->min;
+    if (rank >= c->count)
+        return (double)c->max;
     for (uint32_t i = 0; i < c->n; i++) {
         seen += c->cnt[i];
         if (seen >= rank) {
             hist_range(c->idx[i], &lo, &hi);
-            v = lo + (hi - lo) / 2;
-            return (double)(v < c->min ? c->min : v > c->max ? c->max : v);
+            lo = lo < c->min ? c->min : lo;
+            hi = hi > c->max ? c->max : hi;
+            return (double)(lo + (hi - lo) / 2);
         }
     }
     return (double)c->max;

@@ -222,6 +222,19 @@ static void test_run_options_bad(void **state)
         snprintf(want, sizeof(want), "--find-rate: '%s' is not pP=LATENCY", finds[i]);
         expect_error(want, parse("--find-rate", finds[i], "127.0.0.1:1", NULL));
     }
+    static const char *const oks[] = {
+        "",        "2xx,", ",2xx",    "6xx",      "0xx",  "99",       "600",  "2x",
+        "2xxx",    "20x",  "300-200", "200-",     "-200", "200--300", "200 ", "abc",
+        "2xx;404", "1e2",  "200-600", "2xx,,404", "+200", "0200x",
+    };
+    for (size_t i = 0; i < sizeof(oks) / sizeof(oks[0]); i++) {
+        char want[96];
+        snprintf(want, sizeof(want), "--ok-status: '%s' is not a list of HTTP statuses", oks[i]);
+        expect_error(want, parse("--expect", "http", "--ok-status", oks[i], "127.0.0.1:1", NULL));
+    }
+    expect_error("--ok-status names the HTTP statuses that count as answers and needs --expect "
+                 "http",
+                 parse("--ok-status", "2xx", "127.0.0.1:1", NULL));
     expect_error("--open-timeout: '-1'", parse("--open-timeout", "-1", "127.0.0.1:1", NULL));
     expect_error("--open-timeout: 'x'", parse("--open-timeout", "x", "127.0.0.1:1", NULL));
     expect_error("--open-timeout: '3601'", parse("--open-timeout", "3601", "127.0.0.1:1", NULL));
@@ -292,6 +305,23 @@ static void test_run_options_good(void **state)
         parse("--find-rate", "p99=1ms", "--rate-sweep", "100:900:100", "127.0.0.1:1", NULL),
         BOPT_RUN);
     assert_true(o.find_pct == 99 && o.sweep_from == 100 && o.sweep_to == 900);
+
+    /* --ok-status: 2xx unless it names others */
+    assert_int_equal(parse("--expect", "http", "127.0.0.1:1", NULL), BOPT_RUN);
+    for (unsigned c = 0; c < 700; c++)
+        assert_int_equal(bopt_status_ok(&o, c), c >= 200 && c <= 299);
+    assert_null(o.ok_status_arg);
+    assert_int_equal(
+        parse("--expect", "http", "--ok-status", "2xx,404,500-502,3XX", "127.0.0.1:1", NULL),
+        BOPT_RUN);
+    assert_string_equal(o.ok_status_arg, "2xx,404,500-502,3XX");
+    for (unsigned c = 0; c < 700; c++)
+        assert_int_equal(bopt_status_ok(&o, c),
+                         (c >= 200 && c <= 399) || c == 404 || (c >= 500 && c <= 502));
+    assert_int_equal(parse("--expect", "http", "--ok-status", "100-599", "127.0.0.1:1", NULL),
+                     BOPT_RUN);
+    assert_true(bopt_status_ok(&o, 100) && bopt_status_ok(&o, 599) && !bopt_status_ok(&o, 99) &&
+                !bopt_status_ok(&o, 600));
 
     assert_int_equal(parse("--open-timeout", "2.5", "127.0.0.1:1", NULL), BOPT_RUN);
     assert_true(o.open_timeout == 2.5);
