@@ -578,6 +578,9 @@ static int co_run(lua_State *L, lua_State *co)
     sc->co[depth] = co;
     __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the entry, then the count the handler reads */
     sc->nco = depth + 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (sc->hooked) /* a timeout came before co was noted (a C function of this thread got it) */
+        lua_sethook(co, lua_gethook(L), lua_gethookmask(L), lua_gethookcount(L));
     rc = lua_pcall(L, n, LUA_MULTRET, 0);
     sc->nco = depth;
     if (rc != LUA_OK)

@@ -693,6 +693,7 @@ static int l_sock_setkeepalive(lua_State *L)
         return fail(L, "a call on it timed out: closed instead");
     }
     pool_put(s->sc, s);
+    s->sc->ls->used -= s->cap; /* fill() counted it */
     free(s->buf);
     s->buf = NULL;
     s->off = s->len = s->cap = 0;

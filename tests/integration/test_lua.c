@@ -629,7 +629,7 @@ static void test_lua_timeout_reaches_coroutines(void **state)
     const char *const args[] = {
         "--lua", "tests/lua/hostile.lua", "--lua-unsafe", "--workers", "2", "--lua-timeout-ms",
         timeout, "--lua-wall-timeout-ms", "1000",         NULL};
-    static const char *const loops[] = {"coloop\n", "conested\n"};
+    static const char *const loops[] = {"coloop\n", "conested\n", "coload\n"};
     struct daemon d;
     int good, fd;
 
@@ -638,7 +638,7 @@ static void test_lua_timeout_reaches_coroutines(void **state)
     start(&d, args);
     good = tcp_connect(d.port);
     ask(good, "cogen\n", "5000\n");
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         long t0 = now_ms();
 
         fd = tcp_connect(d.port);
@@ -679,7 +679,7 @@ static void test_lua_timeout_reaches_coroutines(void **state)
                      closed ? " and a close" : "");
         close(fd);
     }
-    assert_int_equal(total_stat(&d, "lua_timeouts"), 2);
+    assert_int_equal(total_stat(&d, "lua_timeouts"), 3);
     close(good);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     cleanup(&d);

@@ -784,6 +784,15 @@ static void test_lua_socket_bounds(void **state)
     snprintf(line, sizeof(line), "hold %d 64", ntohs(a.sin_port)); /* the last call's closed */
     expect(fd, line, "held 64");
     close(lfd);
+
+    /* (3) a buffer given back with setkeepalive() is given back to the count too: 16 KiB a
+     * call stayed counted, and after ~1,000 calls every receive failed under 16 MiB */
+    port = start_bad("echo", NULL);
+    snprintf(line, sizeof(line), "get %d again", port);
+    for (int i = 0; i < 1500; i++)
+        if (strcmp(cmd(fd, line, 10000), "got again"))
+            fail_msg("call %d over a kept-alive socket: '%s'", i, cmd(fd, line, 10000));
+    stop_bad();
     close(fd);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     cleanup(&d);

@@ -44,6 +44,16 @@ return {
             end)
             pcall(coroutine.resume, outer)
             spin()
+        elseif line == "coload" then
+            -- load() parses in C, where the timeout's signal lands (on the main thread), and
+            -- calls its reader between pieces: a coroutine resumed after the signal, whose
+            -- last resume loops, must stop too
+            local piece, t0 = string.rep("+1", 1 << 19), os.clock()
+            load(coroutine.wrap(function()
+                coroutine.yield("return 1")
+                for _ = 1, 32 do coroutine.yield(piece) end
+                while os.clock() - t0 < 10 do pcall(function() end) end
+            end))
         elseif line == "cowall" then
             coroutine.resume(coroutine.create(function() lfe.sleep(3) end))
             return "escaped\n"
