@@ -404,6 +404,33 @@ static int l_load_text(lua_State *L)
     return lua_gettop(L);
 }
 
+/* xpcall(f, msgh, ...) as f under pcall, then msgh(error) once the error has unwound. Lua runs a
+ * message handler where the error is raised, and the timeout's is raised inside its count hook,
+ * with hooks off: a handler that looped was never stopped. The sandbox has no debug library, so
+ * a handler cannot look at the stack it would have run on; after the unwind it sees the same
+ * error value, and the timeout reaches it as it reaches anything. A memory error skips the
+ * handler, as Lua's own xpcall does. */
+static int l_xpcall_unwound(lua_State *L)
+{
+    int n = lua_gettop(L), rc;
+
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 2);
+    lua_insert(L, 1); /* msgh, f, msgh, args... */
+    lua_remove(L, 3); /* msgh, f, args... */
+    rc = lua_pcall(L, n - 2, LUA_MULTRET, 0);
+    if (rc == LUA_OK) {
+        lua_pushboolean(L, 1);
+        lua_replace(L, 1);
+        return lua_gettop(L);
+    }
+    if (rc != LUA_ERRMEM)
+        lua_pcall(L, 1, 1, 0); /* msgh(error): its value, or its own error's */
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
 /* setmetatable without __gc: Lua runs finalizers with hooks off, so the timeout cannot stop a
  * finalizer that loops, and it runs at any allocation of any later callback. */
 static int l_setmetatable_nogc(lua_State *L)
@@ -656,6 +683,8 @@ static void open_libs(lua_State *L, struct lstate *ls, bool unsafe)
         lua_setglobal(L, "loadfile");
         wrap_global(L, "load", l_load_text);
         wrap_global(L, "setmetatable", l_setmetatable_nogc);
+        lua_pushcfunction(L, l_xpcall_unwound);
+        lua_setglobal(L, "xpcall");
         /* os.time and os.clock only. */
         luaopen_os(L);
         lua_createtable(L, 0, 2);

@@ -617,6 +617,37 @@ static void test_sigterm_with_wedged_worker(void **state)
     cleanup(&d);
 }
 
+/* A white-box attack on issue 23's fixes: in the sandbox, a loop inside xpcall's message
+ * handler, called for the timeout's own error, ran for ever (Lua runs the handler inside the
+ * hook that raised the error, with hooks off). The handler now runs once the error unwound;
+ * xpcall still returns what Lua's does. */
+static void test_lua_timeout_reaches_xpcall_handler(void **state)
+{
+    char timeout[16];
+    const char *const args[] = {
+        "--lua", "tests/lua/bad.lua", "--workers", "2", "--lua-timeout-ms", timeout, NULL};
+    struct daemon d;
+    int fd;
+    long t0;
+
+    (void)state;
+    snprintf(timeout, sizeof(timeout), "%d", 200 * slow);
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    ask(fd, "xok\n", "true 5 false 7\n");
+    close(fd);
+    fd = tcp_connect(d.port);
+    t0 = now_ms();
+    send_str(fd, "xloop\n");
+    expect_closed(fd, 8000);
+    if (now_ms() - t0 > 3000L * slow)
+        fail_msg("the handler ran %ld ms past --lua-timeout-ms %s", now_ms() - t0, timeout);
+    close(fd);
+    assert_int_equal(total_stat(&d, "lua_timeouts"), 1);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 /* Issue 23, daemon 7: with --lua-unsafe, a loop inside a coroutine escaped --lua-timeout-ms
  * (the count hook was set on the main Lua thread only; a coroutine has a hook of its own): it ran
  * its whole 10 s. Now every coroutine running in the callback is stopped with it, through pcalls
@@ -1071,6 +1102,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lua_send_flood_bounded, teardown),
         cmocka_unit_test_teardown(test_sigterm_with_wedged_worker, teardown),
         cmocka_unit_test_teardown(test_lua_timeout_reaches_coroutines, teardown),
+        cmocka_unit_test_teardown(test_lua_timeout_reaches_xpcall_handler, teardown),
         cmocka_unit_test_teardown(test_on_close_without_on_connect_drain, teardown),
         cmocka_unit_test_teardown(test_max_frame_over_cap_refused_at_start, teardown),
         cmocka_unit_test_teardown(test_close_with_input_coming_loses_nothing, teardown),

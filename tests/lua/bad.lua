@@ -1,5 +1,6 @@
 -- bad.lua: answers "ping" with "pong"; "error" raises, "loop" never returns, "alloc" allocates
--- without end, "close" closes after replying, "stash" keeps the conn object for later misuse.
+-- without end, "close" closes after replying, "stash" keeps the conn object for later misuse;
+-- "xloop" loops inside xpcall's message handler, "xok" answers what xpcall returns.
 local stashed
 return {
     framing = "line",
@@ -14,6 +15,19 @@ return {
                 n = n + 1
                 pcall(function() end) -- a pcall inside must not swallow the abort
             end
+        elseif line == "xloop" then
+            -- a message handler that loops, called for the timeout's error: stopped too
+            xpcall(function() while true do end end, function(e)
+                local t = os.clock() + 10
+                while os.clock() < t do pcall(function() end) end
+                return e
+            end)
+            return "escaped\n"
+        elseif line == "xok" then
+            local ok, v = xpcall(function(a, b) return a + b end, tostring, 2, 3)
+            local bad, m = xpcall(function() error({code = 7}) end, function(e) return e.code end)
+            return string.format("%s %s %s %s\n", tostring(ok), tostring(v), tostring(bad),
+                tostring(m))
         elseif line == "alloc" then
             local t = {}
             while true do
