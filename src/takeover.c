@@ -8,7 +8,8 @@
  * successor, started with the same PATH:
  *
  *   successor -> "LFE-TAKEOVER 1\n"
- *   instance  -> "LFE-LISTENERS 1 N\n" with its N listening sockets attached (SCM_RIGHTS)
+ *   instance  -> "LFE-LISTENERS 1 N\n" with its N listening sockets attached (SCM_RIGHTS), or
+ *                "LFE-BUSY\n" while another successor holds them (one at a time)
  *   successor    checks each one (a listening TCP socket, or not used), uses those bound where
  *                its --listen asks, binds the others itself, starts every thread, then serves
  *                PATH itself
@@ -57,6 +58,7 @@
 #define READY_MS 60000 /* for a successor to start every thread */
 #define MAX_PEERS 8    /* successors served at once; more wait in the backlog */
 #define HELLO "LFE-TAKEOVER 1\n"
+#define BUSY "LFE-BUSY\n" /* another successor has the listeners: this one gets none */
 
 /* One client of PATH, the thread's alone. */
 struct peer {
@@ -226,9 +228,10 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
     }
     if (send(fd, HELLO, sizeof(HELLO) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(HELLO) - 1))
         goto out_proto;
-    /* One message, one step: the instance sends its answer with a single sendmsg. */
+    /* One message, one step: the instance sends its answer with a single sendmsg; a step more
+     * while it serves MAX_PEERS others (this one waits in its backlog, each of them a step). */
     p = (struct pollfd){.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, STEP_MS) <= 0)
+    if (poll(&p, 1, 2 * STEP_MS) <= 0)
         goto out_proto;
     r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (r <= 0)
@@ -246,6 +249,14 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
             }
         }
     head[r] = '\0';
+    if (!n && !strcmp(head, BUSY)) {
+        close(fd);
+        snprintf(err, errlen,
+                 "--takeover %s: another successor is being handed the listeners right now; "
+                 "nothing taken (start this one again once that one serves or gave up)",
+                 path);
+        return -1;
+    }
     if (sscanf(head, "LFE-LISTENERS 1 %d\n", &want) != 1 || want != n ||
         (m.msg_flags & MSG_CTRUNC)) {
         for (int i = 0; i < n; i++)
@@ -260,7 +271,7 @@ out_proto:
     snprintf(err, errlen,
              "--takeover %s: the process there did not hand its listeners over within %d s (not "
              "an lfepolld, it stopped, or it refused this uid %d: see its log); nothing taken",
-             path, STEP_MS / 1000, (int)geteuid());
+             path, 2 * STEP_MS / 1000, (int)geteuid());
     return -1;
 }
 
@@ -350,9 +361,7 @@ static void accept_peer(struct takeover *t)
             t->peers[i] = (struct peer){.fd = fd, .deadline = mono_ms() + STEP_MS};
             return;
         }
-    log_warn("--takeover %s: %d successors are being served already; one more dropped", t->path,
-             MAX_PEERS);
-    close(fd);
+    close(fd); /* not reached: the listener is not polled while every slot is taken */
 }
 
 /* The listeners, in one message (its answer is one step for the successor). */
@@ -382,11 +391,23 @@ static int send_listeners(struct takeover *t, struct peer *pe)
 /* One line from pe: the request, or READY. Returns false when pe was dropped. */
 static bool peer_line(struct takeover *t, struct peer *pe, const char *line)
 {
-    int rc;
+    int rc = 0;
 
     if (!pe->sent) {
         if (strcmp(line, HELLO) != 0) {
             log_warn("--takeover %s: a client said nothing a successor says; dropped", t->path);
+            drop(pe);
+            return false;
+        }
+        for (int i = 0; i < MAX_PEERS; i++)
+            if (t->peers[i].fd >= 0 && t->peers[i].sent)
+                rc = 1;
+        if (rc == 1 || __atomic_load_n(&t->handed, __ATOMIC_ACQUIRE)) {
+            /* One successor at a time: two given the listeners would both serve them, and
+             * the one that does not end up at PATH could never be reached again. */
+            send(pe->fd, BUSY, sizeof(BUSY) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            log_warn("--takeover %s: a second successor asked while one is %s; refused", t->path,
+                     rc == 1 ? "starting" : "taking over");
             drop(pe);
             return false;
         }
@@ -473,7 +494,7 @@ static void *takeover_main(void *arg)
         struct pollfd p[2 + MAX_PEERS] = {{.fd = t->lfd, .events = POLLIN},
                                           {.fd = t->stopfd, .events = POLLIN}};
         struct peer *polled[MAX_PEERS];
-        int np = 2, ms = -1;
+        int np = 2, ms = -1, busy = 0;
         long now = mono_ms();
 
         for (int i = 0; i < MAX_PEERS; i++) {
@@ -481,11 +502,15 @@ static void *takeover_main(void *arg)
 
             if (pe->fd < 0)
                 continue;
+            busy++;
             if (ms < 0 || pe->deadline - now < ms)
                 ms = pe->deadline - now > 0 ? (int)(pe->deadline - now) : 0;
             polled[np - 2] = pe;
             p[np++] = (struct pollfd){.fd = pe->fd, .events = POLLIN};
         }
+        /* every slot taken: the next client waits in the backlog, not dropped, until one frees
+         * (each within its step's deadline) */
+        p[0].events = busy == MAX_PEERS ? 0 : POLLIN;
         if (poll(p, (nfds_t)np, ms) < 0 && errno != EINTR)
             return NULL;
         if (p[1].revents)
@@ -500,6 +525,39 @@ static void *takeover_main(void *arg)
         if (p[0].revents & POLLIN)
             accept_peer(t);
     }
+}
+
+/* bind(2) with the file made 0600 by the umask: a chmod by name, as root, in a directory the
+ * --user may write, would follow a symlink that user put in its place. Before any thread
+ * starts (the umask is the process's). */
+static int bind_private(int fd, const struct sockaddr_un *a)
+{
+    mode_t old = umask(0177);
+    int rc = bind(fd, (const struct sockaddr *)a, sizeof(*a));
+
+    umask(old);
+    return rc;
+}
+
+/* The socket file at path to owner and group, never what a symlink or another file put there
+ * meanwhile would name: opened without following, checked to be a socket, changed by fd. */
+static int give(const char *path, uid_t owner, gid_t group)
+{
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC), rc = -1;
+    struct stat st;
+
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0)
+        goto out;
+    if (!S_ISSOCK(st.st_mode)) {
+        errno = EEXIST; /* replaced under us */
+        goto out;
+    }
+    rc = fchownat(fd, "", owner, group, AT_EMPTY_PATH);
+out:
+    close(fd);
+    return rc;
 }
 
 struct takeover *takeover_open(const char *path, uid_t owner, gid_t group, char *err, size_t errlen)
@@ -525,9 +583,8 @@ struct takeover *takeover_open(const char *path, uid_t owner, gid_t group, char 
     /* listen() records this process's credentials, the ones a successor is shown: before the
      * drop. The file goes to the --user so that the process after it can rename it over path
      * and remove it, in a sticky directory too. */
-    if (t->lfd < 0 || t->stopfd < 0 || bind(t->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        chmod(t->tmp, 0600) < 0 ||
-        ((owner != (uid_t)-1 || group != (gid_t)-1) && chown(t->tmp, owner, group) < 0) ||
+    if (t->lfd < 0 || t->stopfd < 0 || bind_private(t->lfd, &a) < 0 ||
+        ((owner != (uid_t)-1 || group != (gid_t)-1) && give(t->tmp, owner, group) < 0) ||
         listen(t->lfd, 16) < 0) {
         snprintf(err, errlen,
                  "--takeover %s: cannot serve it: %s (is its directory there and "
