@@ -769,7 +769,7 @@ static void test_lua_socket_bounds(void **state)
     if ((!sanitizer || !*sanitizer) && vm_hwm_kb(d.pid) - before > 24 * 1024)
         fail_msg("peak RSS grew by %ld KiB under --lua-mem-mb 16", vm_hwm_kb(d.pid) - before);
     stop_backend();
-    expect(fd, "sleep 0", "slept 0.000"); /* the state is whole, its memory given back */
+    expect_prefix(fd, "sleep 0", "slept "); /* the state is whole, its memory given back */
 
     /* a listener that never accepts: its backlog completes the connects */
     lfd = socket(AF_INET, SOCK_STREAM, 0);
