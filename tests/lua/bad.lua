@@ -1,6 +1,5 @@
 -- bad.lua: answers "ping" with "pong"; "error" raises, "loop" never returns, "alloc" allocates
--- without end, "close" closes after replying, "stash" keeps the conn object for later misuse;
--- "xloop" loops inside xpcall's message handler, "xok" answers what xpcall returns.
+-- without end, "close" closes after replying, "stash" keeps the conn object (xloop/xok: xpcall).
 local stashed
 return {
     framing = "line",
@@ -17,7 +16,7 @@ return {
             end
         elseif line == "xloop" then
             -- a message handler that loops, called for the timeout's error: stopped too
-            xpcall(function() while true do end end, function(e)
+            xpcall(function() while true do pcall(function() end) end end, function(e)
                 local t = os.clock() + 10
                 while os.clock() < t do pcall(function() end) end
                 return e
