@@ -405,6 +405,7 @@ static void gather_step(struct run *r, struct bstep *st, double rate, double cpu
 {
     memset(st, 0, sizeof(*st));
     st->rate = rate;
+    st->start_wall = r->wall0 + ((double)r->step_t0 - (double)r->t_start) / 1e9;
     st->lat = malloc(sizeof(*st->lat));
     if (st->lat)
         hist_init(st->lat);

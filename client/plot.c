@@ -30,7 +30,9 @@ static const char usage[] =
     "Draws one PNG of one or more `lfbench --json` runs with gnuplot, each run in its own\n"
     "colour: latency (p50, p99, max) and throughput per second, latency by percentile over\n"
     "the measured window, and for --rate-sweep/--find-rate latency against throughput.\n"
-    "  -o FILE.png       the image to write (required unless --script)\n"
+    "  -o FILE.png       the image to write (default: beside the first run, its name with\n"
+    "                    .png for .json: run.json draws run.png; an input is never\n"
+    "                    overwritten; a first run that is no regular file needs -o)\n"
     "  --size WxH        its size in pixels (default: 1200 wide, as high as the panels need)\n"
     "  --label A,B,...   the runs' names in the legend, one per file (default: each file's name\n"
     "                    without its directory and .json)\n"
@@ -38,6 +40,8 @@ static const char usage[] =
     "  --script FILE     write the gnuplot script to FILE (- for stdout) instead of running\n"
     "                    gnuplot; with -o it sets that output, without it writes the PNG to\n"
     "                    gnuplot's stdout\n"
+    "Time runs from the start of the load (a --start-at wait and the opening of connections\n"
+    "are left out); every warm-up, each sweep step's, is shaded.\n"
     "  -h, --help        this text\n"
     "Needs gnuplot 5.2 or later (Debian: apt-get install gnuplot-nox); $GNUPLOT overrides the\n"
     "program. Exit status: 0 drawn, 1 gnuplot missing or failed, 2 bad usage or input.\n";
@@ -65,6 +69,7 @@ struct popt {
 struct prun {
     struct bresult r;
     char *label; /* owned */
+    double t0;   /* where the load began on its series' clock: drawn at 0 (load_start) */
 };
 
 /* What the panels need, computed once: units and ranges over every run. */
@@ -76,7 +81,6 @@ struct scale {
     bool series, spectrum, sweep; /* some run has data for the panel */
     double t_max;                 /* the longest series, seconds */
     double x_max;                 /* the spectrum's largest 1/(1 - p) */
-    double warmup;                /* shaded on the time axis when every run had the same */
 };
 
 /* Writes s as a gnuplot single-quoted string: nothing is processed inside one (a double-quoted
@@ -216,10 +220,32 @@ static double step_qps(const struct bstep *s)
     return s->measured > 0 ? (double)s->c.requests / s->measured : 0;
 }
 
-/* The duration of series[i]: the first starts at 0, the last may be short. */
-static double second_len(const struct bresult *r, size_t i)
+/* Where the load began on r's series clock (seconds since lfbench began opening connections):
+ * its first step's start, the beginning of its warm-up. The seconds before it hold no request
+ * (the connections opening, a --start-at wait): drawn, they made a run a ramp up from 0 and put
+ * its warm-up in the wrong place. 0 when the file cannot say. */
+static double load_start(const struct bresult *r)
 {
-    return r->series[i].t - (i ? r->series[i - 1].t : 0);
+    double t0;
+
+    if (!r->nseries)
+        return 0;
+    t0 = r->start_wall - r->warmup - (r->series[0].wall - r->series[0].t);
+    return t0 > 0 && t0 < r->series[r->nseries - 1].t ? t0 : 0;
+}
+
+/* Second i of run p as drawn, in seconds since its load began: from *from to *to. False when it
+ * ended before the load began; the one it began in is cut to its part after that. */
+static bool second_span(const struct prun *p, size_t i, double *from, double *to)
+{
+    const struct bresult *r = &p->r;
+    double b = i ? r->series[i - 1].t : 0;
+
+    if (r->series[i].t <= p->t0)
+        return false;
+    *from = (b > p->t0 ? b : p->t0) - p->t0;
+    *to = r->series[i].t - p->t0;
+    return true;
 }
 
 /* A second too short to give a rate (the tail of the run) is left out of the throughput. */
@@ -230,7 +256,6 @@ static void measure(struct scale *s, const struct prun *runs, int n)
 {
     struct emit_ctx e = {NULL, 1, 0};
     double qps_max = 0;
-    bool same_warmup = true;
 
     memset(s, 0, sizeof(*s));
     for (int k = 0; k < n; k++) {
@@ -238,14 +263,16 @@ static void measure(struct scale *s, const struct prun *runs, int n)
 
         for (size_t i = 0; i < r->nseries; i++) {
             const struct bsecond *b = &r->series[i];
-            double len = second_len(r, i);
+            double from, to;
 
+            if (!second_span(&runs[k], i, &from, &to))
+                continue;
             if (b->lat.count && (double)b->lat.max > e.lat_max)
                 e.lat_max = (double)b->lat.max;
-            if (len >= MIN_SECOND && (double)b->c.requests / len > qps_max)
-                qps_max = (double)b->c.requests / len;
-            if (b->t > s->t_max)
-                s->t_max = b->t;
+            if (to - from >= MIN_SECOND && (double)b->c.requests / (to - from) > qps_max)
+                qps_max = (double)b->c.requests / (to - from);
+            if (to > s->t_max)
+                s->t_max = to;
             if (b->lat.count)
                 s->series = true;
         }
@@ -268,15 +295,12 @@ static void measure(struct scale *s, const struct prun *runs, int n)
             if (st->lat && st->lat->count)
                 s->sweep = true;
         }
-        if (r->warmup != runs[0].r.warmup)
-            same_warmup = false;
     }
     /* One unit for the whole figure: µs unless that takes six digits */
     s->lat_div = e.lat_max >= 1e8 ? 1e6 : 1e3;
     s->lat_unit = e.lat_max >= 1e8 ? "ms" : "µs";
     s->qps_div = qps_max >= 1e4 ? 1e3 : 1;
     s->qps_unit = qps_max >= 1e4 ? "thousand requests/s" : "requests/s";
-    s->warmup = same_warmup && n > 0 ? runs[0].r.warmup : 0;
 }
 
 static void print_lat(FILE *f, uint64_t v, const struct scale *s)
@@ -299,16 +323,19 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
         fprintf(f, "\n");
         if (r->nseries) {
             fprintf(f,
-                    "# the second's middle (s), p50, p99, max (%s), throughput (%s), "
-                    "connections open, its end (s)\n",
+                    "# the second's middle (s since the load began), p50, p99, max (%s), "
+                    "throughput (%s), connections open, its end (s)\n",
                     s->lat_unit, s->qps_unit);
             fprintf(f, "$series%d << EOD\n", k);
             for (size_t i = 0; i < r->nseries; i++) {
                 const struct bsecond *b = &r->series[i];
-                double len = second_len(r, i);
+                double from, to, len;
 
+                if (!second_span(&runs[k], i, &from, &to))
+                    continue;
+                len = to - from;
                 /* drawn at its middle: the warm-up's last second inside the shaded part */
-                fprintf(f, "%.4f", b->t - len / 2);
+                fprintf(f, "%.4f", from + len / 2);
                 if (b->lat.count) {
                     hist_init(h);
                     hcompact_add_to(&b->lat, h);
@@ -322,7 +349,7 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
                     fprintf(f, " %.6g", (double)b->c.requests / len / s->qps_div);
                 else
                     fputs(" NaN", f);
-                fprintf(f, " %d %.4f\n", b->open, b->t);
+                fprintf(f, " %d %.4f\n", b->open, to);
             }
             fprintf(f, "EOD\n");
         }
@@ -389,11 +416,52 @@ static void style_key(FILE *f, const char *const *names, const char *const *styl
         fprintf(f, ", \\\n     keyentry with %s lc rgb 'black' title '%s'", style[i], names[i]);
 }
 
-/* Pixels around the plots: the figure's title, a panel's, tick labels, tick labels and xlabel */
+/* Shades every warm-up on the time axis: each sweep step has its own, and each run its steps (one
+ * grey for all: some run was warming up there). A step from a file that lacks its start is not
+ * placed: only the first, at the load's start. label: the first wide enough is named. */
+static void warmups(FILE *f, const struct prun *runs, int n, const struct scale *s, bool label)
+{
+    for (int k = 0; k < n; k++) {
+        const struct bresult *r = &runs[k].r;
+        size_t m = r->nsteps ? r->nsteps : 1;
+        double origin, a, b;
+
+        if (!r->nseries || r->warmup <= 0)
+            continue;
+        origin = r->series[0].wall - r->series[0].t + runs[k].t0; /* the load's start */
+        for (size_t i = 0; i < m; i++) {
+            if (r->nsteps && r->steps[i].start_wall > 0)
+                a = r->steps[i].start_wall - origin;
+            else if (i == 0)
+                a = 0;
+            else
+                continue;
+            a = a > 0 ? a : 0;
+            b = a + r->warmup < s->t_max ? a + r->warmup : s->t_max;
+            if (a >= b)
+                continue; /* after the last second (an interrupted run) */
+            fprintf(f,
+                    "set object rect from %.6g, graph 0 to %.6g, graph 1 behind "
+                    "fc rgb '#eeeeee' fs solid noborder\n",
+                    a, b);
+            if (label && b - a > 0.1 * s->t_max) { /* narrower, the word would cross the axis */
+                fprintf(f,
+                        "set label 'warm-up' at %.6g, graph 0.04 center textcolor rgb "
+                        "'#808080'\n",
+                        (a + b) / 2);
+                label = false;
+            }
+        }
+    }
+}
+
+/* Pixels around the plots: the figure's title, a panel's, tick labels and xlabel */
 #define TOP 50
 #define TITLE 30
-#define LAT_AXIS 28
 #define AXIS 62
+
+/* The time axis: from the first request on (the first step's warm-up) */
+#define T_AXIS "seconds since the load began"
 
 /* Pixels of the figure, top to bottom; a panel's tmargin/bmargin in screen coordinates. */
 struct layout {
@@ -439,7 +507,7 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
 
     measure(&s, runs, n);
     /* The default height fits the panels; --size scales the plots, not the text around them */
-    fixed = TOP + (s.series ? 2 * TITLE + LAT_AXIS + AXIS : 0) + (s.spectrum ? TITLE + AXIS : 0) +
+    fixed = TOP + (s.series ? 2 * (TITLE + AXIS) : 0) + (s.spectrum ? TITLE + AXIS : 0) +
             (s.sweep ? TITLE + AXIS : 0);
     want = (s.series ? big + small : 0) + (s.spectrum ? big : 0) + (s.sweep ? big : 0);
     hh = o->h ? o->h : (int)(fixed + want);
@@ -480,18 +548,11 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
     fprintf(f, " font ',13'\n");
 
     if (s.series) {
-        panel(f, &L, TITLE, big * k, LAT_AXIS, "latency per second");
+        panel(f, &L, TITLE, big * k, AXIS, "latency per second");
         fprintf(f, "set title 'latency per second, warm-up included' offset 0,-0.5\n");
         fprintf(f, "set logscale y\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
-        fprintf(f, "set xrange [0:%.6g]\n", s.t_max);
-        if (s.warmup > 0)
-            fprintf(f,
-                    "set object 1 rect from 0, graph 0 to %.6g, graph 1 behind "
-                    "fc rgb '#eeeeee' fs solid noborder\n",
-                    s.warmup);
-        if (s.warmup > 0.1 * s.t_max) /* narrower, the word would cross the axis */
-            fprintf(f, "set label 1 'warm-up' at %.6g, graph 0.04 center textcolor rgb '#808080'\n",
-                    s.warmup / 2);
+        fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s.t_max);
+        warmups(f, runs, n, &s, true);
         fprintf(f, "plot");
         for (int r = 0, first = 1; r < n; r++) {
             if (!runs[r].r.nseries)
@@ -512,12 +573,8 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
         panel(f, &L, TITLE, small * k, AXIS, "throughput per second");
         fprintf(f, "set title 'throughput per second' offset 0,-0.5\n");
         fprintf(f, "set format y '%%g'\nset ylabel '%s'\nset yrange [0:*]\n", s.qps_unit);
-        fprintf(f, "set xlabel 'seconds since the start'\nset xrange [0:%.6g]\n", s.t_max);
-        if (s.warmup > 0)
-            fprintf(f,
-                    "set object 1 rect from 0, graph 0 to %.6g, graph 1 behind "
-                    "fc rgb '#eeeeee' fs solid noborder\n",
-                    s.warmup);
+        fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s.t_max);
+        warmups(f, runs, n, &s, false);
         fprintf(f, "plot");
         for (int r = 0, first = 1; r < n; r++) {
             if (!runs[r].r.nseries)
@@ -721,6 +778,47 @@ static bool parse_size(const char *s, int *w, int *h)
     return true;
 }
 
+/* The default image: beside the first run, .json replaced by .png (run.json: run.png), or .png
+ * added to a name without it. NULL, with a line on stderr, when the first run is no regular file
+ * (stdin, a pipe: there is no beside) or memory ran out. One that does not exist gets its name:
+ * reading it says what is wrong. */
+static char *default_out(const char *run)
+{
+    const char *base = strrchr(run, '/');
+    size_t n = strlen(run);
+    struct stat st;
+    char *p;
+
+    if (stat(run, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr,
+                "lfbench plot: %s is not a regular file, so the image has no default name "
+                "beside it: name it with -o FILE.png\n",
+                run);
+        return NULL;
+    }
+    base = base ? base + 1 : run;
+    if (strlen(base) > 5 && !strcmp(run + n - 5, ".json"))
+        n -= 5;
+    if (asprintf(&p, "%.*s.png", (int)n, run) < 0) {
+        fprintf(stderr, "lfbench plot: %s\n", strerror(ENOMEM));
+        return NULL;
+    }
+    return p;
+}
+
+/* The input that writing path would replace (the same file, under any name), or NULL. */
+static const char *input_at(const char *path, char *const *inputs, int n)
+{
+    struct stat a, b;
+
+    if (stat(path, &a) != 0)
+        return NULL; /* a new file: none of them */
+    for (int k = 0; k < n; k++)
+        if (stat(inputs[k], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+            return inputs[k];
+    return NULL;
+}
+
 int plot_main(int argc, char **argv)
 {
     static const struct option lopt[] = {
@@ -730,7 +828,8 @@ int plot_main(int argc, char **argv)
     struct popt o = {0};
     struct prun *runs = NULL;
     struct hist *h = NULL;
-    char err[1024], *labels = NULL, *save = NULL, *tok;
+    char err[1024], *labels = NULL, *save = NULL, *tok, *def_out = NULL;
+    const char *in;
     FILE *sf = NULL;
     int c, n = 0, rc = 2;
 
@@ -778,8 +877,21 @@ int plot_main(int argc, char **argv)
         return 2;
     }
     if (!o.out && !o.script) {
-        fprintf(stderr, "lfbench plot: -o FILE.png is required (lfbench plot --help)\n");
-        return 2;
+        if (!(def_out = default_out(argv[optind])))
+            return 2;
+        o.out = def_out;
+    }
+    /* A typo such as `-o run.json run.json` would put a PNG where the run was */
+    if (o.out && (in = input_at(o.out, argv + optind, n))) {
+        fprintf(stderr, "lfbench plot: %s%s would overwrite the input %s: %s\n",
+                def_out ? "the default image " : "-o ", o.out, in,
+                def_out ? "name the image with -o FILE.png" : "name another FILE.png");
+        goto out;
+    }
+    if (o.script && strcmp(o.script, "-") && (in = input_at(o.script, argv + optind, n))) {
+        fprintf(stderr, "lfbench plot: --script %s would overwrite the input %s: name another\n",
+                o.script, in);
+        goto out;
     }
     runs = calloc((size_t)n, sizeof(*runs));
     h = malloc(sizeof(*h));
@@ -809,6 +921,7 @@ int plot_main(int argc, char **argv)
             fprintf(stderr, "lfbench plot: %s\n", err);
             goto out;
         }
+        runs[k].t0 = load_start(&runs[k].r);
         if (!runs[k].label)
             runs[k].label = label_of(path);
         if (!runs[k].label) {
@@ -863,5 +976,6 @@ out:
     free(runs);
     free(labels);
     free(h);
+    free(def_out);
     return rc;
 }

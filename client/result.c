@@ -565,8 +565,10 @@ int result_write_json(FILE *f, const struct bresult *r)
                 (unsigned long long)st->behind, (unsigned long long)st->unsent,
                 (unsigned long long)st->c.http_non2xx, (unsigned long long)st->over_bound);
         json_errors(f, &st->c);
-        fprintf(f, ", \"cpu_percent\": %.3f, \"attempt\": %d, \"kept\": %s, \"latency\": ",
-                st->cpu_percent, st->attempt, st->kept ? "true" : "false");
+        fprintf(f,
+                ", \"cpu_percent\": %.3f, \"attempt\": %d, \"kept\": %s, \"start_wall\": %.6f, "
+                "\"latency\": ",
+                st->cpu_percent, st->attempt, st->kept ? "true" : "false", st->start_wall);
         rc |= json_lat(f, st->lat);
         fputc('}', f);
     }
@@ -891,6 +893,11 @@ static void read_steps(struct rd *rd, const struct json *arr, struct bresult *r)
             st->over_bound = need_u64(rd, o, at, "over_bound");
         if (json_get(o, "attempt"))
             st->attempt = need_int(rd, o, at, "attempt");
+        if (json_get(o, "start_wall")) {
+            st->start_wall = need_num(rd, o, at, "start_wall");
+            if (!rd->bad && !(st->start_wall >= 0 && st->start_wall <= 1e10))
+                rd_fail(rd, at, "start_wall", "is not a time in seconds since the epoch");
+        }
         read_errors(rd, o, at, &st->c);
         st->cpu_percent = need_num(rd, o, at, "cpu_percent");
         st->kept = need_bool(rd, o, at, "kept");
@@ -1227,6 +1234,9 @@ static int merge_steps(struct bresult *dst, const struct bresult *src)
         /* the busiest agent: a client that limits the step shows in one of them */
         d->cpu_percent = fmax(d->cpu_percent, s->cpu_percent);
         d->kept = d->kept && s->kept;
+        /* the first agent's start: the step's load began then (0, unknown, is no start) */
+        if (s->start_wall > 0 && (d->start_wall <= 0 || s->start_wall < d->start_wall))
+            d->start_wall = s->start_wall;
     }
     return 0;
 }

@@ -40,10 +40,12 @@ struct bsecond {
 
 /* One step of --rate-sweep or --find-rate: its own measured window on the same connections. */
 struct bstep {
-    double rate;      /* intended requests/s */
-    double measured;  /* seconds */
-    struct bcount c;  /* c.http_non2xx: statuses --ok-status does not accept, which break it */
-    struct hist *lat; /* owned */
+    double rate;       /* intended requests/s */
+    double start_wall; /* when it began (its warm-up's start), CLOCK_REALTIME seconds since the
+                        * epoch; 0 when read from a file without it */
+    double measured;   /* seconds */
+    struct bcount c;   /* c.http_non2xx: statuses --ok-status does not accept, which break it */
+    struct hist *lat;  /* owned */
     uint64_t intended, behind, unsent;
     uint64_t over_bound; /* --find-rate: responses slower than its bound, counted exactly */
     double cpu_percent;  /* the client's CPU over the step, % of one core */

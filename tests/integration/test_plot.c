@@ -50,22 +50,15 @@ static void slurp_fd(int fd, char *buf, size_t size)
     buf[n > 0 ? n : 0] = '\0';
 }
 
-/* Runs lfbench with the NULL-terminated args, $GNUPLOT set to gnuplot unless NULL; returns its
- * exit status, its stdout in out and its stderr in err. */
-static int run(const char *gnuplot, ...)
+/* Runs lfbench with args (args[0] is lfbench, NULL-terminated), $GNUPLOT set to gnuplot unless
+ * NULL; returns its exit status, its stdout in out and its stderr in err. */
+static int run_v(const char *gnuplot, const char **args)
 {
-    const char *args[32] = {lfbench};
     char po[] = "/tmp/lfe-plot-out-XXXXXX", pe[] = "/tmp/lfe-plot-err-XXXXXX";
-    int n = 1, fo = mkstemp(po), fe = mkstemp(pe), status;
-    va_list ap;
+    int fo = mkstemp(po), fe = mkstemp(pe), status;
     pid_t pid;
 
     assert_true(fo >= 0 && fe >= 0);
-    va_start(ap, gnuplot);
-    for (const char *a = va_arg(ap, const char *); a && n < 31; a = va_arg(ap, const char *))
-        args[n++] = a;
-    va_end(ap);
-    args[n] = NULL;
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -87,6 +80,21 @@ static int run(const char *gnuplot, ...)
     unlink(po);
     unlink(pe);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* run_v with the NULL-terminated arguments after gnuplot. */
+static int run(const char *gnuplot, ...)
+{
+    const char *args[32] = {lfbench};
+    int n = 1;
+    va_list ap;
+
+    va_start(ap, gnuplot);
+    for (const char *a = va_arg(ap, const char *); a && n < 31; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return run_v(gnuplot, args);
 }
 
 /* stderr is exactly one line, and it says what. */
@@ -363,8 +371,15 @@ static void test_script_numbers_synthetic(void **state)
     }
     assert_non_null(strstr(out, "set arrow from 2000, graph 0 to 2000, graph 1"));
     assert_non_null(strstr(out, "'found 2000/s'"));
-    /* the warm-up, shaded */
-    assert_non_null(strstr(out, "set object 1 rect from 0, graph 0 to 1, graph 1"));
+    /* the warm-up, shaded; the steps have no start in this file: only the first is placed */
+    assert_non_null(strstr(out, "set object rect from 0, graph 0 to 1, graph 1"));
+    {
+        int rects = 0; /* one in each of the two panels over time */
+
+        for (const char *p = out; (p = strstr(p, "set object rect")); p++)
+            rects++;
+        assert_int_equal(rects, 2);
+    }
 }
 
 /* Labels and titles reach gnuplot as single-quoted strings: a quote drawn as U+2019 (doubling
@@ -488,18 +503,13 @@ static double compact_pct(const struct hcompact *c, double p)
     return (double)c->max;
 }
 
-static void test_real_run(void **state)
+/* Starts lfepolld on a free port of 127.0.0.1, its address in target; returns its pid. */
+static pid_t start_server(char *target, size_t size)
 {
-    static double rows[4096][8];
-    const char *json = path_in("real.json"), *png = path_in("real.png");
-    char listen[32], target[32], e[256];
-    struct bresult r;
+    int port = free_port();
     pid_t srv;
-    int port = free_port(), n, cols, status;
 
-    (void)state;
-    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    snprintf(target, size, "127.0.0.1:%d", port);
     srv = fork();
     assert_true(srv >= 0);
     if (srv == 0) {
@@ -507,34 +517,84 @@ static void test_real_run(void **state)
 
         dup2(devnull, STDOUT_FILENO);
         dup2(devnull, STDERR_FILENO);
-        execl(lfepolld, lfepolld, "--listen", listen, "-q", (char *)NULL);
+        execl(lfepolld, lfepolld, "--listen", target, "-q", (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 500 && !port_open(port); i++)
+    for (int i = 0; i < 500 * slow && !port_open(port); i++)
         usleep(10000);
     assert_true(port_open(port));
-    status = run(NULL, "-c", "4", "-t", "1", "-d", "2", "--warmup", "0.5", "-q", "--json", json,
-                 target, NULL);
+    return srv;
+}
+
+/* lfbench with the NULL-terminated args against a fresh lfepolld, its --json read into r. */
+static void real_run(const char *json, struct bresult *r, ...)
+{
+    const char *args[32] = {lfbench};
+    char target[32], e[256];
+    int n = 1, status;
+    va_list ap;
+    pid_t srv;
+
+    va_start(ap, r);
+    for (const char *a = va_arg(ap, const char *); a && n < 26; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    srv = start_server(target, sizeof(target));
+    args[n++] = "-q", args[n++] = "--json", args[n++] = json, args[n++] = target;
+    args[n] = NULL;
+    status = run_v(NULL, args);
     kill(srv, SIGKILL);
     waitpid(srv, NULL, 0);
     if (status != 0)
         fail_msg("lfbench exited %d:\n%s%s", status, out, err);
-
-    result_init(&r);
-    if (result_read_json(json, &r, e, sizeof(e)) < 0)
+    result_init(r);
+    if (result_read_json(json, r, e, sizeof(e)) < 0)
         fail_msg("%s", e);
+}
+
+/* Where r's load began on its series' clock: its first step's start, from the file's own
+ * numbers (the plot draws that instant at 0) */
+static double load_t0(const struct bresult *r)
+{
+    return r->start_wall - r->warmup - (r->series[0].wall - r->series[0].t);
+}
+
+/* The seconds of r that end at or before t0: not drawn */
+static size_t seconds_before(const struct bresult *r, double t0)
+{
+    size_t k = 0;
+
+    while (k < r->nseries && r->series[k].t <= t0)
+        k++;
+    return k;
+}
+
+static void test_real_run(void **state)
+{
+    static double rows[4096][8];
+    const char *json = path_in("real.json"), *png = path_in("real.png");
+    struct bresult r;
+    double t0;
+    size_t skip;
+    int n, cols;
+
+    (void)state;
+    real_run(json, &r, "-c", "4", "-t", "1", "-d", "2", "--warmup", "0.5", NULL);
     assert_true(r.nseries >= 2);
+    t0 = load_t0(&r);
+    assert_true(t0 > 0 && t0 < 5); /* the connections opened first */
+    skip = seconds_before(&r, t0);
     assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
     {
         /* the unit the script chose, and every second's numbers in it */
         double div = strstr(out, "# latencies in ms") ? 1e6 : 1e3;
 
         n = block("series0", rows, 4096, &cols);
-        assert_int_equal(n, (int)r.nseries);
+        assert_int_equal(n, (int)(r.nseries - skip));
         for (int s = 0; s < n; s++) {
-            const struct bsecond *b = &r.series[s];
+            const struct bsecond *b = &r.series[skip + (size_t)s];
 
-            assert_true(fabs(rows[s][6] - b->t) < 1e-3);
+            assert_true(fabs(rows[s][6] - (b->t - t0)) < 1e-3); /* on the load's clock */
             if (b->lat.count == 0) {
                 assert_true(isnan(rows[s][1]));
                 continue;
@@ -585,8 +645,6 @@ static void test_bad_input(void **state)
     one_line("no RUN.json");
     assert_int_equal(run(NULL, "plot", "-o", png, NULL), 2);
     one_line("no RUN.json");
-    assert_int_equal(run(NULL, "plot", json, NULL), 2);
-    one_line("-o FILE.png is required");
     assert_int_equal(run(NULL, "plot", path_in("missing.json"), "-o", png, NULL), 2);
     one_line("missing.json");
     assert_int_equal(run(NULL, "plot", dir, "-o", png, NULL), 2);
@@ -655,6 +713,257 @@ static void test_gnuplot_missing_or_failing(void **state)
     assert_int_equal(system("set -- /tmp/lfe-plot-*/fail.png.*; [ ! -e \"$1\" ]"), 0);
 }
 
+/* --- issue 25: the newcomer's path ----------------------------------------------------------- */
+
+/* A stand-in gnuplot that writes a known image: which file lfbench puts it in is what is tested */
+static const char *fake_gnuplot(void)
+{
+    const char *fake = path_in("png-gnuplot");
+
+    write_file(fake, "#!/bin/sh\ncat >/dev/null\nprintf 'drawn'\n");
+    assert_int_equal(chmod(fake, 0755), 0);
+    return fake;
+}
+
+/* The file holds exactly text */
+static void file_is(const char *path, const char *text)
+{
+    static char buf[1 << 20];
+    int fd = open(path, O_RDONLY);
+
+    if (fd < 0)
+        fail_msg("%s: %s", path, strerror(errno));
+    slurp_fd(fd, buf, sizeof(buf));
+    close(fd);
+    if (strcmp(buf, text))
+        fail_msg("%s holds %.40s..., want %.40s...", path, buf, text);
+}
+
+static char *file_text(const char *path)
+{
+    static char buf[1 << 20];
+    int fd = open(path, O_RDONLY);
+
+    assert_true(fd >= 0);
+    slurp_fd(fd, buf, sizeof(buf));
+    close(fd);
+    return strdup(buf);
+}
+
+/* Regression (issue 25): `lfbench plot run.json` said -o was required, though README and man page
+ * show [-o FILE.png]. The image goes beside the first run: .json becomes .png, a name without it
+ * gets .png added; a first run that is no regular file (a FIFO, stdin) has no beside: -o. */
+static void test_default_output_name(void **state)
+{
+    const char *fake = fake_gnuplot(), *json = path_in("def.json"), *bare = path_in("defrun");
+    const char *fifo = path_in("def-fifo.json");
+
+    (void)state;
+    write_synthetic(json);
+    write_synthetic(bare);
+    assert_int_equal(run(fake, "plot", json, NULL), 0);
+    assert_string_equal(err, "");
+    file_is(path_in("def.png"), "drawn");
+    assert_int_not_equal(access(path_in("def.json.png"), F_OK), 0);
+    /* the first run names it, whatever follows */
+    assert_int_equal(run(fake, "plot", bare, json, NULL), 0);
+    file_is(path_in("defrun.png"), "drawn");
+    /* a real gnuplot draws a real PNG under that name */
+    if (have_gnuplot()) {
+        unlink(path_in("def.png"));
+        assert_int_equal(run(NULL, "plot", json, NULL), 0);
+        check_png(path_in("def.png"), 1200, 0);
+    }
+    /* no regular file: no default, and the FIFO is not opened (that would block) */
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(run(fake, "plot", fifo, json, NULL), 2);
+    one_line("name it with -o FILE.png");
+    assert_int_not_equal(access(path_in("def-fifo.png"), F_OK), 0);
+    unlink(fifo);
+}
+
+/* Regression (issue 25): an image is never written over one of its inputs, by -o, by the default
+ * name or by --script, under the same name or another one for the same file (a hard link). */
+static void test_refuses_to_overwrite_input(void **state)
+{
+    const char *fake = fake_gnuplot(), *json = path_in("ow.json"), *alias = path_in("ow-link.png");
+    const char *bare = path_in("ow"), *bare_png = path_in("ow.png");
+    char *before;
+
+    (void)state;
+    write_synthetic(json);
+    before = file_text(json);
+    assert_int_equal(run(fake, "plot", "-o", json, json, NULL), 2);
+    one_line("would overwrite the input");
+    file_is(json, before);
+    assert_int_equal(link(json, alias), 0);
+    assert_int_equal(run(fake, "plot", json, "-o", alias, NULL), 2);
+    one_line("would overwrite the input");
+    file_is(json, before);
+    assert_int_equal(run(fake, "plot", json, "--script", json, NULL), 2);
+    one_line("--script");
+    file_is(json, before);
+    /* the default name of the first is the second: `lfbench plot ow ow.png` */
+    write_synthetic(bare);
+    write_synthetic(bare_png);
+    assert_int_equal(run(fake, "plot", bare, bare_png, NULL), 2);
+    one_line("the default image");
+    file_is(bare_png, before);
+    /* a name that is no input is written */
+    assert_int_equal(run(fake, "plot", json, "-o", path_in("ow-new.png"), NULL), 0);
+    file_is(path_in("ow-new.png"), "drawn");
+    free(before);
+}
+
+/* The script's panels: the text from each "reset" up to the next (in out) */
+static int panels(char sec[][16384], int max)
+{
+    const char *p = strstr(out, "\nreset\n"), *q;
+    int n = 0;
+
+    while (p && n < max) {
+        q = strstr(p + 1, "\nreset\n");
+        snprintf(sec[n++], sizeof(sec[0]), "%.*s", (int)(q ? q - p : (long)strlen(p)), p);
+        p = q;
+    }
+    return n;
+}
+
+/* Regression (issue 25): the top panel had no x-axis label, and the next panel's title sat where
+ * it would be. Every panel names its x axis, and below each there is room for the tick labels,
+ * that name and the next one's title. */
+static void test_each_panel_has_xlabel(void **state)
+{
+    static char sec[8][16384];
+    const char *json = path_in("synthetic.json");
+    double prev_b = -1, h;
+    int n, w, hh;
+
+    (void)state;
+    write_synthetic(json);
+    assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
+    assert_non_null(strstr(out, "set terminal pngcairo size "));
+    assert_int_equal(sscanf(strstr(out, "set terminal pngcairo size ") + 27, "%d,%d", &w, &hh), 2);
+    h = hh;
+    n = panels(sec, 8);
+    assert_int_equal(n, 4); /* latency and throughput per second, the spectrum, the sweep */
+    for (int i = 0; i < n; i++) {
+        const char *xl = strstr(sec[i], "\nset xlabel '"), *pl = strstr(sec[i], "\nplot");
+        double t, b;
+
+        if (!xl || !pl || xl > pl || xl[13] == '\'')
+            fail_msg("panel %d has no x-axis label before its plot:\n%.600s", i, sec[i]);
+        assert_int_equal(sscanf(strstr(sec[i], "set tmargin at screen ") + 22, "%lf", &t), 1);
+        assert_int_equal(sscanf(strstr(sec[i], "set bmargin at screen ") + 22, "%lf", &b), 1);
+        /* tick labels, the xlabel and a title are three lines of about 15 pixels at 10 points */
+        if (prev_b >= 0 && (prev_b - t) * h < 80)
+            fail_msg("panel %d's title is %.0f px below panel %d: no room for an xlabel", i,
+                     (prev_b - t) * h, i - 1);
+        prev_b = b;
+    }
+}
+
+/* The warm-up rectangles of the script's first panel: their from and to, up to max */
+static int rects(const char *sec, double from[], double to[], int max)
+{
+    const char *p = sec;
+    int n = 0;
+
+    while ((p = strstr(p, "set object ")) && n < max) {
+        p = strstr(p, "rect from ");
+        assert_non_null(p);
+        assert_int_equal(sscanf(p, "rect from %lf, graph 0 to %lf, graph 1", &from[n], &to[n]), 2);
+        n++;
+    }
+    return n;
+}
+
+/* Regression (issue 25): of a --rate-sweep, only the first step's warm-up was shaded; each step
+ * has one. Each step's start is in --json (steps[].start_wall), and the script shades each. */
+static void test_every_warmup_shaded(void **state)
+{
+    static char sec[8][16384];
+    const char *json = path_in("sweep.json");
+    double from[16], to[16], origin, t0;
+    struct bresult r;
+    int n;
+
+    (void)state;
+    real_run(json, &r, "-c", "4", "-t", "1", "--rate-sweep", "200:600:200", "--warmup", "0.5", "-d",
+             "1", NULL);
+    assert_int_equal(r.nsteps, 3);
+    t0 = load_t0(&r);
+    origin = r.series[0].wall - r.series[0].t + t0;
+    assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
+    assert_true(panels(sec, 8) >= 2);
+    for (int p = 0; p < 2; p++) { /* latency and throughput per second */
+        n = rects(sec[p], from, to, 16);
+        if (n != 3)
+            fail_msg("panel %d shades %d warm-ups of 3 steps:\n%.1500s", p, n, sec[p]);
+        for (int i = 0; i < 3; i++) {
+            double a = r.steps[i].start_wall - origin;
+
+            assert_true(r.steps[i].start_wall > 0);
+            if (fabs(from[i] - a) > 1e-3 || fabs(to[i] - (a + 0.5)) > 1e-3)
+                fail_msg("step %d's warm-up is shaded %g to %g, want %g to %g", i, from[i], to[i],
+                         a, a + 0.5);
+            if (i)
+                assert_true(from[i] >= to[i - 1] + 0.9); /* each after a step of -d 1 */
+        }
+        assert_true(fabs(from[0]) < 1e-9); /* the first step began the load */
+    }
+    result_free(&r);
+}
+
+/* Regression (issue 25): a --start-at run was drawn from lfbench's start, its wait a run of empty
+ * seconds and the load a ramp up from 0 (the second it began in counted whole), its warm-up
+ * shaded where the wait was. Now the seconds before the load began are left out, the time axis
+ * starts with it, and the second it began in is a rate over its part after that. */
+static void test_start_at_drawn_from_start(void **state)
+{
+    static double rows[4096][8];
+    static char sec[8][16384];
+    const char *json = path_in("startat.json");
+    double from[16], to[16], t0, len;
+    struct bresult r;
+    size_t skip;
+    int n, cols;
+
+    (void)state;
+    real_run(json, &r, "-c", "4", "-t", "1", "-R", "400", "--warmup", "0.5", "-d", "1",
+             "--start-at", "+2", NULL);
+    t0 = load_t0(&r);
+    assert_true(t0 > 1.5 && t0 < 2.5 + 3 * slow); /* the wait was there */
+    skip = seconds_before(&r, t0);
+    assert_true(skip >= 1 && skip < r.nseries);
+    for (size_t k = 0; k < skip; k++) /* ... and empty */
+        assert_true(r.series[k].c.requests == 0 && r.series[k].lat.count == 0);
+    assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
+    n = block("series0", rows, 4096, &cols);
+    if (n != (int)(r.nseries - skip))
+        fail_msg("%d seconds drawn, want the %zu after the load began (of %zu)", n,
+                 r.nseries - skip, r.nseries);
+    for (int k = 0; k < n; k++)
+        assert_true(fabs(rows[k][6] - (r.series[skip + (size_t)k].t - t0)) < 1e-3);
+    /* the second the load began in: its middle and rate over its part after that */
+    len = r.series[skip].t - t0;
+    assert_true(fabs(rows[0][0] - len / 2) < 1e-3);
+    if (len >= 0.2)
+        assert_true(fabs(rows[0][4] - (double)r.series[skip].c.requests / len) <
+                    1e-3 * rows[0][4] + 1e-3);
+    assert_true(panels(sec, 8) >= 1);
+    assert_int_equal(rects(sec[0], from, to, 16), 1);
+    assert_true(fabs(from[0]) < 1e-9 && fabs(to[0] - 0.5) < 1e-9);
+    {
+        char want[64];
+
+        snprintf(want, sizeof(want), "set xrange [0:%.6g]\n", r.series[r.nseries - 1].t - t0);
+        if (!strstr(sec[0], want))
+            fail_msg("no %s in the first panel", want);
+    }
+    result_free(&r);
+}
+
 static int cleanup(void)
 {
     char cmd[600];
@@ -672,6 +981,11 @@ int main(void)
         cmocka_unit_test(test_real_run),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_gnuplot_missing_or_failing),
+        cmocka_unit_test(test_default_output_name),
+        cmocka_unit_test(test_refuses_to_overwrite_input),
+        cmocka_unit_test(test_each_panel_has_xlabel),
+        cmocka_unit_test(test_every_warmup_shaded),
+        cmocka_unit_test(test_start_at_drawn_from_start),
     };
     int rc;
 
