@@ -2,13 +2,14 @@
 #ifndef LFE_OPT_H
 #define LFE_OPT_H
 
+#include "args.h"
+
 #include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #define OPT_MAX_LISTEN 16
-#define LFE_VERSION "0.1.0"
 
 enum dispatch_policy {
     DISPATCH_RR,    /* round-robin over groups */

@@ -138,24 +138,11 @@ int opt_parse_size(const char *s, size_t *out)
 
 int opt_parse_duration_ms(const char *s, long *out)
 {
-    char *end;
-    double v;
+    double ms;
 
-    if (!s || ((*s < '0' || *s > '9') && *s != '.'))
+    if (args_duration_ms(s, 1000.0, &ms) < 0)
         return -EINVAL;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno || end == s)
-        return -EINVAL;
-    if (strcmp(end, "ms") == 0)
-        ;
-    else if (*end == '\0' || strcmp(end, "s") == 0)
-        v *= 1000.0;
-    else
-        return -EINVAL;
-    if (v < 0 || v > 86400000.0)
-        return -EINVAL;
-    *out = (long)(v + 0.5);
+    *out = (long)(ms + 0.5);
     return 0;
 }
 
