@@ -62,6 +62,7 @@ ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
 SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover iplimit proxy dispatch frame shdict ctx script script_env lio \
             lfelib lpattern lconn server acceptor worker tune
+SRV_MODS += pidfile
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 

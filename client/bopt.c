@@ -26,10 +26,11 @@ static const char usage[] =
     "                       short: one request per connection (connect, write, read the\n"
     "                       response, close)\n"
     "  --pipeline D         requests in flight per connection (long mode, default 1)\n"
-    "  -d SECONDS           run time after warm-up (default 10)\n"
+    "  -d TIME              run time after warm-up: 10, 2.5s, 500ms (default 10s)\n"
     "  -n REQUESTS          stop after this many requests instead\n"
-    "  --warmup SECONDS     excluded from the statistics (default 0)\n"
-    "  --timeout MS         per request; a stuck request is an error (default 5000)\n"
+    "  --warmup TIME        excluded from the statistics: 2, 2s, 500ms (default 0)\n"
+    "  --timeout TIME       per request; a stuck request is an error: 250 (ms, for a plain\n"
+    "                       number), 1s, 2.5s (default 5s)\n"
     "  -R RATE              open loop: RATE requests/s in total, latency measured from the\n"
     "                       intended send time (no coordinated omission); a due send waits\n"
     "                       for a connection, and one never sent is 'unsent' and fails the run\n"
@@ -64,19 +65,20 @@ static const char usage[] =
     "                       histograms as JSON (lfbench merge and plot read it)\n"
     "  --json-stream FILE   one JSON object per second as the run goes, flushed ('-': stdout)\n"
     "  --hdr-log FILE       HdrHistogram interval log (format 1.3), one histogram per second\n"
-    "  --start-at TIME      begin at TIME (epoch seconds, or +N seconds from now), so that\n"
+    "  --start-at WHEN      begin at WHEN (epoch seconds, or +TIME from now: +5, +2.5s), so that\n"
     "                       several lfbench processes measure the same window\n"
-    "  --open-timeout S     long mode: the measured window starts when every connection is\n"
-    "                       open, or after S seconds of opening (default 10 + 1 per 1,000;\n"
-    "                       0: at once)\n"
+    "  --open-timeout TIME  long mode: the measured window starts when every connection is\n"
+    "                       open, or after TIME of opening: 10, 2.5s, 500ms (default 10s +\n"
+    "                       1s per 1,000 connections; 0: at once)\n"
     "  --rate-sweep F:T:S   open-loop steps from F to T requests/s by S, each with its own\n"
     "                       warm-up and -d, on the same connections; a row per step\n"
     "  --find-rate pP=LAT   the highest rate whose pP latency stays within LAT (e.g. p99=1ms);\n"
     "                       searches within --rate-sweep's range if given; a rate whose step\n"
     "                       breaks it is run again, and counts as broken on 2 of 3 tries\n"
     "  --max-errors N       exit non-zero when errors exceed N (default 0)\n"
-    "  -q                   no per-second progress lines\n"
+    "  -q, --quiet          no progress lines on stderr: the result and errors only\n"
     "  -h, --help           this text\n"
+    "  -V, --version        version\n"
     "\n"
     "       lfbench merge [--json FILE] RUN.json...   one summary of several runs, exact\n"
     "       lfbench plot [-o FILE.png] RUN.json...    latency over time, percentiles, sweeps\n"
@@ -193,9 +195,9 @@ static int parse_start_at(const char *s, double *out)
     clock_gettime(CLOCK_REALTIME, &ts);
     now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     if (s[0] == '+') {
-        if (strspn(s + 1, "0123456789.") != strlen(s + 1) || parse_num(s + 1, 0, 86400, &v) < 0)
+        if (args_duration_ms(s + 1, 1000.0, &v) < 0)
             return -EINVAL;
-        *out = now + v;
+        *out = now + v / 1000.0;
         return 0;
     }
     if (strspn(s, "0123456789.") != strlen(s) || parse_num(s, now - 1, now + 86400, &v) < 0)
@@ -372,7 +374,10 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
             fputs(usage, out);
             return BOPT_EXIT;
-        } else if (!strcmp(name, "-q")) {
+        } else if (!strcmp(name, "-V") || !strcmp(name, "--version")) {
+            fprintf(out, "lfbench %s\n", LFE_VERSION);
+            return BOPT_EXIT;
+        } else if (!strcmp(name, "-q") || !strcmp(name, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(name, "--linger0")) {
             o->linger0 = true;
@@ -402,9 +407,11 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                 BAD("--pipeline: '%s' is not a depth from 1 to %d", val, BOPT_MAX_PIPELINE);
             o->pipeline = (int)v;
         } else if (!strcmp(name, "-d")) {
-            if (parse_num(val, 0.001, 86400, &d) < 0)
-                BAD("-d: '%s' is not a duration in seconds (0.001 to 86400)", val);
-            o->duration = d;
+            if (args_duration_ms(val, 1000.0, &d) < 0 || d < 1)
+                BAD("-d: '%s' is not a duration of 1ms to 86400s; write 10 (seconds), 2.5s or "
+                    "500ms",
+                    val);
+            o->duration = d / 1000.0;
             have_d = true;
         } else if (!strcmp(name, "-n")) {
             if (parse_int(val, 1, 1e15, &v) < 0)
@@ -412,13 +419,17 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
             o->requests = (uint64_t)v;
             have_n = true;
         } else if (!strcmp(name, "--warmup")) {
-            if (parse_num(val, 0, 3600, &d) < 0)
-                BAD("--warmup: '%s' is not a duration in seconds (0 to 3600)", val);
-            o->warmup = d;
+            if (args_duration_ms(val, 1000.0, &d) < 0 || d > 3600000)
+                BAD("--warmup: '%s' is not a duration of 0 to 3600s; write 2 (seconds), 2.5s or "
+                    "500ms",
+                    val);
+            o->warmup = d / 1000.0;
         } else if (!strcmp(name, "--timeout")) {
-            if (parse_int(val, 1, 3600000, &v) < 0)
-                BAD("--timeout: '%s' is not a time in milliseconds (1 to 3600000)", val);
-            o->timeout_ms = (int)v;
+            if (args_duration_ms(val, 1.0, &d) < 0 || d < 1 || d > 3600000)
+                BAD("--timeout: '%s' is not a duration of 1ms to 3600s; write 250 (milliseconds), "
+                    "250ms or 1.5s",
+                    val);
+            o->timeout_ms = (int)(d + 0.5);
         } else if (!strcmp(name, "-R")) {
             if (parse_num(val, 0.001, 1e9, &d) < 0)
                 BAD("-R: '%s' is not a rate in requests per second", val);
@@ -503,9 +514,11 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                 BAD("--reconnect-every: '%s' is not a request count of at least 1", val);
             o->reconnect_every = (uint64_t)v;
         } else if (!strcmp(name, "--open-timeout")) {
-            if (parse_num(val, 0, 3600, &d) < 0)
-                BAD("--open-timeout: '%s' is not a duration in seconds (0 to 3600)", val);
-            o->open_timeout = d;
+            if (args_duration_ms(val, 1000.0, &d) < 0 || d > 3600000)
+                BAD("--open-timeout: '%s' is not a duration of 0 to 3600s; write 10 (seconds), "
+                    "2.5s or 500ms",
+                    val);
+            o->open_timeout = d / 1000.0;
         } else if (!strcmp(name, "--rate-sweep")) {
             if (parse_sweep(val, o) < 0)
                 BAD("--rate-sweep: '%s' is not FROM:TO:STEP in requests/s with 0 < FROM <= TO, "

@@ -148,7 +148,7 @@ static int preflight(const struct bopt *o)
         }
         free(pr);
     }
-    if (o->linger0)
+    if (o->linger0 && !o->quiet) /* a note, not a warning */
         fprintf(stderr, "lfbench: --linger0: each close sends a reset instead of a FIN; this "
                         "avoids TIME_WAIT on the client only, and the server sees ECONNRESET\n");
     if (o->busy_poll && (!o->have_cpus || CPU_COUNT(&o->cpus) < o->threads))
@@ -488,23 +488,25 @@ int main(int argc, char **argv)
         if (CPU_ISSET(c, &o.cpus))
             cpu_list[ncpus++] = c;
 
-    fprintf(stderr, "lfbench: %s, %s mode, %d connection%s, %d thread%s, pipeline %d, ", o.target,
-            mode_name[o.mode], o.conns, o.conns == 1 ? "" : "s", o.threads,
-            o.threads == 1 ? "" : "s", o.pipeline);
-    if (p.n == 1)
-        fprintf(stderr, "%zu-byte %s requests", p.cls[0].len,
-                p.cls[0].data ? p.cls[0].name : "generated");
-    else
-        fprintf(stderr, "a mix of %d request files", p.n);
-    fprintf(stderr, ", expect %s", expect_name[o.expect]);
-    if (o.rate > 0)
-        fprintf(stderr, ", open loop at %.0f/s", o.rate);
-    if (o.busy_poll)
-        fprintf(stderr, ", busy-polling");
-    if (o.duration > 0)
-        fprintf(stderr, ", %.1f s after %.1f s warm-up\n", o.duration, o.warmup);
-    else
-        fprintf(stderr, ", %llu requests\n", (unsigned long long)o.requests);
+    if (!o.quiet) { /* -q: the result and errors only */
+        fprintf(stderr, "lfbench: %s, %s mode, %d connection%s, %d thread%s, pipeline %d, ",
+                o.target, mode_name[o.mode], o.conns, o.conns == 1 ? "" : "s", o.threads,
+                o.threads == 1 ? "" : "s", o.pipeline);
+        if (p.n == 1)
+            fprintf(stderr, "%zu-byte %s requests", p.cls[0].len,
+                    p.cls[0].data ? p.cls[0].name : "generated");
+        else
+            fprintf(stderr, "a mix of %d request files", p.n);
+        fprintf(stderr, ", expect %s", expect_name[o.expect]);
+        if (o.rate > 0)
+            fprintf(stderr, ", open loop at %.0f/s", o.rate);
+        if (o.busy_poll)
+            fprintf(stderr, ", busy-polling");
+        if (o.duration > 0)
+            fprintf(stderr, ", %.1f s after %.1f s warm-up\n", o.duration, o.warmup);
+        else
+            fprintf(stderr, ", %llu requests\n", (unsigned long long)o.requests);
+    }
 
     t_start = now_ns() + 20 * 1000000ull;
     /* The run: long mode opens every connection first, and the measured window (the open-loop

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#define LFE_VERSION "0.1.0" /* lfepolld --version, lfbench --version, lfepolld_build_info */
+
 /* An option as the user wrote it. */
 struct arg {
     char name[64];   /* "--listen", "-c" (without "=value") */
@@ -16,6 +18,12 @@ struct arg {
  * flag ("--x takes no value"). argv[*i] must start with '-'. */
 int args_next(int argc, char **argv, int *i, const char *const *with_value, const char *prog,
               struct arg *a, char *err, size_t errlen);
+
+/* Parses a duration as both binaries take it: "N" (in units of plain_ms milliseconds: 1000 for
+ * an option in seconds, 1 for one in milliseconds), "Ns" or "Nms"; N is decimal digits with at
+ * most one '.' (2.5s, .5s, 500ms). Returns 0 with *ms, or -EINVAL for anything else, or for more
+ * than a day. */
+int args_duration_ms(const char *s, double plain_ms, double *ms);
 
 /* Keeps a message that quotes what the user typed on one line: each control character in s (a
  * newline, a terminal escape) becomes '?'. */

@@ -2,13 +2,14 @@
 #ifndef LFE_OPT_H
 #define LFE_OPT_H
 
+#include "args.h"
+
 #include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #define OPT_MAX_LISTEN 16
-#define LFE_VERSION "0.1.0"
 
 enum dispatch_policy {
     DISPATCH_RR,    /* round-robin over groups */
@@ -47,6 +48,7 @@ struct opt {
     bool reuseport;                     /* --reuseport: SO_REUSEPORT on the listeners */
     const char *config;                 /* --config FILE, or NULL */
     const char *user;                   /* --user NAME: drop to it after binding, or NULL */
+    const char *pid_file;               /* --pid-file PATH, or NULL */
     long max_per_ip;                    /* --max-conns-per-ip: 0 = no limit */
     const char *takeover;               /* --takeover PATH: listener hand-over socket, or NULL */
     int idle_ms;                        /* --idle-timeout: 0 = never */

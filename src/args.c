@@ -1,8 +1,10 @@
 /* args: the part of command-line parsing lfepolld and lfbench share. */
 #include "args.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int args_next(int argc, char **argv, int *i, const char *const *with_value, const char *prog,
@@ -40,4 +42,29 @@ void args_one_line(char *s)
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f)
             *s = '?';
+}
+
+int args_duration_ms(const char *s, double plain_ms, double *ms)
+{
+    size_t digits = s ? strspn(s, "0123456789.") : 0;
+    const char *dot = s ? memchr(s, '.', digits) : NULL;
+    double v;
+
+    /* strtod alone would take " 5", "1e3", "0x10", "inf": none is a duration anyone writes */
+    if (!digits || (dot && memchr(dot + 1, '.', digits - (size_t)(dot - s) - 1)) ||
+        (digits == 1 && dot))
+        return -EINVAL;
+    v = strtod(s, NULL);
+    if (strcmp(s + digits, "ms") == 0)
+        ;
+    else if (strcmp(s + digits, "s") == 0)
+        v *= 1000.0;
+    else if (s[digits] == '\0')
+        v *= plain_ms;
+    else
+        return -EINVAL;
+    if (v > 86400000.0)
+        return -EINVAL;
+    *ms = v;
+    return 0;
 }

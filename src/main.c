@@ -3,6 +3,7 @@
 #include "log.h"
 #include "net.h"
 #include "opt.h"
+#include "pidfile.h"
 #include "script.h"
 #include "sdnotify.h"
 #include "server.h"
@@ -267,6 +268,7 @@ int main(int argc, char **argv)
     char err[512], cpus[256];
     int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0, nheld, activated;
     int taken[TAKEOVER_MAX_FDS], ntaken = 0, tconn = -1, reused = 0, admin_fd = -1;
+    bool pid_written = false;
     long reserved, max_conns, somaxconn, stall, wd_ms, tick_ms, next_wd = 0, last_live = 0;
 
     switch (opt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
@@ -283,6 +285,12 @@ int main(int argc, char **argv)
     if (o.sysctl)
         return check_sysctl(&o);
     signal(SIGPIPE, SIG_IGN); /* a vanished peer is an EPIPE, never a signal */
+    /* Before anything is bound: a second start with the same --pid-file says why in one line.
+     * A --takeover successor replaces its predecessor's file, which it finds live. */
+    if (o.pid_file && !o.takeover && pidfile_check(o.pid_file, err, sizeof(err)) < 0) {
+        fprintf(stderr, "lfepolld: %s\n", err);
+        return 2;
+    }
 
     /* The soft descriptor limit is often 1024; the hard one is what an admin granted. */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -417,6 +425,16 @@ int main(int argc, char **argv)
             goto out_close;
         }
         log_info("running as user %s (uid %d, gid %d)", o.user, (int)getuid(), (int)getgid());
+    }
+    /* After the drop: written as --user, the file is removed as it at exit; root never writes
+     * into a directory the user may own. */
+    if (o.pid_file) {
+        if (pidfile_write(o.pid_file, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfepolld: %s\n", err);
+            rc = 2;
+            goto out_close;
+        }
+        pid_written = true;
     }
     if (o.lua && !(lua = load_lua(&o, &rc)))
         goto out_close;
@@ -630,6 +648,8 @@ out:
     if (admin_fd >= 0)
         close(admin_fd);
     takeover_free(tko);
+    if (pid_written)
+        pidfile_remove(o.pid_file);
     admin_free(adm); /* after server_stop: /health says 503 while draining */
     server_free(srv);
     script_env_free(lua);

@@ -71,6 +71,9 @@ static const char usage[] =
     "                         no dashes; a flag alone or '= true'; # comments); the\n"
     "                         command line wins, and its --listen replaces the file's\n"
     "  --user NAME            drop to NAME's uid and gid once the listeners are bound\n"
+    "  --pid-file PATH        write the pid to PATH once started (as --user: its directory\n"
+    "                         must be writable by it), remove it at exit; refuse to start\n"
+    "                         when PATH names a running lfepolld\n"
     "  --takeover PATH        restart without refusing anyone: take the listening sockets\n"
     "                         of the lfepolld serving PATH (it then drains and exits),\n"
     "                         and serve PATH for the next one\n"
@@ -138,24 +141,11 @@ int opt_parse_size(const char *s, size_t *out)
 
 int opt_parse_duration_ms(const char *s, long *out)
 {
-    char *end;
-    double v;
+    double ms;
 
-    if (!s || ((*s < '0' || *s > '9') && *s != '.'))
+    if (args_duration_ms(s, 1000.0, &ms) < 0)
         return -EINVAL;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno || end == s)
-        return -EINVAL;
-    if (strcmp(end, "ms") == 0)
-        ;
-    else if (*end == '\0' || strcmp(end, "s") == 0)
-        v *= 1000.0;
-    else
-        return -EINVAL;
-    if (v < 0 || v > 86400000.0)
-        return -EINVAL;
-    *out = (long)(v + 0.5);
+    *out = (long)(ms + 0.5);
     return 0;
 }
 
@@ -208,6 +198,7 @@ static const char *const with_value[] = {"--listen",
                                          "--log-format",
                                          "--config",
                                          "--user",
+                                         "--pid-file",
                                          "--takeover",
                                          "--max-conns-per-ip",
                                          "--idle-timeout",
@@ -415,6 +406,12 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->user = val;
+        } else if (!strcmp(name, "--pid-file")) {
+            if (!*val) {
+                snprintf(err, errlen, "--pid-file: give a path, e.g. /run/lfepolld/lfepolld.pid");
+                return OPT_ERROR;
+            }
+            o->pid_file = val;
         } else if (!strcmp(name, "--max-conns-per-ip")) {
             if (parse_long(val, 0, INT_MAX, &v) < 0) {
                 snprintf(err, errlen,

@@ -647,6 +647,97 @@ static void test_fd_limit_emfile_pauses(void **state)
     fd_exhaustion(args, "emfile", "accepting paused until one closes");
 }
 
+/* What --pid-file holds: "PID\n" of a process, or "" when the file is absent. */
+static void read_pid_file(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* Issue 25, item 4: --pid-file is written with the daemon's pid once it listens and removed at
+ * SIGTERM; the pid is in the "listening on" line logged at the default level. */
+static void test_pid_file_written_removed_and_logged(void **state)
+{
+    char dir[] = "/tmp/lfe-pid-XXXXXX", path[64], want[64], got[64];
+    const char *args[] = {"--pid-file", path, NULL};
+    struct daemon d;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/lfepolld.pid", dir);
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    snprintf(want, sizeof(want), "%d\n", (int)d.pid);
+    read_pid_file(path, got, sizeof(got));
+    assert_string_equal(got, want);
+    snprintf(want, sizeof(want), "lfepolld[%d]: info: listening on 127.0.0.1:", (int)d.pid);
+    if (!strstr(log_text(&d), want))
+        fail_msg("no '%s' in the log: %s", want, log_text(&d));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(errno, ENOENT);
+    cleanup(&d);
+    assert_int_equal(rmdir(dir), 0); /* nothing else left beside it (no temporary file) */
+}
+
+/* A file left by a kill -9, or naming a live process that is not an lfepolld (a reused pid:
+ * here this test's own), is replaced; one naming a live lfepolld refuses the start in one line
+ * and is left alone, and so is a file that holds no pid (a typo for another file). */
+static void test_pid_file_stale_replaced_live_refused(void **state)
+{
+    char dir[] = "/tmp/lfe-pid-XXXXXX", path[64], want[64], got[64], needle[128];
+    const char *args[] = {"--pid-file", path, NULL};
+    struct daemon a, b;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/lfepolld.pid", dir);
+    assert_int_equal(spawn(&a, args, 0, NULL), 0);
+    snprintf(want, sizeof(want), "%d\n", (int)a.pid);
+    assert_int_equal(stop_daemon(&a, SIGKILL, 10000), 128 + SIGKILL);
+    read_pid_file(path, got, sizeof(got));
+    assert_string_equal(got, want); /* stale now: its process is gone */
+    cleanup(&a);
+
+    assert_int_equal(spawn(&a, args, 0, NULL), 0);
+    snprintf(want, sizeof(want), "%d\n", (int)a.pid);
+    read_pid_file(path, got, sizeof(got));
+    assert_string_equal(got, want);
+
+    snprintf(needle, sizeof(needle), "--pid-file %s: lfepolld pid %d is running with it", path,
+             (int)a.pid);
+    bad_start(args, 2, needle);
+    read_pid_file(path, got, sizeof(got));
+    assert_string_equal(got, want);
+    assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
+    cleanup(&a);
+    assert_int_equal(access(path, F_OK), -1);
+
+    assert_non_null(f = fopen(path, "w"));
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+    assert_int_equal(spawn(&b, args, 0, NULL), 0);
+    snprintf(want, sizeof(want), "%d\n", (int)b.pid);
+    read_pid_file(path, got, sizeof(got));
+    assert_string_equal(got, want);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&b);
+
+    assert_non_null(f = fopen(path, "w"));
+    fputs("listen = 127.0.0.1:9876\n", f);
+    fclose(f);
+    snprintf(needle, sizeof(needle), "--pid-file %s: exists and holds no pid", path);
+    bad_start(args, 2, needle);
+    read_pid_file(path, got, sizeof(got));
+    assert_string_equal(got, "listen = 127.0.0.1:9876\n");
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -666,6 +757,8 @@ int main(void)
         cmocka_unit_test_teardown(test_sigterm_idle_and_sigusr1, teardown),
         cmocka_unit_test_teardown(test_port_in_use, teardown),
         cmocka_unit_test_teardown(test_bad_flags, teardown),
+        cmocka_unit_test_teardown(test_pid_file_written_removed_and_logged, teardown),
+        cmocka_unit_test_teardown(test_pid_file_stale_replaced_live_refused, teardown),
         cmocka_unit_test_teardown(test_slow_reader_bounded, teardown),
         cmocka_unit_test_teardown(test_fd_limit_sheds, teardown),
         cmocka_unit_test_teardown(test_fd_limit_emfile_pauses, teardown),

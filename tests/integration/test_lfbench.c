@@ -144,6 +144,8 @@ static long field(const char *name)
     const char *p;
 
     snprintf(key, sizeof(key), "\n%s ", name);
+    if (strncmp(out, key + 1, strlen(key + 1)) == 0) /* -q: the result is the first line */
+        return atol(out + strlen(key + 1));
     p = strstr(out, key);
     if (!p) {
         snprintf(key, sizeof(key), " %s ", name);
@@ -359,6 +361,38 @@ static void test_long_against_lfepolld(void **state)
     assert_true(json_valid(buf));
     expect_clean(bench(server_port, "-c", "20", "-d", "1", "--warmup", "0.3", "-q", NULL), -1);
     assert_true(field("requests") > 100);
+}
+
+/* Issue 25, item 3: both binaries say their version alike; lfbench --quiet prints the result and
+ * errors only (no banner, no per-second line), and its times take units as lfepolld's do. */
+static void test_version_quiet_units(void **state)
+{
+    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    char want[64];
+
+    (void)state;
+    assert_int_equal(bench(1, "--version", NULL), 0);
+    assert_string_equal(out, "lfbench 0.1.0\n");
+    assert_int_equal(bench(1, "-V", NULL), 0);
+    assert_string_equal(out, "lfbench 0.1.0\n");
+    start_server(srv);
+    snprintf(want, sizeof(want), "lfbench: 127.0.0.1:%d, long mode", server_port);
+    /* without --quiet: the banner and a line a second (the control: the needles are right) */
+    expect_clean(
+        bench(server_port, "-c", "4", "-d", "1500ms", "--warmup", "0.2s", "--timeout", "2s", NULL),
+        -1);
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, " req/s  p99 "));
+    expect_clean(bench(server_port, "-c", "4", "-d", "1.5s", "--warmup", "200ms", "--timeout",
+                       "2000", "--quiet", NULL),
+                 -1);
+    if (strncmp(out, "requests ", 9) != 0) /* the result is the first line */
+        fail_msg("--quiet: want the result first, got: %s", out);
+    if (strstr(out, want) || strstr(out, " req/s  p99 "))
+        fail_msg("--quiet printed progress: %s", out);
+    expect_clean(bench(server_port, "-c", "4", "-n", "500", "-q", "--timeout", "1s", NULL), 500);
+    if (strncmp(out, "requests ", 9) != 0 || strstr(out, want) || strstr(out, " req/s  p99 "))
+        fail_msg("-q printed progress: %s", out);
 }
 
 static void test_short_and_pipelined(void **state)
@@ -650,7 +684,8 @@ static void test_busy_poll(void **state)
     reqs = field("requests");
     assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
     assert_int_equal(field("unsent"), 0);
-    if (!strstr(out, "busy-polling") || !strstr(out, "polled with nothing to do") ||
+    /* -q: no banner; the summary's busy-poll row says it */
+    if (!strstr(out, "\nbusy-poll ") || !strstr(out, "polled with nothing to do") ||
         strstr(out, "saturated") || !strstr(out, "--busy-poll with 1 thread and no --cpus"))
         fail_msg("want the run said busy-polling, its idle polling apart from its CPU, and a "
                  "warning without --cpus:\n%s",
@@ -973,6 +1008,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_long_against_lfepolld, teardown),
+        cmocka_unit_test_teardown(test_version_quiet_units, teardown),
         cmocka_unit_test_teardown(test_short_and_pipelined, teardown),
         cmocka_unit_test_teardown(test_open_loop_rate, teardown),
         cmocka_unit_test_teardown(test_mix, teardown),

@@ -157,6 +157,8 @@ static long field(const char *name)
     const char *p;
 
     snprintf(key, sizeof(key), "\n%s ", name);
+    if (strncmp(out, key + 1, strlen(key + 1)) == 0) /* -q: the result is the first line */
+        return atol(out + strlen(key + 1));
     p = strstr(out, key);
     if (!p) {
         snprintf(key, sizeof(key), " %s ", name);

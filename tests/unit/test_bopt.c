@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "bopt.h"
 
 static char err[512];
@@ -190,7 +191,7 @@ static void test_run_options_bad(void **state)
     expect_error("--start-at: 'soon'", parse("--start-at", "soon", "127.0.0.1:1", NULL));
     expect_error("--start-at: '+'", parse("--start-at", "+", "127.0.0.1:1", NULL));
     expect_error("--start-at: '+-5'", parse("--start-at", "+-5", "127.0.0.1:1", NULL));
-    expect_error("--start-at: '+5s'", parse("--start-at", "+5s", "127.0.0.1:1", NULL));
+    expect_error("--start-at: '+5m'", parse("--start-at", "+5m", "127.0.0.1:1", NULL));
     expect_error("--start-at: ''", parse("--start-at", "", "127.0.0.1:1", NULL));
     expect_error("--start-at: '+nan'", parse("--start-at", "+nan", "127.0.0.1:1", NULL));
     expect_error("--reconnect-every: '0'", parse("--reconnect-every", "0", "127.0.0.1:1", NULL));
@@ -332,6 +333,101 @@ static void test_run_options_good(void **state)
     assert_string_equal(o.request, "r.txt");
 }
 
+/* Issue 25: lfbench's times take units as lfepolld's do (N, Ns, Nms, one parser); a plain
+ * number keeps its old unit: seconds for -d, --warmup, --open-timeout, --start-at +N,
+ * milliseconds for --timeout. */
+static void test_durations_with_units(void **state)
+{
+    static const struct {
+        const char *opt, *val;
+        double want; /* in the option's field unit: seconds, or ms for --timeout */
+    } good[] = {
+        {"-d", "10", 10},
+        {"-d", "2s", 2},
+        {"-d", "2.5s", 2.5},
+        {"-d", "500ms", 0.5},
+        {"-d", "1ms", 0.001},
+        {"-d", ".5s", 0.5},
+        {"-d", "86400s", 86400},
+        {"--warmup", "2", 2},
+        {"--warmup", "250ms", 0.25},
+        {"--warmup", "0", 0},
+        {"--warmup", "1.5s", 1.5},
+        {"--timeout", "250", 250},
+        {"--timeout", "1s", 1000},
+        {"--timeout", "2.5s", 2500},
+        {"--timeout", "40ms", 40},
+        {"--timeout", "1.4", 1},
+        {"--open-timeout", "3", 3},
+        {"--open-timeout", "1500ms", 1.5},
+        {"--open-timeout", "0s", 0},
+    };
+    static const struct {
+        const char *opt, *val, *msg;
+    } bad[] = {
+        {"-d", "0", "-d: '0' is not a duration of 1ms to 86400s"},
+        {"-d", "0.5ms", "-d: '0.5ms'"},
+        {"-d", "86401s", "-d: '86401s'"},
+        {"-d", "2m", "-d: '2m'"},
+        {"-d", "2 s", "-d: '2 s'"},
+        {"-d", "1e3", "-d: '1e3'"},
+        {"-d", "0x10", "-d: '0x10'"},
+        {"-d", "inf", "-d: 'inf'"},
+        {"-d", "1..5s", "-d: '1..5s'"},
+        {"-d", ".", "-d: '.'"},
+        {"-d", "s", "-d: 's'"},
+        {"-d", "5sms", "-d: '5sms'"},
+        {"-d", "-2s", "-d: '-2s'"},
+        {"--warmup", "3601s", "--warmup: '3601s' is not a duration of 0 to 3600s"},
+        {"--warmup", "1h", "--warmup: '1h'"},
+        {"--timeout", "0.4ms", "--timeout: '0.4ms' is not a duration of 1ms to 3600s"},
+        {"--timeout", "3601s", "--timeout: '3601s'"},
+        {"--timeout", "1us", "--timeout: '1us'"},
+        {"--open-timeout", "3600001ms", "--open-timeout: '3600001ms'"},
+    };
+    double now = (double)time(NULL);
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(good) / sizeof(good[0]); k++) {
+        double got;
+
+        if (parse(good[k].opt, good[k].val, "127.0.0.1:1", NULL) != BOPT_RUN)
+            fail_msg("%s %s refused: %s", good[k].opt, good[k].val, err);
+        got = good[k].opt[1] == 'd'   ? o.duration
+              : good[k].opt[2] == 'w' ? o.warmup
+              : good[k].opt[2] == 't' ? o.timeout_ms
+                                      : o.open_timeout;
+        if (fabs(got - good[k].want) > 1e-9)
+            fail_msg("%s %s: got %g, want %g", good[k].opt, good[k].val, got, good[k].want);
+    }
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        expect_error(bad[k].msg, parse(bad[k].opt, bad[k].val, "127.0.0.1:1", NULL));
+    assert_int_equal(parse("--start-at", "+2s", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.start_at >= now + 1 && o.start_at <= now + 4);
+    assert_int_equal(parse("--start-at", "+500ms", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.start_at >= now - 1 && o.start_at <= now + 2);
+}
+
+/* Issue 25: --version and --quiet are spelled as lfepolld spells them. */
+static void test_version_quiet(void **state)
+{
+    char buf[64] = "";
+    FILE *out = fmemopen(buf, sizeof(buf), "w");
+    char *argv[] = {(char *)"lfbench", (char *)"--version", NULL};
+
+    (void)state;
+    assert_non_null(out);
+    assert_int_equal(bopt_parse(&o, 2, argv, out, err, sizeof(err)), BOPT_EXIT);
+    fclose(out);
+    assert_string_equal(buf, "lfbench " LFE_VERSION "\n");
+    assert_int_equal(parse("-V", NULL), BOPT_EXIT); /* no target needed */
+    assert_int_equal(parse("--quiet", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.quiet);
+    assert_int_equal(parse("-q", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.quiet);
+    expect_error("--quiet takes no value", parse("--quiet=yes", "127.0.0.1:1", NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +438,8 @@ int main(void)
         cmocka_unit_test(test_error_quoting_newline_is_one_line),
         cmocka_unit_test(test_run_options_bad),
         cmocka_unit_test(test_run_options_good),
+        cmocka_unit_test(test_durations_with_units),
+        cmocka_unit_test(test_version_quiet),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
