@@ -647,9 +647,10 @@ out_close:
 out:
     if (admin_fd >= 0)
         close(admin_fd);
-    takeover_free(tko);
-    if (pid_written)
+    /* handed over: the successor rewrites the file (it may have already); leave it to it */
+    if (pid_written && !takeover_handed(tko))
         pidfile_remove(o.pid_file);
+    takeover_free(tko);
     admin_free(adm); /* after server_stop: /health says 503 while draining */
     server_free(srv);
     script_env_free(lua);
