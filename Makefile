@@ -69,6 +69,8 @@ LFEPOLLD := $(BINDIR)/lfepolld
 CLI_MODS := bopt hist payload verify rate engine kstat sweep hdr http json result merge plot ports
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
             $(BUILD)/src/file.o
+# kstat's hints judge a sysctl with --check-sysctl's own code and table (tune_judge).
+CLI_OBJS += $(BUILD)/src/tune.o $(BUILD)/src/tune_conf.o $(BUILD)/src/log.o $(BUILD)/src/net.o
 LFBENCH := $(BINDIR)/lfbench
 
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
@@ -181,7 +183,7 @@ $(TOBJ)/test_sysctl: $(TOBJ)/int_test_sysctl.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/int_test_plot.o: TEST_CFLAGS += -Iclient
-$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/libcli.a
+$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lz -lm $(LDLIBS)
 
 $(BADSERVER): tests/integration/badserver.c
