@@ -9,6 +9,8 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/lfe-newcomer-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 cd "$top" || exit 1
+# Under make test -jN the parent's jobserver flags would reach these makes as a warning.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 bin=${LFEPOLLD:-$top/lfepolld}
 passed=0 failed=()
 
