@@ -1,7 +1,10 @@
 # lfepoll: lfepolld (the daemon) and lfbench (the load client).
 #
-#   make run          install missing Debian packages (as root), build, run lfepolld
-#   make test         unit + integration tests; ends with "N passed, N failed"
+#   make run          install missing run packages (as root; RUN_PKGS), build, run lfepolld
+#   make test         install the test packages too (TEST_PKGS; make deps), unit + integration
+#                     tests; ends with "N passed, N failed"
+#   make sysctl-check this kernel against sysctl.conf (a report: exits 0 unless the check fails)
+#   make verify-units systemd-analyze verify of systemd/*.service, *.socket in the clone
 #   make WERROR=1     warnings are errors (CI)
 #   make SANITIZER=address|undefined|thread   instrumented build in build-$(SANITIZER)/
 #   make bench        side-by-side benchmark against the peers in ../shared/peers
@@ -14,15 +17,21 @@ OPT ?= -O2
 SANITIZER ?=
 WERROR ?=
 
-DEB_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev libcmocka-dev wrk \
-            procps gnuplot-nox
-DEB_PKGS += zlib1g-dev # lfbench --hdr-log
-DEB_PKGS += nginx-light # tests/integration/test_lfbench_http.c: a real HTTP server
-DEB_PKGS += prometheus # tests/integration/test_admin.c: promtool, and a server that scrapes
-DEB_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify of the unit files
-DEB_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
-DEB_PKGS += haproxy # tests/integration/test_hygiene.c: a real PROXY protocol sender
-DEB_PKGS += nftables # tests/scaleout: the kernel balancer
+# What make run needs (building lfepolld and lfbench, and running them), then what make test adds.
+# README.md lists the same two sets; tests/integration/test_makefile.sh holds them together.
+RUN_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev
+RUN_PKGS += zlib1g-dev # lfbench --hdr-log
+TEST_PKGS := libcmocka-dev # the unit and integration tests
+TEST_PKGS += procps # tests/integration/test_sysctl.c: sysctl -p
+TEST_PKGS += wrk # tests/bench: a peer client
+TEST_PKGS += gnuplot-nox # tests/integration/test_plot.c: lfbench plot runs gnuplot
+TEST_PKGS += nginx-light # tests/integration/test_lfbench_http.c: a real HTTP server
+TEST_PKGS += prometheus # tests/integration/test_admin.c: promtool, and a server that scrapes
+TEST_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify of the unit files
+TEST_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
+TEST_PKGS += haproxy # tests/integration/test_hygiene.c: a real PROXY protocol sender
+TEST_PKGS += nftables # tests/scaleout: the kernel balancer
+DEB_PKGS := $(RUN_PKGS) $(TEST_PKGS)
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -70,6 +79,8 @@ LFEPOLLD := $(BINDIR)/lfepolld
 CLI_MODS := bopt hist payload verify rate engine kstat sweep hdr http json result merge plot ports
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
             $(BUILD)/src/file.o
+# kstat's hints judge a sysctl with --check-sysctl's own code and table (tune_judge).
+CLI_OBJS += $(BUILD)/src/tune.o $(BUILD)/src/tune_conf.o $(BUILD)/src/log.o $(BUILD)/src/net.o
 LFBENCH := $(BINDIR)/lfbench
 
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
@@ -83,12 +94,11 @@ INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/te
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
             $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
-            tests/integration/test_install.sh
+            tests/integration/test_install.sh tests/integration/test_newcomer.sh
 BADSERVER := $(TOBJ)/badserver
 
-.PHONY: all run test unit integration deps bench format format-check format-deps install uninstall \
-        clean sysctl-check \
-        sysctl-apply
+.PHONY: all run test unit integration deps deps-run bench format format-check format-deps install \
+        uninstall clean sysctl-check sysctl-apply verify-units
 all: $(LFEPOLLD) $(LFBENCH)
 
 $(BUILD)/src/%.o: src/%.c
@@ -182,7 +192,7 @@ $(TOBJ)/test_sysctl: $(TOBJ)/int_test_sysctl.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/int_test_plot.o: TEST_CFLAGS += -Iclient
-$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/libcli.a
+$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lz -lm $(LDLIBS)
 
 $(BADSERVER): tests/integration/badserver.c
@@ -218,20 +228,13 @@ integration: $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(INT_BINS)
 	@$(TEST_ENV) tests/run.sh $(INT_BINS)
 
 # --- the two commands' prerequisites ---------------------------------------------------------
+# deps-run: what make run needs; deps: that and the test stack (make test, CI).
+deps-run:
+	$(call install_pkgs,$(RUN_PKGS))
+
 deps:
-	@missing=""; for p in $(DEB_PKGS); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
-	  else \
-	    echo "missing Debian packages; install them with:"; \
-	    echo "  sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	fi; \
-	python3 -c 'import hdrh' 2>/dev/null || { \
+	$(call install_pkgs,$(DEB_PKGS))
+	@python3 -c 'import hdrh' 2>/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Python package: hdrhistogram (tests/integration/hdr_interop.py)"; \
 	    python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && \
@@ -244,7 +247,23 @@ deps:
 	  fi; \
 	}
 
-run: deps
+# The missing ones of the packages $(1): installed as root, else the apt-get line to run.
+define install_pkgs
+	@missing=""; for p in $(1); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "missing Debian packages; install them with:"; \
+	    echo "  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+endef
+
+run: deps-run
 	@$(MAKE) --no-print-directory $(LFEPOLLD)
 	$(LFEPOLLD) $(ARGS)
 
@@ -258,9 +277,25 @@ $(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
 
-# The kernel's network parameters against sysctl.conf (exit 1 when some are not right).
+# The kernel's network parameters against sysctl.conf: a report. It exits 0 whether or not keys
+# need attention (make's "Error 1" would read as a failed build), non-zero only when the checker
+# itself fails. Scripts that want the verdict as an exit status run lfepolld --check-sysctl (1).
 sysctl-check: $(LFEPOLLD)
-	$(LFEPOLLD) --check-sysctl --sysctl-conf sysctl.conf
+	@$(LFEPOLLD) --check-sysctl --sysctl-conf sysctl.conf; rc=$$?; case $$rc in \
+	0) echo "sysctl-check: done: this kernel matches sysctl.conf" ;; \
+	1) echo "sysctl-check: done: the lines above say what to change (a report, not a failure)" ;; \
+	*) echo "sysctl-check: the checker failed (exit $$rc)"; exit $$rc ;; esac
+
+# The unit files as a clone can check them: ExecStart= pointed at the built binary (the units
+# name /usr/local/bin/lfepolld, there after make install) and --man=no (man:lfepolld(8) is
+# there after make install too). After make install: systemd-analyze verify lfepolld.service.
+verify-units: $(LFEPOLLD)
+	@d=$$(mktemp -d /tmp/lfe-units-XXXXXX) || exit 1; \
+	sed 's|^ExecStart=/usr/local/bin/lfepolld|ExecStart=$(abspath $(LFEPOLLD))|' \
+	  systemd/lfepolld.service >$$d/lfepolld.service && cp systemd/lfepolld.socket $$d/ && \
+	systemd-analyze verify --man=no $$d/lfepolld.socket $$d/lfepolld.service; rc=$$?; \
+	rm -rf $$d; [ $$rc = 0 ] && echo "verify-units: lfepolld.service and lfepolld.socket pass"; \
+	exit $$rc
 
 # As root: set what is below the recommendation (never lowering), then check again.
 sysctl-apply: $(LFEPOLLD)

@@ -3,6 +3,8 @@
  * load test; the summary says so. */
 #include "kstat.h"
 
+#include "tune.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -203,7 +205,7 @@ static int hint(FILE *out, bool json, int n, const char *fmt, ...)
 
 static int hint(FILE *out, bool json, int n, const char *fmt, ...)
 {
-    char line[400];
+    char line[1400];
     va_list ap;
 
     va_start(ap, fmt);
@@ -220,41 +222,74 @@ static int hint(FILE *out, bool json, int n, const char *fmt, ...)
     return n + 1;
 }
 
+/* The advice on key, from --check-sysctl's own judgement of it (tune_judge): "raise" (or
+ * "widen") only what the checker calls low; a key it calls ok is said to be ok, and that it
+ * was still not enough for this run. Without a tree to read (a result read back), the key is
+ * named with where its verdict is. */
+static void advise(const struct kstat_run *r, const char *key, const char *verb, char *buf,
+                   size_t len)
+{
+    struct tune_verdict v;
+
+    if (!r->sysctl_root || tune_judge(tune_default_conf, r->sysctl_root, key, &v) < 0 || !v.have)
+        snprintf(buf, len, "%s %s (lfepolld --check-sysctl says where it stands)", verb, key);
+    else if (v.st == TUNE_OK)
+        snprintf(buf, len,
+                 "%s is %s, which lfepolld --check-sysctl calls ok (%s), and was still not "
+                 "enough for this run: %s it past that",
+                 key, v.cur, v.want, verb);
+    else
+        snprintf(buf, len, "%s is %s, which lfepolld --check-sysctl calls %s (%s): %s it", key,
+                 v.cur, tune_status_name[v.st], v.want, verb);
+}
+
 #define D(id) ((unsigned long long)d->v[id])
 
 int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, bool json)
 {
+    char adv[640], src[96];
     int n = 0;
 
+    if (r->nsources > 0)
+        snprintf(src, sizeof(src), "add source addresses to the %d --source gave", r->nsources);
+    else
+        snprintf(src, sizeof(src), "spread over source addresses (--source)");
     if (json)
         fputc('[', out);
-    if (d->v[KS_LISTEN_OVERFLOWS] || d->v[KS_LISTEN_DROPS])
+    if (d->v[KS_LISTEN_OVERFLOWS] || d->v[KS_LISTEN_DROPS]) {
+        advise(r, "net.core.somaxconn", "raise", adv, sizeof(adv));
         n = hint(out, json, n,
                  "the accept queue overflowed %llu times (ListenOverflows; ListenDrops %llu): "
-                 "the server accepts too slowly or listens with a small backlog; raise "
-                 "net.core.somaxconn and the server's backlog (lfepolld --backlog)",
-                 D(KS_LISTEN_OVERFLOWS), D(KS_LISTEN_DROPS));
-    if (d->v[KS_SYNCOOKIES_SENT])
+                 "the server accepts too slowly or listens with a small backlog (lfepolld "
+                 "--backlog); %s",
+                 D(KS_LISTEN_OVERFLOWS), D(KS_LISTEN_DROPS), adv);
+    }
+    if (d->v[KS_SYNCOOKIES_SENT]) {
+        advise(r, "net.core.somaxconn", "raise", adv, sizeof(adv));
         n = hint(out, json, n,
-                 "the SYN queue overflowed: %llu SYN cookies sent (SyncookiesSent); raise "
-                 "net.core.somaxconn and the server's listen backlog",
-                 D(KS_SYNCOOKIES_SENT));
-    if (d->v[KS_TW_OVERFLOW])
+                 "the SYN queue overflowed: %llu SYN cookies sent (SyncookiesSent): raise the "
+                 "server's listen backlog; %s",
+                 D(KS_SYNCOOKIES_SENT), adv);
+    }
+    if (d->v[KS_TW_OVERFLOW]) {
+        advise(r, "net.ipv4.tcp_max_tw_buckets", "raise", adv, sizeof(adv));
         n = hint(out, json, n,
-                 "the TIME_WAIT table was full %llu times (TCPTimeWaitOverflow): "
-                 "net.ipv4.tcp_max_tw_buckets is too low; raise it, never lower it",
-                 D(KS_TW_OVERFLOW));
-    if (d->v[KS_SOFTNET_DROPPED])
+                 "the TIME_WAIT table was full %llu times (TCPTimeWaitOverflow): %s (never "
+                 "lower it), or let the server close first",
+                 D(KS_TW_OVERFLOW), adv);
+    }
+    if (d->v[KS_SOFTNET_DROPPED]) {
+        advise(r, "net.core.netdev_max_backlog", "raise", adv, sizeof(adv));
+        n = hint(out, json, n, "the per-CPU input queue dropped %llu packets (softnet_stat): %s",
+                 D(KS_SOFTNET_DROPPED), adv);
+    }
+    if (r->addrnotavail) {
+        advise(r, "net.ipv4.ip_local_port_range", "widen", adv, sizeof(adv));
         n = hint(out, json, n,
-                 "the per-CPU input queue dropped %llu packets (softnet_stat): raise "
-                 "net.core.netdev_max_backlog",
-                 D(KS_SOFTNET_DROPPED));
-    if (r->addrnotavail)
-        n = hint(out, json, n,
-                 "connect() found no free ephemeral port %llu times (EADDRNOTAVAIL): widen "
-                 "net.ipv4.ip_local_port_range, spread over source addresses (--source), or let "
-                 "the server close first",
-                 (unsigned long long)r->addrnotavail);
+                 "connect() found no free ephemeral port %llu times (EADDRNOTAVAIL): %s; %s; or "
+                 "let the server close first",
+                 (unsigned long long)r->addrnotavail, adv, src);
+    }
     if (d->v[KS_RETRANS_SEGS])
         n = hint(out, json, n,
                  "%llu segments were sent again (RetransSegs): a packet was dropped somewhere "
@@ -277,13 +312,15 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
                  "close with SO_LINGER {1,0} (TCPAbortOnData): in short mode a server that sends "
                  "more than the response after lfbench has read it and closed shows only here",
                  D(KS_ABORT_ON_DATA));
-    if (r->short_mode && d->v[KS_TW_RECYCLED])
+    if (r->short_mode && d->v[KS_TW_RECYCLED]) {
+        advise(r, "net.ipv4.ip_local_port_range", "widen", adv, sizeof(adv));
         n = hint(out, json, n,
                  "%llu connect()s took over a TIME_WAIT port (TWRecycled): the client closes "
                  "first, so each connect() searches a range full of TIME_WAIT ports (client "
-                 "CPU) and the rate is capped at about the range per tcp_tw_reuse_delay; widen "
-                 "ip_local_port_range, use --source, or let the server close first",
-                 D(KS_TW_RECYCLED));
+                 "CPU) and the rate is capped at about the range per tcp_tw_reuse_delay; %s; %s; "
+                 "or let the server close first",
+                 D(KS_TW_RECYCLED), adv, src);
+    }
     if (!json && n == 0)
         fprintf(out, "hint         none: no kernel queue overflowed and no port ran out\n");
     if (json)

@@ -53,10 +53,15 @@ struct kstat_run {
     uint64_t addrnotavail; /* connect() found no ephemeral port */
     bool linger0;          /* --linger0: resets are what was asked for */
     bool short_mode;
+    int nsources;            /* --source addresses given: a hint does not offer what was done */
+    const char *sysctl_root; /* "/proc/sys" of the machine that ran; NULL for a result read back
+                                from a file, where the hints name the keys without a verdict */
 };
 
 /* Writes one line per counter that moved and what it likely means ("hint         ..."), or a
- * line saying nothing overflowed. Returns the number of hints. With json, writes them as a
+ * line saying nothing overflowed. A hint that names a sysctl gives lfepolld --check-sysctl's
+ * verdict on it (tune_judge on the compiled-in sysctl.conf under r->sysctl_root), so the two never
+ * call one value different things. Returns the number of hints. With json, writes them as a
  * JSON array of strings instead. */
 int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, bool json);
 

@@ -120,8 +120,9 @@ static int preflight(const struct bopt *o)
     if ((long)o->conns > ports * sources) {
         fprintf(stderr,
                 "lfbench: -c %d connections need more than the %ld ephemeral ports of %ld source "
-                "address%s: widen net.ipv4.ip_local_port_range or add addresses with --source\n",
-                o->conns, ports * sources, sources, sources == 1 ? "" : "es");
+                "address%s: widen net.ipv4.ip_local_port_range or %s\n",
+                o->conns, ports * sources, sources, sources == 1 ? "" : "es",
+                o->nsources ? "add more --source addresses" : "add addresses with --source");
         return -1;
     }
     {
@@ -816,7 +817,9 @@ int main(int argc, char **argv)
     res.kd = kd;
     res.kr = (struct kstat_run){.addrnotavail = res.total.errors[ERR_ADDRNOTAVAIL],
                                 .linger0 = o.linger0,
-                                .short_mode = o.mode == MODE_SHORT};
+                                .short_mode = o.mode == MODE_SHORT,
+                                .nsources = o.nsources,
+                                .sysctl_root = "/proc/sys"};
     if (nsec && !(res.series = calloc(nsec, sizeof(*res.series))))
         return 2;
     for (size_t k = 0; k < nsec; k++) { /* the seconds' histograms move into res */

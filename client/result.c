@@ -275,8 +275,9 @@ void result_print(FILE *f, const struct bresult *r)
             fprintf(f,
                     "; %.2f s of it inside connect() itself (%.0f µs each): the kernel searching "
                     "an ephemeral port range crowded by TIME_WAIT (a slow client, not a slow "
-                    "server: --source or wait 60 s)",
-                    r->connect_busy, per * 1e6);
+                    "server: %s or wait 60 s)",
+                    r->connect_busy, per * 1e6,
+                    r->kr.nsources ? "more --source addresses" : "--source");
         fputc('\n', f);
     }
     if (r->rate > 0 || r->nsteps)
@@ -467,8 +468,8 @@ int result_write_json(FILE *f, const struct bresult *r)
     json_str(f, r->expect);
     fprintf(f, ", \"ok_status\": ");
     json_str(f, ok_of(r));
-    fprintf(f, ", \"linger0\": %s, \"busy_poll\": %s},\n", r->kr.linger0 ? "true" : "false",
-            r->busy_poll ? "true" : "false");
+    fprintf(f, ", \"linger0\": %s, \"busy_poll\": %s, \"sources\": %d},\n",
+            r->kr.linger0 ? "true" : "false", r->busy_poll ? "true" : "false", r->kr.nsources);
     fprintf(f,
             "  \"agents\": %d,\n  \"start_wall\": %.6f,\n  \"end_wall\": %.6f,\n"
             "  \"window_spread_s\": %.6f,\n  \"wall_s\": %.6f,\n",
@@ -948,6 +949,8 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
     r->kr.linger0 = need_bool(rd, cfg, "config", "linger0");
     if (json_get(cfg, "busy_poll")) /* absent before --busy-poll existed */
         r->busy_poll = need_bool(rd, cfg, "config", "busy_poll");
+    if (json_get(cfg, "sources")) /* absent before it was recorded: no --source */
+        r->kr.nsources = need_int(rd, cfg, "config", "sources");
     r->agents = need_int(rd, d, "", "agents");
     if (!rd->bad && r->agents < 1)
         rd_fail(rd, "", "agents", "is 0");
@@ -1317,6 +1320,7 @@ int result_merge(struct bresult *dst, const struct bresult *src)
     dst->duration = fmax(dst->duration, src->duration);
     dst->warmup = fmax(dst->warmup, src->warmup);
     dst->kr.linger0 = dst->kr.linger0 || src->kr.linger0;
+    dst->kr.nsources = dst->kr.nsources > src->kr.nsources ? dst->kr.nsources : src->kr.nsources;
     dst->busy_poll = dst->busy_poll || src->busy_poll;
     /* The spread: the two sides' own spreads and the distance between their earliest and
      * latest starts (each side's starts lie in [start_wall, start_wall + window_spread]). */

@@ -22,6 +22,7 @@ struct opt {
     int nlisten;                        /* at least 1 after opt_parse() */
     bool listen_default;                /* no --listen given: listen[0] is the default */
     int backlog;                        /* listen(2) backlog */
+    bool backlog_set;                   /* --backlog given (command line or config file) */
     int groups;                         /* epoll groups; 0 = from the CPU plan */
     int workers;                        /* workers per group; 0 = from the CPU plan */
     bool have_cpus;                     /* --cpus given */

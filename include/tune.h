@@ -68,6 +68,20 @@ int tune_read(const char *root, const char *name, char *buf, size_t len);
 /* Writes value to root/NAME. Returns 0 or -errno. */
 int tune_write(const char *root, const char *name, const char *value);
 
+/* The judgement --check-sysctl makes of one key, for whoever else advises on it (lfbench's
+ * hints): the same sysctl.conf line, the same reading of the tree, the same comparison. */
+struct tune_verdict {
+    enum tune_status st;
+    bool have;      /* false: the key is absent under root (st is TUNE_MISSING) */
+    char cur[128];  /* what root holds, blanks folded */
+    char want[160]; /* tune_want's text: ">= 65535" */
+};
+
+/* Judges key name of conf (sysctl.conf's text) against the tree under root, exactly as a row of
+ * tune_report does. Returns 0, -ENOENT when conf has no such key, -EINVAL when conf does not
+ * parse, -ENOMEM. */
+int tune_judge(const char *conf, const char *root, const char *name, struct tune_verdict *v);
+
 /* What the checker needs from the daemon's own configuration. */
 struct tune_ctx {
     const char *root; /* "/proc/sys", or a fixture tree in tests */

@@ -441,10 +441,17 @@ int main(int argc, char **argv)
     /* warnings after the errors that stop the start: a broken script is its one line */
     if (!activated)
         tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
-    if (somaxconn > 0 && o.backlog > somaxconn)
+    /* A backlog the user chose and the kernel cuts is a warning; the default cut by a stock
+     * kernel's somaxconn is every start's news, so it is said once, at info. */
+    if (somaxconn > 0 && o.backlog > somaxconn && o.backlog_set)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",
                  o.backlog, somaxconn, somaxconn, o.backlog);
+    else if (somaxconn > 0 && o.backlog > somaxconn)
+        log_info("accept queue %ld per listener: net.core.somaxconn %ld caps the default backlog "
+                 "%d; for bursts of connects raise it (sudo make sysctl-apply, or sysctl -w "
+                 "net.core.somaxconn=%d)",
+                 somaxconn, somaxconn, o.backlog, o.backlog);
 
     /* What this process holds now, plus two fds per group and two for the accept thread, plus
      * slack for /proc reads and logging, plus what the admin thread and the workers' Lua

@@ -318,6 +318,7 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             o->backlog = (int)v;
+            o->backlog_set = true;
         } else if (!strcmp(name, "--groups") || !strcmp(name, "--workers")) {
             if (parse_long(val, 1, 1024, &v) < 0) {
                 snprintf(err, errlen, "%s: '%s' is not an integer from 1 to 1024", name, val);

@@ -388,6 +388,37 @@ static long read_long(const char *root, const char *name, long dflt)
     return tune_read(root, name, buf, sizeof(buf)) == 0 ? atol(buf) : dflt;
 }
 
+/* One row's judgement: tune_report and tune_judge both come here, so that lfbench's hints and
+ * --check-sysctl cannot call the same value different things. */
+static void judge(const struct tune_key *k, const char *root, struct tune_verdict *v)
+{
+    v->have = tune_read(root, k->name, v->cur, sizeof(v->cur)) == 0;
+    if (!v->have)
+        v->cur[0] = '\0';
+    v->st = tune_compare(k, v->have ? v->cur : NULL, writable(root, k->name));
+    tune_want(k, v->want, sizeof(v->want));
+}
+
+int tune_judge(const char *conf, const char *root, const char *name, struct tune_verdict *v)
+{
+    struct tune_key *keys = calloc(TUNE_MAX_KEYS, sizeof(*keys));
+    char err[160];
+    int n, rc = -ENOENT;
+
+    if (!keys)
+        return -ENOMEM;
+    n = tune_parse(conf, keys, TUNE_MAX_KEYS, err, sizeof(err));
+    if (n < 0)
+        rc = -EINVAL;
+    for (int i = 0; i < n && rc == -ENOENT; i++)
+        if (!strcmp(keys[i].name, name)) {
+            judge(&keys[i], root, v);
+            rc = 0;
+        }
+    free(keys);
+    return rc;
+}
+
 /* --apply-sysctl: writes the applied keys that are not right. A min key already above its
  * recommendation is left alone (sysctl -p would lower it); a has key gets the port appended. */
 static int apply(FILE *out, const struct tune_key *keys, int n, const char *root)
@@ -421,10 +452,11 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
 {
     struct tune_key *keys = calloc(TUNE_MAX_KEYS, sizeof(*keys));
     const char *root = ctx->root;
-    char ns[64] = "?", cur[256], want[160], range[64], reserved[256];
+    char ns[64] = "?", cur[256], range[64], reserved[256];
     struct utsname u;
     struct rlimit rl;
-    int n, bad = 0, bad_applied = 0, bad_checked = 0;
+    int n, bad = 0, bad_applied = 0, bad_checked = 0, bad_here = 0;
+    bool nofile_low;
     long somaxconn, lo = 32768, hi = 60999, nr_open, reuse, delay;
     ssize_t nl;
 
@@ -447,20 +479,23 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
     fprintf(out, "%-36s %-24s %-24s %-9s %s\n", "key", "current", "recommended", "status", "scope");
     for (int i = 0; i < n; i++) {
         const struct tune_key *k = &keys[i];
-        bool have = tune_read(root, k->name, cur, sizeof(cur)) == 0;
-        enum tune_status st = tune_compare(k, have ? cur : NULL, writable(root, k->name));
+        struct tune_verdict v;
+        enum tune_status st;
 
-        tune_want(k, want, sizeof(want));
+        judge(k, root, &v);
+        st = v.st;
         fprintf(out, "%-36s %-24s %-24s %-9s %s%s\n", k->name,
-                !have    ? "-"
-                : cur[0] ? cur
-                         : "(empty)",
-                want, tune_status_name[st], tune_scope_name[k->scope],
+                !v.have    ? "-"
+                : v.cur[0] ? v.cur
+                           : "(empty)",
+                v.want, tune_status_name[st], tune_scope_name[k->scope],
                 k->apply ? "" : ", check only");
         if (st != TUNE_OK) {
             bad++;
             if (st != TUNE_MISSING && st != TUNE_READONLY)
                 *(k->apply ? &bad_applied : &bad_checked) += 1;
+            else
+                bad_here++;
             fprintf(out, "    %s%s\n", k->why,
                     st == TUNE_MISSING && k->scope == TUNE_HOST
                         ? " [host-wide: absent in this namespace or kernel; set it on the host]"
@@ -472,7 +507,8 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
              (unsigned long long)rl.rlim_max);
     fprintf(out, "%-36s %-24s >= %-21ld %-9s process\n", "RLIMIT_NOFILE (ulimit -n)", cur,
             NOFILE_WANT, rl.rlim_max >= (rlim_t)NOFILE_WANT ? "ok" : "low");
-    if (rl.rlim_max < (rlim_t)NOFILE_WANT) {
+    nofile_low = rl.rlim_max < (rlim_t)NOFILE_WANT;
+    if (nofile_low) {
         bad++;
         fprintf(out, "    descriptors per process: one per connection; raise the hard limit "
                      "(limits.conf nofile, systemd LimitNOFILE=) and lfepolld/lfbench raise "
@@ -512,20 +548,28 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
                 "  listen port %d is inside the ephemeral range %s and not reserved: an outgoing "
                 "connect() can take it while lfepolld is down (net.ipv4.ip_local_reserved_ports)\n",
                 ctx->port, range);
-    if (bad_applied)
-        fprintf(out,
-                "%d key%s off: sudo make sysctl-apply (or sudo sysctl -p sysctl.conf), then "
-                "check again\n",
-                bad_applied, bad_applied == 1 ? "" : "s");
-    if (bad_checked)
-        fprintf(out,
-                "%d checked key%s changed from what sysctl.conf expects (it does not set "
-                "them): put %s back with sysctl -w KEY=VALUE\n",
-                bad_checked, bad_checked == 1 ? "" : "s", bad_checked == 1 ? "it" : "them");
+    /* One count, then its parts, each with its remedy: the parts add up to the count. */
     if (bad)
-        fprintf(out, "%d of %d need attention\n", bad, n + 1);
+        fprintf(out, "%d of %d need attention:\n", bad, n + 1);
     else
         fprintf(out, "all %d ok\n", n + 1);
+    if (bad_applied)
+        fprintf(out,
+                "  %d that sysctl.conf sets: sudo make sysctl-apply (or sudo sysctl -p "
+                "sysctl.conf), then check again\n",
+                bad_applied);
+    if (bad_checked)
+        fprintf(out,
+                "  %d that sysctl.conf only checks, changed from what it expects: put %s back "
+                "with sysctl -w KEY=VALUE\n",
+                bad_checked, bad_checked == 1 ? "it" : "them");
+    if (bad_here)
+        fprintf(out,
+                "  %d read-only or absent here: set %s as root, or on the host for a "
+                "host-wide key\n",
+                bad_here, bad_here == 1 ? "it" : "them");
+    if (nofile_low)
+        fprintf(out, "  1 RLIMIT_NOFILE: raise the hard limit (its row says how)\n");
     free(keys);
     return bad ? 1 : 0;
 }

@@ -11,9 +11,11 @@
 #include <string.h>
 
 #include "kstat.h"
+#include "tune.h"
 
 #define BEFORE "tests/fixtures/proc-net"
 #define AFTER "tests/fixtures/proc-net-after"
+#define SYSCTL "tests/fixtures/proc-sys" /* somaxconn 4096, tw_buckets 262144, ... */
 
 static void test_read_fixture(void **state)
 {
@@ -130,7 +132,7 @@ static void test_hints(void **state)
     t = hints(&d, &r, false, &n);
     assert_int_equal(n, 2);
     assert_non_null(strstr(t, "hint         the accept queue overflowed 17 times"));
-    assert_non_null(strstr(t, "raise net.core.somaxconn and the server's backlog"));
+    assert_non_null(strstr(t, "small backlog (lfepolld --backlog); raise net.core.somaxconn"));
     assert_non_null(strstr(t, "no free ephemeral port 3 times (EADDRNOTAVAIL)"));
     free(t);
     /* resets: a surprise without --linger0, expected with it */
@@ -155,6 +157,95 @@ static void test_hints(void **state)
     free(t);
 }
 
+/* The status word of key's row in a --check-sysctl report: the word before its scope. */
+static void row_status(const char *report, const char *key, char *st, size_t len)
+{
+    for (const char *p = report; (p = strstr(p, key)); p++) {
+        const char *nl = strchr(p, '\n');
+        char line[256], *scope, *end;
+
+        if ((p != report && p[-1] != '\n') || p[strlen(key)] != ' ')
+            continue;
+        snprintf(line, sizeof(line), "%.*s", (int)(nl ? nl - p : (long)strlen(p)), p);
+        scope = strstr(line, " netns");
+        if (!scope)
+            scope = strstr(line, " host");
+        assert_non_null(scope);
+        while (scope > line && scope[-1] == ' ')
+            scope--;
+        *scope = '\0';
+        end = strrchr(line, ' ');
+        assert_non_null(end);
+        snprintf(st, len, "%s", end + 1);
+        return;
+    }
+    fail_msg("no row for %s in:\n%s", key, report);
+}
+
+/* test_hints_agree_with_check_sysctl: a hint that names a sysctl gives the verdict
+ * --check-sysctl prints for it from the same tree. The hint said "tcp_max_tw_buckets is too
+ * low; raise it" where the checker called the key ok. */
+static void test_hints_agree_with_check_sysctl(void **state)
+{
+    static const char *const keys[] = {"net.core.somaxconn", "net.ipv4.tcp_max_tw_buckets",
+                                       "net.core.netdev_max_backlog",
+                                       "net.ipv4.ip_local_port_range"};
+    struct tune_ctx ctx = {.root = SYSCTL, .backlog = 65535, .port = 9876};
+    struct kstat a, b, d;
+    struct kstat_run r = {.addrnotavail = 2, .short_mode = true, .sysctl_root = SYSCTL};
+    char err[256] = "", *rep = NULL, *t, st[32], want[256];
+    size_t len = 0;
+    FILE *f = open_memstream(&rep, &len);
+    int n;
+
+    (void)state;
+    tune_report(f, tune_default_conf, &ctx, err, sizeof(err));
+    fclose(f);
+    kstat_read(BEFORE, &a);
+    kstat_read(AFTER, &b);
+    kstat_delta(&a, &b, &d); /* overflows, cookies, TIME_WAIT overflow, softnet drops, recycled */
+    t = hints(&d, &r, false, &n);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        struct tune_verdict v;
+        row_status(rep, keys[i], st, sizeof(st));
+        assert_int_equal(tune_judge(tune_default_conf, SYSCTL, keys[i], &v), 0);
+        snprintf(want, sizeof(want), "%s is %s, which lfepolld --check-sysctl calls %s (", keys[i],
+                 v.cur, st);
+        if (!strstr(t, want))
+            fail_msg("the hints do not say \"%s\" as the report does:\n%s\n%s", want, t, rep);
+    }
+    /* the key of the old contradiction: ok in both, so the hint does not call it too low */
+    row_status(rep, "net.ipv4.tcp_max_tw_buckets", st, sizeof(st));
+    assert_string_equal(st, "ok");
+    assert_null(strstr(t, "too low"));
+    assert_non_null(strstr(t, "calls ok (>= 65536), and was still not enough for this run"));
+    free(t);
+    free(rep);
+}
+
+/* test_hint_no_source_when_given: with --source given, no hint tells the user to use it. */
+static void test_hint_no_source_when_given(void **state)
+{
+    struct kstat d = {0};
+    struct kstat_run r = {.addrnotavail = 5, .short_mode = true};
+    char *t;
+    int n;
+
+    (void)state;
+    d.v[KS_TW_RECYCLED] = 1000;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(t, "spread over source addresses (--source)"));
+    free(t);
+    r.nsources = 3;
+    t = hints(&d, &r, true, &n);
+    assert_int_equal(n, 2);
+    assert_null(strstr(t, "(--source)"));
+    assert_null(strstr(t, "use --source"));
+    assert_non_null(strstr(t, "add source addresses to the 3 --source gave"));
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +254,8 @@ int main(void)
         cmocka_unit_test(test_parse_edges),
         cmocka_unit_test(test_parse_numbers_stay_on_their_line),
         cmocka_unit_test(test_hints),
+        cmocka_unit_test(test_hints_agree_with_check_sysctl),
+        cmocka_unit_test(test_hint_no_source_when_given),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

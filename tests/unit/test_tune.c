@@ -449,8 +449,18 @@ static void test_report_and_apply(void **state)
     assert_non_null(strstr(out, "about 28232 new connections/s"));
     assert_null(strstr(out, "listen port 9876")); /* outside 32768-60999 */
     /* what to do: apply for the keys the file sets, sysctl -w for the ones it only checks */
-    assert_non_null(strstr(out, "4 keys off: sudo make sysctl-apply"));
-    assert_non_null(strstr(out, "1 checked key changed from what sysctl.conf expects"));
+    assert_non_null(strstr(out, "  4 that sysctl.conf sets: sudo make sysctl-apply"));
+    assert_non_null(strstr(out, "  1 that sysctl.conf only checks, changed from what it expects"));
+    /* test_report_counts_agree: the total is the sum of its parts (it said "4 keys off" and
+     * then "6 of 7 need attention", which read as two different counts) */
+    assert_non_null(strstr(out, "  1 read-only or absent here"));
+    {
+        char total[64];
+        bool low = rl.rlim_max < 65536;
+        snprintf(total, sizeof(total), "\n%d of 7 need attention:\n", 4 + 1 + 1 + low);
+        assert_non_null(strstr(out, total));
+        assert_true(!low || strstr(out, "  1 RLIMIT_NOFILE: raise the hard limit"));
+    }
     free(out);
 
     /* apply: the applied keys that are not right are written; a key above its minimum stays */

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# test_newcomer: what a newcomer runs first says what it does. make run installs only the run
+# packages (make test the test stack too) and README.md lists the same two sets as the Makefile;
+# etc/lfepolld.conf shows every option of lfepolld --help; make sysctl-check is a report that
+# exits 0 whatever the kernel says, and fails only when the checker does. Prints cmocka's result
+# lines for tests/run.sh.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d /tmp/lfe-newcomer-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+cd "$top" || exit 1
+# Under make test -jN the parent's jobserver flags would reach these makes as a warning.
+unset MAKEFLAGS MFLAGS MAKELEVEL
+bin=${LFEPOLLD:-$top/lfepolld}
+passed=0 failed=()
+
+echo "[==========] Running 4 test(s)."
+t() { # name: runs the function of that name; its output, if any, is the failure
+    echo "[ RUN      ] $1"
+    local out
+    out=$("$1" 2>&1)
+    if [ -z "$out" ]; then
+        echo "[       OK ] $1"; passed=$((passed + 1))
+    else
+        echo "$out"; echo "[  FAILED  ] $1"; failed+=("$1")
+    fi
+}
+# A Makefile variable as make expands it.
+var() { printf 'show:\n\t@echo $(%s)\n' "$1" | make -s --no-print-directory -f Makefile -f - show; }
+
+test_make_run_installs_run_pkgs_only() {
+    local run test deps p
+    run=$(make -n --no-print-directory run 2>/dev/null | grep -m1 'for p in')
+    deps=$(make -n --no-print-directory deps 2>/dev/null | grep -m1 'for p in')
+    [ -n "$run" ] && [ -n "$deps" ] || { echo "no package loop in make -n run / deps"; return; }
+    for p in $(var RUN_PKGS); do
+        grep -q " $p " <<<"$run " || echo "make run does not install $p"
+        grep -q " $p " <<<"$deps " || echo "make deps does not install $p"
+    done
+    test=$(var TEST_PKGS)
+    [ -n "$test" ] || echo "TEST_PKGS is empty"
+    for p in $test; do
+        grep -q " $p " <<<"$run " && echo "make run installs the test package $p"
+        grep -q " $p " <<<"$deps " || echo "make deps (make test) does not install $p"
+    done
+    make -n --no-print-directory test 2>/dev/null | grep -q " nginx-light " ||
+        echo "make test does not install the test packages"
+}
+
+# README.md's two lines, "`make run` needs: ..." and "`make test` adds: ...", name exactly the
+# Makefile's RUN_PKGS and TEST_PKGS.
+test_readme_pkgs_match_makefile() {
+    local line want got
+    for line in 'run` needs:RUN_PKGS' 'test` adds:TEST_PKGS'; do
+        got=$(grep "^\`make ${line%%:*}: " README.md | sed 's/^[^:]*: //; s/\.$//' | tr ' ' '\n' |
+            sed '/^$/d' | sort)
+        want=$(var "${line##*:}" | tr ' ' '\n' | sed '/^$/d' | sort)
+        [ -n "$got" ] || { echo "README.md has no line '\`make ${line%%:*}: ...'"; continue; }
+        [ "$got" = "$want" ] || echo "README.md's \`make ${line%%:*} list differs from ${line##*:}:
+$(diff <(echo "$want") <(echo "$got"))"
+    done
+}
+
+# Every option of lfepolld --help but the commands has its line in etc/lfepolld.conf, and each
+# line is either the default or marked an example (every line enabled parses: test_install).
+test_conf_covers_every_option() {
+    local opts o
+    opts=$("$bin" --help | grep -oE '^  (-[a-zA-Z], )?--[a-z0-9-]+' | sed 's/.*--//' | sort -u)
+    [ "$(wc -l <<<"$opts")" -ge 30 ] || echo "too few options read from lfepolld --help: $opts"
+    for o in $opts; do
+        case $o in help | version | config | check-sysctl | apply-sysctl | sysctl-conf) continue ;; esac
+        grep -q "^#$o = " etc/lfepolld.conf || echo "etc/lfepolld.conf has no line for --$o"
+    done
+    # the lines that are not defaults say so: the ones whose value --help calls no default
+    for o in groups workers cpus max-conns lua admin user takeover; do
+        grep -B1 "^#$o = " etc/lfepolld.conf | head -1 | grep -q '^# example: the default is' ||
+            echo "etc/lfepolld.conf: #$o is not the default and is not marked an example"
+    done
+    grep -q 'Each line below shows the default' etc/lfepolld.conf &&
+        echo "etc/lfepolld.conf still says every line is the default"
+}
+
+# make sysctl-check: exit 0 and a last line saying it is a report, whatever the kernel's values
+# (a fresh network namespace has the kernel's defaults, which need attention); a checker that
+# fails (exit 2) fails make.
+test_sysctl_check_is_a_report() {
+    local out rc fake=$dir/fake-lfepolld
+    if [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
+        out=$(unshare -n make -s --no-print-directory SANITIZER="${LFE_SANITIZER:-}" sysctl-check 2>&1)
+    else
+        out=$(make -s --no-print-directory SANITIZER="${LFE_SANITIZER:-}" sysctl-check 2>&1)
+    fi
+    rc=$?
+    [ $rc = 0 ] || echo "make sysctl-check exited $rc: $out"
+    grep -q 'need attention:$\|^all [0-9]* ok$' <<<"$out" || echo "no report: $out"
+    tail -1 <<<"$out" | grep -q '^sysctl-check: done: ' || echo "last line: $(tail -1 <<<"$out")"
+    grep -q 'Error' <<<"$out" && echo "make printed an error: $out"
+    printf '#!/bin/sh\necho "cannot parse" >&2\nexit 2\n' >"$fake" && chmod +x "$fake"
+    out=$(make -s --no-print-directory LFEPOLLD="$fake" sysctl-check 2>&1)
+    rc=$?
+    [ $rc != 0 ] || echo "make sysctl-check exited 0 when the checker failed: $out"
+    grep -q 'sysctl-check: the checker failed (exit 2)' <<<"$out" || echo "no failure line: $out"
+}
+
+t test_make_run_installs_run_pkgs_only
+t test_readme_pkgs_match_makefile
+t test_conf_covers_every_option
+t test_sysctl_check_is_a_report
+echo "[==========] 4 test(s) run."
+echo "[  PASSED  ] $passed test(s)."
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "[  FAILED  ] ${#failed[@]} test(s), listed below:"
+    for f in "${failed[@]}"; do echo "[  FAILED  ] $f"; done
+    exit 1
+fi
+exit 0
