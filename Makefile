@@ -375,7 +375,7 @@ scaleout-test:
 	if ! ip netns list >/dev/null 2>&1; then echo "scaleout-test: skipped: ip netns cannot be used here"; exit 0; fi; \
 	$(MAKE) --no-print-directory deps $(LFEPOLLD) $(LFBENCH) && \
 	SCALEOUT_SHORT=$(SCALEOUT_SHORT) LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
-	  timeout -k 5 $$(if [ "$(SCALEOUT_SHORT)" = 1 ]; then echo 170; else echo 600; fi) tests/scaleout/run.sh
+	  timeout -k 5 $$(if [ "$(SCALEOUT_SHORT)" = 1 ]; then echo 240; else echo 600; fi) tests/scaleout/run.sh
 
 # Fuzzing, fault injection and the soak run keep their rules beside their sources.
 -include tests/fuzz/fuzz.mk tests/fault/fault.mk tests/soak/soak.mk

@@ -34,7 +34,8 @@ $(FUZZ_BUILD)/obj/tests/fuzz/%.o: tests/fuzz/%.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) $(WARN) -c -o $@ $<
 
-$(FUZZ_BUILD)/libsrv.a: $(SRV_MODS:%=$(FUZZ_BUILD)/obj/src/%.o)
+# tune_conf.o is sysctl.conf as data (tune_judge, which lfbench's hints call, reads it)
+$(FUZZ_BUILD)/libsrv.a: $(SRV_MODS:%=$(FUZZ_BUILD)/obj/src/%.o) $(BUILD)/src/tune_conf.o
 	rm -f $@ && ar rcs $@ $^
 
 $(FUZZ_BUILD)/libcli.a: $(CLI_MODS:%=$(FUZZ_BUILD)/obj/client/%.o)
