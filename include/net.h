@@ -18,6 +18,28 @@ int net_listen(const char *hostport, int backlog, char *err, size_t errlen);
 int net_listen_reuseport(const char *hostport, int backlog, bool reuseport, char *err,
                          size_t errlen);
 
+/* A socket bound to hostport as net_listen would bind it, but not listening and without
+ * SO_REUSEPORT: it fails with "port in use" wherever a listener holds the port, a group of
+ * SO_REUSEPORT listeners included, and while it stays open no listener without SO_REUSEADDR
+ * can take the port. Shards are then bound to its address (net_listen_shard) and it is
+ * closed: so several shards never join a group some other process already listens in.
+ * Returns the fd, or -errno with one line in err. */
+int net_claim(const char *hostport, char *err, size_t errlen);
+
+/* Whether fd carries SO_REUSEPORT. */
+bool net_reuseport(int fd);
+
+/* Another listening socket at like's address and port (like: a listener with SO_REUSEPORT, or
+ * a net_claim socket): the same options, SO_REUSEPORT, listen(backlog). The kernel spreads
+ * new connections over the listeners of the group (a hash of the client's address and port).
+ * Returns the fd, or -errno with one line in err ("port in use" for EADDRINUSE). */
+int net_listen_shard(int like, int backlog, char *err, size_t errlen);
+
+/* Makes listener lfd drop every new SYN (a classic BPF socket filter) while the handshakes
+ * already under way complete into its accept queue: what a drain accepts before it closes the
+ * listener, so that closing it resets nothing that was queued. Returns 0 or -errno. */
+int net_refuse_syns(int lfd);
+
 /* accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) on a non-blocking listener. Retries EINTR and
  * ECONNABORTED (the peer gave up while queued: nothing to report). Returns the new fd, or
  * -EAGAIN when the queue is empty, or another -errno (EMFILE/ENFILE/ENOBUFS/ENOMEM: out of

@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 #define OPT_MAX_LISTEN 16
+#define OPT_MAX_ACCEPT 16 /* --accept-threads */
+#define OPT_MAX_LFDS 64   /* listening sockets in all: addresses x accept threads (shards) */
 
 enum dispatch_policy {
     DISPATCH_RR,    /* round-robin over groups */
@@ -25,6 +27,7 @@ struct opt {
     bool backlog_set;                   /* --backlog given (command line or config file) */
     int groups;                         /* epoll groups; 0 = from the CPU plan */
     int workers;                        /* workers per group; 0 = from the CPU plan */
+    int accept_threads;                 /* --accept-threads; 0 = from the CPU plan */
     bool have_cpus;                     /* --cpus given */
     cpu_set_t cpus;                     /* --cpus, valid when have_cpus */
     bool pin;                           /* false with --no-pin */

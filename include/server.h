@@ -13,13 +13,15 @@
 struct server;
 
 /* Builds the pool for the listening sockets lfds[0..nlisten) (the server takes them over and
- * closes them): one epoll fd and wake-up eventfd per group, the accept thread's epoll, and the
- * fd -> connection table sized by RLIMIT_NOFILE. Creates no thread. max_conns is the live
+ * closes them): one epoll fd and wake-up eventfd per group, nacc accept threads' epoll sets
+ * (the j-th socket of an address to thread j % nacc), and the fd -> connection table sized by
+ * RLIMIT_NOFILE. Creates no thread. max_conns is the live
  * connection limit (over it: accept and close). lua, when not NULL, is the loaded script: each
  * worker gets its own lua_State from it (the caller frees lua after server_free). Returns the
  * server, or NULL with err filled. o and p must outlive the server. */
 struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
-                          long max_conns, struct script_env *lua, char *err, size_t errlen);
+                          int nacc, long max_conns, struct script_env *lua, char *err,
+                          size_t errlen);
 
 /* Creates every thread (G*W workers, pinned per the plan, then the accept thread) and returns.
  * No thread is created or destroyed after this until server_stop(). Returns 0 or -errno (then

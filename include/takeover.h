@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define TAKEOVER_MAX_FDS 17 /* OPT_MAX_LISTEN listeners and the --admin listener */
+#define TAKEOVER_MAX_FDS 65 /* OPT_MAX_LFDS listeners (shards) and the --admin listener */
 
 struct takeover;
 

@@ -1,4 +1,4 @@
-/* acceptor: the accept thread; drains the listen queues and hands connections to groups. */
+/* acceptor: the accept threads; each drains its listen queues and hands connections to groups. */
 #include "log.h"
 #include "net.h"
 #include "pool.h"
@@ -21,9 +21,10 @@
 enum { RL_EMFILE, RL_NOMEM, RL_LOST, RL_EPOLL, RL_ARM, RL_IPTABLE, RL_KINDS };
 struct acc {
     struct server *s;
+    struct acceptor *t; /* this thread's listeners, epoll set, counters */
     time_t logged[RL_KINDS];
-    bool aside[OPT_MAX_LISTEN];          /* refused accept4: out of acc_epfd, retried alone */
-    time_t aside_logged[OPT_MAX_LISTEN]; /* one line a second per listener */
+    bool aside[OPT_MAX_LFDS];          /* refused accept4: out of t->epfd, retried alone */
+    time_t aside_logged[OPT_MAX_LFDS]; /* one line a second per listener */
     int naside;
     long retry_ms; /* when the listeners set aside are tried next */
 };
@@ -49,6 +50,16 @@ static long mono_ms(void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
 }
 
+/* fd_hi is the sweep's end: the highest connection fd any accept thread has seen. */
+static void raise_fd_hi(struct server *s, int fd)
+{
+    long hi = __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED);
+
+    while (fd > hi && !__atomic_compare_exchange_n(&s->fd_hi, &hi, (long)fd, true, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED))
+        ;
+}
+
 static long group_load(void *ctx, unsigned g)
 {
     struct server *s = ctx;
@@ -64,18 +75,19 @@ static int set_listening(struct acc *a, bool on)
     struct server *s = a->s;
     int rc = 0;
 
-    for (int i = 0; i < s->nlisten; i++) {
+    for (int k = 0; k < a->t->nl; k++) {
+        int i = a->t->li[k];
         struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.u32 = (uint32_t)i};
         char name[80];
         int err;
 
         if (a->aside[i])
             continue; /* not in the set: retry_aside adds it back */
-        if (epoll_ctl(s->acc_epfd, EPOLL_CTL_MOD, s->lfds[i], &ev) == 0)
+        if (epoll_ctl(a->t->epfd, EPOLL_CTL_MOD, s->lfds[i], &ev) == 0)
             continue;
         err = errno;
         rc = rc ? rc : -err;
-        STAT_ADD(&s->ast, err_other, 1);
+        STAT_ADD(&a->t->st, err_other, 1);
         if (log_now(a, RL_ARM)) {
             net_local_name(s->lfds[i], name, sizeof(name));
             if (on)
@@ -94,11 +106,20 @@ static int set_listening(struct acc *a, bool on)
 /* Out of descriptors or memory, or a listener that refuses accept4: stop polling the listeners
  * instead of spinning on a queue we cannot drain (a level-triggered listener would report it
  * again at once). Connections wait in the kernel's backlog until a worker closes one (it kicks
- * acc_wakefd) or ACCEPT_RETRY_MS pass (ENFILE and ENOMEM can be relieved by other processes).
- * The caller has logged why. */
+ * the thread's wakefd) or ACCEPT_RETRY_MS pass (ENFILE and ENOMEM can be relieved by other
+ * processes). The caller has logged why. */
+static void set_paused(struct acc *a, bool on)
+{
+    if (a->t->paused == (int)on)
+        return; /* only this thread writes it */
+    /* The count first: a close that sees this thread paused finds the count raised too. */
+    __atomic_add_fetch(&a->s->accept_paused, on ? 1 : -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->t->paused, (int)on, __ATOMIC_RELAXED);
+}
+
 static void pause_accepting(struct acc *a)
 {
-    __atomic_store_n(&a->s->accept_paused, 1, __ATOMIC_RELAXED);
+    set_paused(a, true);
     if (set_listening(a, false) < 0) {
         /* A listener still armed wakes epoll_wait at once, and each wake-up would end in the
          * same failure: sleep out the retry period instead (a close meanwhile waits for it). */
@@ -120,7 +141,7 @@ static void set_aside(struct acc *a, int li, int err)
         return; /* a retry that failed again: it stays aside, said once */
     /* Cannot fail for a registered descriptor; if it did, the listener would wake the thread
      * for nothing until the retry that adds it back, never starve the others. */
-    epoll_ctl(s->acc_epfd, EPOLL_CTL_DEL, s->lfds[li], NULL);
+    epoll_ctl(a->t->epfd, EPOLL_CTL_DEL, s->lfds[li], NULL);
     a->aside[li] = true;
     a->naside++;
     if (a->naside == 1)
@@ -176,7 +197,7 @@ static enum drained accept_all(struct acc *a, int li)
                 return ACC_EMPTY;
             case -EMFILE:
             case -ENFILE:
-                STAT_ADD(&s->ast, emfile, 1);
+                STAT_ADD(&a->t->st, emfile, 1);
                 if (log_now(a, RL_EMFILE))
                     log_warn("accept: %s with %ld connections open: accepting paused until one "
                              "closes; raise ulimit -n (or fs.file-max) or lower --max-conns",
@@ -185,7 +206,7 @@ static enum drained accept_all(struct acc *a, int li)
                 return ACC_PAUSED;
             case -ENOBUFS:
             case -ENOMEM:
-                STAT_ADD(&s->ast, enomem, 1);
+                STAT_ADD(&a->t->st, enomem, 1);
                 if (log_now(a, RL_NOMEM))
                     log_warn("accept: %s with %ld connections open: accepting paused until one "
                              "closes (or %d ms pass); the kernel is short of memory",
@@ -193,7 +214,7 @@ static enum drained accept_all(struct acc *a, int li)
                 pause_accepting(a);
                 return ACC_PAUSED;
             default:
-                STAT_ADD(&s->ast, err_other, 1);
+                STAT_ADD(&a->t->st, err_other, 1);
                 if (lost_connection(-fd)) {
                     /* The listener stays level-triggered: epoll reports what is left. */
                     if (log_now(a, RL_LOST))
@@ -210,8 +231,8 @@ static enum drained accept_all(struct acc *a, int li)
         }
         if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) >= s->max_conns ||
             (size_t)fd >= s->table_size) {
-            STAT_ADD(&s->ast, shed, 1); /* counted before the client can see the close */
-            close(fd);                  /* over --max-conns: shed at once */
+            STAT_ADD(&a->t->st, shed, 1); /* counted before the client can see the close */
+            close(fd);                    /* over --max-conns: shed at once */
             continue;
         }
         if (s->iplimit && s->opt->proxy) {
@@ -227,7 +248,7 @@ static enum drained accept_all(struct acc *a, int li)
                     : IPLIMIT_OVER; /* gone already */
 
             if (slot < 0) {
-                STAT_ADD(&s->ast, shed_per_ip, 1); /* counted before the client sees the close */
+                STAT_ADD(&a->t->st, shed_per_ip, 1); /* counted before the client sees the close */
                 close(fd);
                 if (slot == IPLIMIT_FULL && log_now(a, RL_IPTABLE))
                     log_warn("accept: no room for one more client address in the "
@@ -244,7 +265,7 @@ static enum drained accept_all(struct acc *a, int li)
             if (s->iplimit)
                 iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[fd], __ATOMIC_RELAXED));
             /* The client sees the close; the queue goes on (each connection retries calloc). */
-            STAT_ADD(&s->ast, enomem, 1); /* before the client can see the close */
+            STAT_ADD(&a->t->st, enomem, 1); /* before the client can see the close */
             close(fd);
             if (log_now(a, RL_NOMEM))
                 log_warn("accept: out of memory for a new connection (%ld open): connection "
@@ -252,19 +273,18 @@ static enum drained accept_all(struct acc *a, int li)
                          __atomic_load_n(&s->live, __ATOMIC_RELAXED));
             continue;
         }
-        g = &s->groups[dispatch_pick(&s->disp, group_load, s)];
+        g = &s->groups[dispatch_pick(&a->t->disp, group_load, s)];
         __atomic_add_fetch(&g->live, 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->live, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&s->table[fd], c, __ATOMIC_RELEASE);
-        if (fd > __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED))
-            __atomic_store_n(&s->fd_hi, (long)fd, __ATOMIC_RELAXED); /* only this thread writes */
+        raise_fd_hi(s, fd);
         ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
         if (s->opt->proxy)
             c->flags |= CONN_PROXY; /* its first bytes are a PROXY header, for the worker */
         else if (s->lua && __atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
             ev.events |= EPOLLOUT; /* on_connect may speak first: run it now, not at input */
         if (s->lua)
-            lconn_of(c)->sc.id = ++s->next_id;
+            lconn_of(c)->sc.id = __atomic_add_fetch(&s->next_id, 1, __ATOMIC_RELAXED);
         ev.data.ptr = c;
         if (s->opt->proxy) /* its header has a deadline, --idle-timeout or not */
             idle_arm(s, fd, idle_header_date(s, mono_ms()));
@@ -277,14 +297,14 @@ static enum drained accept_all(struct acc *a, int li)
             if (log_now(a, RL_EPOLL))
                 log_warn("accept: epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
                          strerror(errno));
-            STAT_ADD(&s->ast, err_other, 1); /* before the client can see the close */
+            STAT_ADD(&a->t->st, err_other, 1); /* before the client can see the close */
             if (s->idle)
                 idle_take(s, fd); /* the sweeper may have claimed it meanwhile */
             conn_close(s, g, c, CONN_WHY_IO_ERROR, NULL);
             continue;
         }
-        STAT_ADD(g, accepted, 1);
-        STAT_ADD(&s->ast, accepted, 1);
+        __atomic_add_fetch(&g->accepted, 1, __ATOMIC_RELAXED); /* every accept thread's */
+        STAT_ADD(&a->t->st, accepted, 1);
     }
 }
 
@@ -295,7 +315,8 @@ static void retry_aside(struct acc *a)
     struct server *s = a->s;
 
     a->retry_ms = mono_ms() + ACCEPT_RETRY_MS;
-    for (int li = 0; li < s->nlisten && a->naside; li++) {
+    for (int k = 0; k < a->t->nl && a->naside; k++) {
+        int li = a->t->li[k];
         bool paused;
         struct epoll_event ev = {.data.u32 = (uint32_t)li};
         char name[80];
@@ -308,11 +329,11 @@ static void retry_aside(struct acc *a)
             return; /* out of descriptors: no listener can be told apart now */
         if (r == ACC_ASIDE)
             continue;
-        paused = __atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED);
+        paused = a->t->paused;
         ev.events = paused ? 0 : EPOLLIN;
         net_local_name(s->lfds[li], name, sizeof(name));
-        if (epoll_ctl(s->acc_epfd, EPOLL_CTL_ADD, s->lfds[li], &ev) < 0) {
-            STAT_ADD(&s->ast, err_other, 1);
+        if (epoll_ctl(a->t->epfd, EPOLL_CTL_ADD, s->lfds[li], &ev) < 0) {
+            STAT_ADD(&a->t->st, err_other, 1);
             if (log_now(a, RL_ARM))
                 log_err("accept: cannot put listener %s back: epoll_ctl: %s; retrying every %d "
                         "ms",
@@ -325,11 +346,52 @@ static void retry_aside(struct acc *a)
     }
 }
 
+/* Accepts what every listener of this thread holds. Returns false when accepting paused. */
+static bool accept_each(struct acc *a)
+{
+    for (int k = 0; k < a->t->nl; k++)
+        if (!a->aside[a->t->li[k]] && accept_all(a, a->t->li[k]) == ACC_PAUSED)
+            return false; /* one set aside does not stop the others */
+    return true;
+}
+
+/* The end of a stop that is not a hand-over. Main has made every listener drop new SYNs
+ * (net_refuse_syns); handshakes under way still complete into the queues. This accepts them
+ * until none came for DRAIN_SETTLE_MS (a round trip, with room), for at most s->drain_accept_ms,
+ * so that main's close of the listeners resets nothing that waited in them; what arrives later
+ * finds the port closed (refused), never a reset after an accept queue took it. */
+static void drain_queues(struct acc *a)
+{
+    struct epoll_event evs[OPT_MAX_LFDS + 1];
+    long now = mono_ms(), end = now + a->s->drain_accept_ms, quiet_from = now;
+
+    for (;;) {
+        uint64_t before = a->t->st.accepted;
+        int n;
+
+        accept_each(a);
+        now = mono_ms();
+        if (a->t->st.accepted != before)
+            quiet_from = now;
+        if (now >= end || now - quiet_from >= DRAIN_SETTLE_MS)
+            return;
+        n = sysc_epoll_wait(a->t->epfd, evs, OPT_MAX_LFDS + 1,
+                            (int)(end - now < DRAIN_SETTLE_MS ? end - now : DRAIN_SETTLE_MS));
+        for (int i = 0; i < n; i++) {
+            eventfd_t v;
+
+            if (evs[i].data.u32 == ACCEPT_WAKE)
+                eventfd_read(a->t->wakefd, &v);
+        }
+    }
+}
+
 void *acceptor_main(void *arg)
 {
-    struct acc a = {.s = arg};
+    struct acc a = {.t = arg, .s = ((struct acceptor *)arg)->srv};
     struct server *s = a.s;
-    struct epoll_event evs[OPT_MAX_LISTEN + 1];
+    struct acceptor *t = a.t;
+    struct epoll_event evs[OPT_MAX_LFDS + 1];
     struct sched_param sp = {0};
 
     /* SCHED_BATCH: a new connection's wakeup does not preempt the worker running on the same
@@ -340,23 +402,27 @@ void *acceptor_main(void *arg)
     if (sched_setscheduler(0, SCHED_BATCH, &sp) < 0)
         log_debug("accept thread: SCHED_BATCH: %s; staying SCHED_OTHER", strerror(errno));
     for (;;) {
-        bool paused = __atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED);
-        int n = sysc_epoll_wait(s->acc_epfd, evs, OPT_MAX_LISTEN + 1,
+        bool paused = t->paused;
+        int n = sysc_epoll_wait(t->epfd, evs, OPT_MAX_LFDS + 1,
                                 paused || a.naside ? ACCEPT_RETRY_MS : -1);
 
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            log_err("accept thread: epoll_wait: %s; no longer accepting", strerror(errno));
+            log_err("accept thread %d: epoll_wait: %s; no longer accepting", t->idx,
+                    strerror(errno));
             return NULL;
         }
-        if (__atomic_load_n(&s->draining, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&s->draining, __ATOMIC_ACQUIRE)) {
+            if (s->drain_accept_ms > 0)
+                drain_queues(&a);
             return NULL;
+        }
         for (int i = 0; i < n; i++) {
             eventfd_t v;
 
             if (evs[i].data.u32 == ACCEPT_WAKE)
-                eventfd_read(s->acc_wakefd, &v); /* non-blocking: just clear it */
+                eventfd_read(t->wakefd, &v); /* non-blocking: just clear it */
         }
         if (a.naside && mono_ms() >= a.retry_ms)
             retry_aside(&a);
@@ -365,12 +431,10 @@ void *acceptor_main(void *arg)
              * that cannot be re-armed would never be reported by epoll_wait again: the thread
              * stays paused instead, so every tick retries the re-arm and accepts what that
              * listener's queue holds meanwhile. Slower to notice, never deaf. */
-            __atomic_store_n(&s->accept_paused, 0, __ATOMIC_RELAXED);
+            set_paused(&a, false);
             if (set_listening(&a, true) < 0)
-                __atomic_store_n(&s->accept_paused, 1, __ATOMIC_RELAXED);
-            for (int li = 0; li < s->nlisten; li++)
-                if (!a.aside[li] && accept_all(&a, li) == ACC_PAUSED)
-                    break; /* one set aside does not stop the others */
+                set_paused(&a, true);
+            accept_each(&a);
             continue;
         }
         for (int i = 0; i < n; i++) {

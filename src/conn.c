@@ -132,7 +132,7 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
     if (w)
         STAT_ADD(&w->st, closed, 1);
     if (__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED))
-        pool_kick(s->acc_wakefd); /* a descriptor came free: the accept thread may resume */
+        pool_kick_paused(s); /* a descriptor came free: a paused accept thread may resume */
 }
 
 ssize_t conn_read_some(struct conn *c, char *buf, size_t n)

@@ -248,6 +248,21 @@ static struct script_env *load_lua(const struct opt *o, int *rc)
     return lua;
 }
 
+/* --accept-threads' default: one per 2 CPUs of the plan (docs/bench.md, "Many cores"). One
+ * accept thread costs 4-7 us of CPU per new connection (the 16-CPU machine's figure): it stops
+ * near 120,000-180,000 connections a second, which 4 CPUs of workers already reach. */
+static int accept_threads_for(const struct plan *p)
+{
+    cpu_set_t used;
+    int n;
+
+    CPU_ZERO(&used);
+    for (int gi = 0; gi < p->ngroups; gi++)
+        CPU_OR(&used, &used, &p->cpus[gi]);
+    n = CPU_COUNT(&used) / 2;
+    return n < 1 ? 1 : n > OPT_MAX_ACCEPT ? OPT_MAX_ACCEPT : n;
+}
+
 static int nworkers_of(const struct plan *p)
 {
     int n = 0;
@@ -266,7 +281,8 @@ int main(int argc, char **argv)
     struct rlimit rl;
     cpu_set_t allowed;
     char err[512], cpus[256];
-    int lfds[OPT_MAX_LISTEN], nlisten = 0, rc = 1, nthreads = 0, nheld, activated;
+    int lfds[OPT_MAX_LFDS], nlisten = 0, rc = 1, nthreads = 0, nheld, activated, naccept;
+    int lfirst[OPT_MAX_LISTEN]; /* --listen i's first socket (its shard 0) */
     int taken[TAKEOVER_MAX_FDS], ntaken = 0, tconn = -1, reused = 0, admin_fd = -1;
     bool pid_written = false;
     long reserved, max_conns, somaxconn, stall, wd_ms, tick_ms, next_wd = 0, last_live = 0;
@@ -313,7 +329,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "lfepolld: sched_getaffinity: %s\n", strerror(errno));
         goto out;
     }
-    if (plan_make(t, &allowed, o.have_cpus ? &o.cpus : NULL, o.groups, o.workers, o.pin, &p, err,
+    /* The default plan (docs/bench.md, "Many cores"). Echo: a group per CPU, one worker each; no
+     * echo ever waits, so a group of several workers isolates nothing, and each epoll fd then
+     * has one waiter (8 CPUs, long connections: 1.13x the requests of groups of 4 for 0.88x the
+     * CPU). Lua: groups of PLAN_GROUP_CPUS, since a handler may wait (lfe.sleep, a socket) and
+     * the other workers of its group go on serving its connections. */
+    if (plan_make(t, &allowed, o.have_cpus ? &o.cpus : NULL, o.groups,
+                  o.workers || o.groups || o.lua ? o.workers : 1, o.pin, &p, err,
                   sizeof(err)) < 0) {
         fprintf(stderr, "lfepolld: %s\n", err);
         rc = 2;
@@ -359,27 +381,65 @@ int main(int argc, char **argv)
         fprintf(stderr, "lfepolld: %s\n", err);
         goto out;
     }
+    naccept = o.accept_threads ? o.accept_threads : accept_threads_for(&p);
+    if (!activated && o.nlisten * naccept > OPT_MAX_LFDS) {
+        fprintf(stderr,
+                "lfepolld: %d --listen addresses with %d accept threads need %d listening "
+                "sockets; at most %d: fewer addresses or a lower --accept-threads\n",
+                o.nlisten, naccept, o.nlisten * naccept, OPT_MAX_LFDS);
+        rc = 2;
+        goto out_close;
+    }
     for (int i = 0; i < o.nlisten && !activated; i++) {
-        int fd = -1;
+        int first = nlisten, fd;
 
-        /* a socket the running instance handed over, bound where this --listen asks */
-        for (int k = 0; k < ntaken && fd < 0; k++)
-            if (taken[k] >= 0 && takeover_match(taken[k], o.listen[i])) {
-                fd = taken[k];
+        lfirst[i] = nlisten;
+        /* every socket the running instance handed over bound where this --listen asks, all of
+         * its shards, whatever our count: closing one would reset what waits in its queue */
+        for (int k = 0; k < ntaken; k++)
+            if (taken[k] >= 0 && takeover_match(taken[k], o.listen[i]) && nlisten < OPT_MAX_LFDS) {
+                lfds[nlisten++] = taken[k];
                 taken[k] = -1;
                 reused++;
             }
-        if (fd >= 0) {
+        if (nlisten == first && (naccept == 1 || o.reuseport)) {
+            fd = net_listen_reuseport(o.listen[i], o.backlog, o.reuseport, err, sizeof(err));
+            if (fd < 0) {
+                fprintf(stderr, "lfepolld: %s\n", err);
+                goto out_close;
+            }
             lfds[nlisten++] = fd;
+        } else if (nlisten == first) {
+            /* Shards: SO_REUSEPORT without --reuseport must not join a group another
+             * process of our uid listens in; the claim says "port in use" first. */
+            int claim = net_claim(o.listen[i], err, sizeof(err));
+
+            if (claim < 0) {
+                fprintf(stderr, "lfepolld: %s\n", err);
+                goto out_close;
+            }
+            fd = net_listen_shard(claim, o.backlog, err, sizeof(err));
+            close(claim);
+            if (fd < 0) {
+                fprintf(stderr, "lfepolld: %s\n", err);
+                goto out_close;
+            }
+            lfds[nlisten++] = fd;
+        } else if (naccept > nlisten - first && !net_reuseport(lfds[first])) {
+            log_info("%s: handed over without SO_REUSEPORT, so no shard can join it: %d of %d "
+                     "accept threads serve it (a restart without --takeover shards it)",
+                     o.listen[i], nlisten - first, naccept);
             continue;
         }
-        fd = net_listen_reuseport(o.listen[i], o.backlog, o.reuseport, err, sizeof(err));
-
-        if (fd < 0) {
-            fprintf(stderr, "lfepolld: %s\n", err);
-            goto out_close;
+        /* one socket per accept thread, the kernel spreading connections over them */
+        while (nlisten - first < naccept && nlisten < OPT_MAX_LFDS) {
+            fd = net_listen_shard(lfds[first], o.backlog, err, sizeof(err));
+            if (fd < 0) {
+                fprintf(stderr, "lfepolld: %s\n", err);
+                goto out_close;
+            }
+            lfds[nlisten++] = fd;
         }
-        lfds[nlisten++] = fd;
     }
     for (int k = 0; k < ntaken && o.admin && admin_fd < 0; k++)
         if (taken[k] >= 0 && takeover_match(taken[k], o.admin)) { /* its --admin listener */
@@ -439,8 +499,13 @@ int main(int argc, char **argv)
     if (o.lua && !(lua = load_lua(&o, &rc)))
         goto out_close;
     /* warnings after the errors that stop the start: a broken script is its one line */
-    if (!activated)
-        tune_warn_exposed("/proc/sys", o.listen, lfds, nlisten);
+    if (!activated) {
+        int firsts[OPT_MAX_LISTEN];
+
+        for (int i = 0; i < o.nlisten; i++)
+            firsts[i] = lfds[lfirst[i]];
+        tune_warn_exposed("/proc/sys", o.listen, firsts, o.nlisten);
+    }
     /* A backlog the user chose and the kernel cuts is a warning; the default cut by a stock
      * kernel's somaxconn is every start's news, so it is said once, at info. */
     if (somaxconn > 0 && o.backlog > somaxconn && o.backlog_set)
@@ -457,7 +522,7 @@ int main(int argc, char **argv)
      * slack for /proc reads and logging, plus what the admin thread and the workers' Lua
      * sockets may hold: the rest of RLIMIT_NOFILE is for connections, so that at --max-conns
      * /health still answers and lfe.connect still connects. */
-    reserved = count_open_fds() + 2L * p.ngroups + 2 + 8 + (o.admin ? ADMIN_FDS : 0);
+    reserved = count_open_fds() + 2L * p.ngroups + 2L * naccept + 8 + (o.admin ? ADMIN_FDS : 0);
     if (o.lua) {
         long lua_fds = (long)SCRIPT_FDS * nworkers_of(&p);
 
@@ -481,7 +546,7 @@ int main(int argc, char **argv)
         max_conns = o.max_conns;
     }
 
-    srv = server_new(&o, &p, lfds, nlisten, max_conns, lua, err, sizeof(err));
+    srv = server_new(&o, &p, lfds, nlisten, naccept, max_conns, lua, err, sizeof(err));
     nheld = nlisten;
     nlisten = 0; /* the server owns them now, even on failure */
     if (!srv) {
@@ -515,7 +580,7 @@ int main(int argc, char **argv)
     /* PATH is served before the predecessor is told to go: if it cannot be, this instance
      * stops and the predecessor goes on serving. */
     if (o.takeover) { /* the successor gets the listeners and the admin listener */
-        int hand[OPT_MAX_LISTEN + 1], nhand = 0;
+        int hand[OPT_MAX_LFDS + 1], nhand = 0;
 
         for (int i = 0; i < nheld; i++)
             hand[nhand++] = lfds[i];
@@ -542,10 +607,26 @@ int main(int argc, char **argv)
     }
     /* Logged once every thread runs: "listening on" means ready. */
     for (int i = 0; i < nheld; i++) {
-        char name[128];
+        char name[128], other[128];
+        int shards = 1, seen = 0;
+
         net_local_name(lfds[i], name, sizeof(name));
+        for (int k = 0; k < nheld; k++) {
+            if (k == i)
+                continue;
+            net_local_name(lfds[k], other, sizeof(other));
+            if (!strcmp(name, other)) {
+                shards++;
+                seen += k < i;
+            }
+        }
+        if (seen)
+            continue; /* said with its first shard */
         if (activated)
             log_info("listening on %s (fd %d from systemd's socket activation)", name, lfds[i]);
+        else if (shards > 1)
+            log_info("listening on %s (backlog %d, %d SO_REUSEPORT shards)", name, o.backlog,
+                     shards);
         else
             log_info("listening on %s (backlog %d)", name, o.backlog);
     }
@@ -556,9 +637,11 @@ int main(int argc, char **argv)
         log_info("mode lua: %s (memory cap %zu MiB per state, timeout %d ms, lfe.shared %zu MiB%s)",
                  o.lua, o.lua_mem >> 20, o.lua_timeout_ms, o.lua_shared >> 20,
                  o.lua_unsafe ? ", every library" : "");
-    log_info("mode %s; %d group%s, %d worker%s, batch %d, dispatch %s; allowed CPUs %s",
-             o.lua ? "lua" : "echo", p.ngroups, p.ngroups == 1 ? "" : "s", nthreads,
-             nthreads == 1 ? "" : "s", o.batch, o.dispatch == DISPATCH_RR ? "rr" : "least", cpus);
+    log_info("mode %s; %d accept thread%s, %d group%s, %d worker%s, batch %d, dispatch %s; "
+             "allowed CPUs %s",
+             o.lua ? "lua" : "echo", naccept, naccept == 1 ? "" : "s", p.ngroups,
+             p.ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o.batch,
+             o.dispatch == DISPATCH_RR ? "rr" : "least", cpus);
     for (int gi = 0; gi < p.ngroups; gi++) {
         cpulist_format(&p.cpus[gi], cpus, sizeof(cpus));
         log_info("group %d: %d worker%s on CPUs %s", gi, p.nworkers[gi],

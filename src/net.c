@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,8 +34,8 @@ int net_listen(const char *hostport, int backlog, char *err, size_t errlen)
     return net_listen_reuseport(hostport, backlog, false, err, errlen);
 }
 
-int net_listen_reuseport(const char *hostport, int backlog, bool reuseport, char *err,
-                         size_t errlen)
+/* net_listen_reuseport, or with backlog < 0 net_claim: bound, not listening. */
+static int bind_listen(const char *hostport, int backlog, bool reuseport, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -103,7 +104,7 @@ int net_listen_reuseport(const char *hostport, int backlog, bool reuseport, char
             snprintf(err, errlen, "cannot listen on %s: bind: %s", orig, strerror(errno));
         goto out_close;
     }
-    if (listen(fd, backlog) < 0) {
+    if (backlog >= 0 && listen(fd, backlog) < 0) {
         rc = -errno;
         snprintf(err, errlen, "cannot listen on %s: listen: %s", orig, strerror(errno));
         goto out_close;
@@ -116,6 +117,88 @@ out_close:
 out_free:
     freeaddrinfo(res);
     return rc;
+}
+
+int net_listen_reuseport(const char *hostport, int backlog, bool reuseport, char *err,
+                         size_t errlen)
+{
+    return bind_listen(hostport, backlog < 0 ? 0 : backlog, reuseport, err, errlen);
+}
+
+int net_claim(const char *hostport, char *err, size_t errlen)
+{
+    return bind_listen(hostport, -1, false, err, errlen);
+}
+
+bool net_reuseport(int fd)
+{
+    int on = 0;
+    socklen_t sl = sizeof(on);
+
+    return getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &sl) == 0 && on;
+}
+
+int net_listen_shard(int like, int backlog, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char name[80];
+    int fd, rc;
+
+    net_local_name(like, name, sizeof(name));
+    if (getsockname(like, (struct sockaddr *)&ss, &sl) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot bind a shard beside %s: getsockname: %s", name,
+                 strerror(errno));
+        return rc;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot bind a shard beside %s: socket: %s", name, strerror(errno));
+        return rc;
+    }
+    /* The options net_listen_reuseport sets, for the same reasons. */
+    if ((rc = set_flag(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", name, err, errlen)) < 0 ||
+        (ss.ss_family == AF_INET6 &&
+         (rc = set_flag(fd, IPPROTO_IPV6, IPV6_V6ONLY, "IPV6_V6ONLY", name, err, errlen)) < 0) ||
+        (rc = set_flag(fd, IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY", name, err, errlen)) < 0 ||
+        (rc = set_flag(fd, SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", name, err, errlen)) < 0)
+        goto out_close;
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, backlog) < 0) {
+        rc = -errno;
+        if (errno == EADDRINUSE)
+            snprintf(err, errlen,
+                     "cannot listen on %s: port in use; stop the other server or pick another "
+                     "port with --listen",
+                     name);
+        else
+            snprintf(err, errlen, "cannot listen on %s: %s", name, strerror(errno));
+        goto out_close;
+    }
+    return fd;
+
+out_close:
+    close(fd);
+    return rc;
+}
+
+int net_refuse_syns(int lfd)
+{
+    /* Runs where tcp_v4_rcv/tcp_v6_rcv filter a segment for the listener, with the data at the
+     * TCP header: byte 13 holds the flags. A SYN without ACK is dropped (the client retries it
+     * in a second, and by then finds the port closed: refused); everything else passes, so a
+     * handshake under way completes into the accept queue, where it is accepted. */
+    static struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x10, 1, 0), /* ACK: keep */
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x02, 1, 0), /* SYN: drop */
+        BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+
+    return setsockopt(lfd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ? -errno : 0;
 }
 
 int net_accept(int lfd)

@@ -27,8 +27,12 @@ static const char usage[] =
     "  --listen HOST:PORT     address to listen on, repeatable; IPv6 as [ADDR]:PORT\n"
     "                         (default 127.0.0.1:9876; port 0 picks a free port)\n"
     "  --backlog N            listen backlog (default 65535; capped by net.core.somaxconn)\n"
-    "  --groups N             epoll groups (default: one per 4 CPUs of the plan)\n"
-    "  --workers N            worker threads per group (default: the group's CPUs)\n"
+    "  --groups N             epoll groups (default: echo one per CPU of the plan, Lua one\n"
+    "                         per 4 CPUs)\n"
+    "  --workers N            worker threads per group (default: echo 1, Lua the group's\n"
+    "                         CPUs)\n"
+    "  --accept-threads N     accept threads, each with its own SO_REUSEPORT listener per\n"
+    "                         --listen address (default: one per 2 CPUs of the plan, 1-16)\n"
     "  --cpus LIST            CPUs to use, e.g. 0-3,8 (default: all this process may use)\n"
     "  --no-pin               do not set CPU affinity on worker threads\n"
     "  --max-conns N          live connections; more are accepted and closed at once\n"
@@ -182,6 +186,7 @@ static const char *const with_value[] = {"--listen",
                                          "--backlog",
                                          "--groups",
                                          "--workers",
+                                         "--accept-threads",
                                          "--cpus",
                                          "--max-conns",
                                          "--max-pending",
@@ -325,6 +330,13 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
                 return OPT_ERROR;
             }
             *(name[2] == 'g' ? &o->groups : &o->workers) = (int)v;
+        } else if (!strcmp(name, "--accept-threads")) {
+            if (parse_long(val, 1, OPT_MAX_ACCEPT, &v) < 0) {
+                snprintf(err, errlen, "--accept-threads: '%s' is not an integer from 1 to %d", val,
+                         OPT_MAX_ACCEPT);
+                return OPT_ERROR;
+            }
+            o->accept_threads = (int)v;
         } else if (!strcmp(name, "--cpus")) {
             if (cpulist_parse(val, &o->cpus) < 0) {
                 snprintf(err, errlen,

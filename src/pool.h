@@ -21,6 +21,8 @@
 #define WORKER_BUF (64 * 1024) /* scratch read buffer per worker: one read per 64 KiB */
 #define ACCEPT_WAKE UINT32_MAX /* epoll data of the accept thread's eventfd */
 #define ACCEPT_RETRY_MS 100    /* paused accept thread re-tries at least this often */
+#define DRAIN_SETTLE_MS 100    /* a stop accepts until its queues were empty this long */
+#define DRAIN_ACCEPT_MS 1000   /* ...and for at most this long (or the drain timeout) */
 
 struct server;
 struct group;
@@ -59,37 +61,53 @@ struct group {
     struct worker *workers;                 /* nworkers of them */
 };
 
+/* One accept thread: the listeners it polls (its shard of each --listen address), its epoll set
+ * and eventfd, its group choice and its counters. Touched by its thread only, except st and
+ * paused, which others read, and wakefd, which a closing worker writes. */
+struct acceptor {
+    struct accept_stats st; /* counters, written by this thread only */
+    struct server *srv;     /* the pool */
+    struct dispatch disp;   /* group choice: this thread's own round-robin */
+    int idx;                /* its number */
+    int epfd;               /* epoll: its listeners (data: index in lfds) + wakefd */
+    int wakefd;             /* eventfd: stop, or a descriptor freed while paused */
+    int paused;             /* atomic: 1 while it polls instead of waiting (server's
+                             * accept_paused counts these) */
+    bool started;           /* the thread exists (for join) */
+    pthread_t tid;          /* the thread */
+    int nl;                 /* li[0..nl): the listeners it polls, as indexes into srv->lfds */
+    int li[OPT_MAX_LFDS];
+};
+
 struct server {
     const struct opt *opt;                  /* immutable configuration */
     const struct plan *plan;                /* immutable CPU plan */
     int ngroups;                            /* G */
     struct group *groups;                   /* G groups */
-    int lfds[OPT_MAX_LISTEN];               /* listening sockets, -1 once closed */
-    int nlisten;                            /* how many */
-    int acc_epfd;                           /* accept thread's epoll: listeners + acc_wakefd */
-    int acc_wakefd;                         /* eventfd: stop, or a descriptor freed while paused */
-    bool acc_started;                       /* the accept thread exists */
-    pthread_t acc_tid;                      /* the accept thread */
-    struct dispatch disp;                   /* group choice; accept thread only */
-    struct accept_stats ast;                /* accept thread's counters */
+    int lfds[OPT_MAX_LFDS];                 /* listening sockets, -1 once closed */
+    int nlisten;                            /* how many (addresses x shards) */
+    int nacc;                               /* accept threads */
+    struct acceptor *acc;                   /* nacc of them */
     long max_conns;                         /* live connection cap */
     long live __attribute__((aligned(64))); /* atomic: live connections, all groups */
     long npending;                          /* atomic: connections with output pending */
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
-    bool handover;                          /* main: this stop is --takeover's (server_handover) */
-    long nwrclosed;      /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
-                          * Lua lingering): the drain is not quiet while their clients may still
-                          * send (what raced the FIN) or have replies to take */
-    int accept_paused;   /* atomic: the accept thread polls every ACCEPT_RETRY_MS instead of
-                          * waiting on the listeners (out of descriptors or memory, or a listener
-                          * that could not be re-armed; one that refuses accept4 is set aside
-                          * alone: acceptor.c) */
-    size_t table_size;   /* RLIMIT_NOFILE: no fd reaches it */
-    struct conn **table; /* fd -> connection; slots are atomic */
-    cpu_set_t all_cpus;  /* union of the groups' CPUs: the accept thread's */
+    long drain_accept_ms; /* set before draining: how long the accept threads may take to
+                           * accept what waits in the queues (0: a hand-over, none) */
+    bool handover;        /* main: this stop is --takeover's (server_handover) */
+    long nwrclosed;       /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
+                           * Lua lingering): the drain is not quiet while their clients may still
+                           * send (what raced the FIN) or have replies to take */
+    int accept_paused;    /* atomic: how many accept threads poll every ACCEPT_RETRY_MS instead
+                           * of waiting on their listeners (out of descriptors or memory, or a
+                           * listener that could not be re-armed; one that refuses accept4 is set
+                           * aside alone: acceptor.c); a close kicks them (pool_kick_paused) */
+    size_t table_size;    /* RLIMIT_NOFILE: no fd reaches it */
+    struct conn **table;  /* fd -> connection; slots are atomic */
+    cpu_set_t all_cpus;   /* union of the groups' CPUs: the accept threads' */
     struct script_env *lua;  /* Lua mode: the script's shared environment */
     int lua_connect_first;   /* atomic: register new connections for EPOLLOUT */
-    uint64_t next_id;        /* accept thread: the last connection id given */
+    uint64_t next_id;        /* atomic: the last connection id given (accept threads) */
     struct iplimit *iplimit; /* --max-conns-per-ip: counts per address, or NULL */
     int32_t *ipslot;         /* fd -> its iplimit slot; atomic (written by the accept thread
                               * before the hand-off, read by the closing owner) */
@@ -208,7 +226,10 @@ void __tsan_release(void *addr);
 #define HANDOFF_ACQUIRE(c) ((void)(c))
 #endif
 
-void *acceptor_main(void *arg);
+void *acceptor_main(void *arg); /* arg: its struct acceptor */
+
+/* Kicks every accept thread that is paused: a descriptor came free. */
+void pool_kick_paused(struct server *s);
 void *worker_main(void *arg);
 
 /* Ends connection c (conn.c), owned by the calling thread, for why: the script of w hears it

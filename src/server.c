@@ -65,6 +65,13 @@
 
 #define STOP_GRACE_MS 300 /* past the drain timeout: joining workers, the last writes */
 
+void pool_kick_paused(struct server *s)
+{
+    for (int i = 0; i < s->nacc; i++)
+        if (__atomic_load_n(&s->acc[i].paused, __ATOMIC_RELAXED))
+            pool_kick(s->acc[i].wakefd);
+}
+
 void pool_kick(int efd)
 {
     eventfd_write(efd, 1);
@@ -201,8 +208,32 @@ static int add_fd(int epfd, int fd, uint32_t events, uint64_t data)
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* Gives each listener to an accept thread: the j-th socket bound to an address (its j-th shard)
+ * to thread j % nacc. With as many shards as threads, each thread polls one socket of each
+ * address and no two threads share a queue; with fewer (socket activation, a hand-over from an
+ * instance with fewer), the extra threads have none of that address; with more, a thread polls
+ * several. */
+static void assign_listeners(struct server *s)
+{
+    struct sockaddr_storage addr[OPT_MAX_LFDS];
+
+    for (int i = 0; i < s->nlisten; i++) {
+        socklen_t sl = sizeof(addr[i]);
+        int shard = 0;
+        struct acceptor *t;
+
+        memset(&addr[i], 0, sizeof(addr[i]));
+        getsockname(s->lfds[i], (struct sockaddr *)&addr[i], &sl);
+        for (int k = 0; k < i; k++)
+            shard += !memcmp(&addr[k], &addr[i], sizeof(addr[i]));
+        t = &s->acc[shard % s->nacc];
+        t->li[t->nl++] = i;
+    }
+}
+
 struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
-                          long max_conns, struct script_env *lua, char *err, size_t errlen)
+                          int nacc, long max_conns, struct script_env *lua, char *err,
+                          size_t errlen)
 {
     struct server *s = calloc64(1, sizeof(*s));
     struct rlimit rl;
@@ -219,10 +250,26 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
     s->lua = lua;
     if (lua)
         s->lua_connect_first = script_env_connect_first(lua);
-    s->acc_epfd = s->acc_wakefd = -1;
     s->nlisten = nlisten;
     memcpy(s->lfds, lfds, sizeof(*lfds) * (size_t)nlisten);
-    dispatch_init(&s->disp, o->dispatch, (unsigned)p->ngroups, (uint64_t)getpid() * 2654435761u);
+    s->nacc = nacc;
+    s->acc = calloc64((size_t)nacc, sizeof(*s->acc));
+    if (!s->acc) {
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < nacc; i++) {
+        struct acceptor *t = &s->acc[i];
+
+        t->srv = s;
+        t->idx = i;
+        t->epfd = t->wakefd = -1;
+        /* each thread its own round-robin, starting one group further than the last */
+        dispatch_init(&t->disp, o->dispatch, (unsigned)p->ngroups,
+                      ((uint64_t)getpid() + (uint64_t)i) * 2654435761u);
+        t->disp.next = (unsigned)i % (unsigned)p->ngroups;
+    }
     CPU_ZERO(&s->all_cpus);
 
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -284,17 +331,21 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
             }
         }
     }
-    s->acc_epfd = epoll_create1(EPOLL_CLOEXEC);
-    s->acc_wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (s->acc_epfd < 0 || s->acc_wakefd < 0 ||
-        add_fd(s->acc_epfd, s->acc_wakefd, EPOLLIN, ACCEPT_WAKE) < 0) {
-        snprintf(err, errlen, "accept thread: epoll/eventfd: %s", strerror(errno));
-        goto out_free;
-    }
-    for (int i = 0; i < nlisten; i++) {
-        if (add_fd(s->acc_epfd, lfds[i], EPOLLIN, (uint64_t)i) < 0) {
-            snprintf(err, errlen, "accept thread: epoll_ctl: %s", strerror(errno));
+    assign_listeners(s);
+    for (int i = 0; i < nacc; i++) {
+        struct acceptor *t = &s->acc[i];
+
+        t->epfd = epoll_create1(EPOLL_CLOEXEC);
+        t->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->epfd < 0 || t->wakefd < 0 || add_fd(t->epfd, t->wakefd, EPOLLIN, ACCEPT_WAKE) < 0) {
+            snprintf(err, errlen, "accept thread %d: epoll/eventfd: %s", i, strerror(errno));
             goto out_free;
+        }
+        for (int k = 0; k < t->nl; k++) {
+            if (add_fd(t->epfd, lfds[t->li[k]], EPOLLIN, (uint64_t)t->li[k]) < 0) {
+                snprintf(err, errlen, "accept thread %d: epoll_ctl: %s", i, strerror(errno));
+                goto out_free;
+            }
         }
     }
     return s;
@@ -350,13 +401,20 @@ int server_start(struct server *s)
             w->started = true;
         }
     }
-    rc = start_thread(&s->acc_tid, acceptor_main, s, s->plan->pin ? &s->all_cpus : NULL,
-                      "lfe-accept");
-    if (rc < 0) {
-        log_err("cannot create the accept thread: %s", strerror(-rc));
-        goto out_stop;
+    for (int i = 0; i < s->nacc; i++) {
+        struct acceptor *t = &s->acc[i];
+
+        if (i == 0)
+            snprintf(name, sizeof(name), "lfe-accept"); /* the others: lfe-accept1, 2... */
+        else
+            snprintf(name, sizeof(name), "lfe-accept%d", i);
+        rc = start_thread(&t->tid, acceptor_main, t, s->plan->pin ? &s->all_cpus : NULL, name);
+        if (rc < 0) {
+            log_err("cannot create accept thread %d: %s", i, strerror(-rc));
+            goto out_stop;
+        }
+        t->started = true;
     }
-    s->acc_started = true;
     return 0;
 
 out_stop:
@@ -433,17 +491,33 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     struct worker *runner = NULL; /* a joined worker whose Lua state main runs from here */
     struct timespec until;
 
+    /* Not a hand-over (where the listeners are the successor's now): every listener drops new
+     * SYNs, the accept threads take what the queues hold and what completes meanwhile, then
+     * the listeners close; a client that comes later is refused, none queued is reset. */
+    s->drain_accept_ms = 0;
+    for (int i = 0; !s->handover && i < s->nlisten; i++) {
+        int rc = s->lfds[i] >= 0 ? net_refuse_syns(s->lfds[i]) : 0;
+
+        if (rc < 0)
+            log_warn("stop: cannot make a listener drop new connections (%s): those that come "
+                     "while it closes may be reset",
+                     strerror(-rc));
+        s->drain_accept_ms = timeout_ms < DRAIN_ACCEPT_MS ? timeout_ms : DRAIN_ACCEPT_MS;
+    }
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
     s->next_sweep_ms = 0; /* the drain's sweeps (lingering connections) start now */
     for (int gi = 0; s->handover && gi < s->ngroups; gi++) /* echo: end between requests */
         for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
             __atomic_store_n(&s->groups[gi].workers[wi].drain, 1, __ATOMIC_RELAXED);
     script_env_stop(s->lua, deadline); /* Lua calls that wait end by the drain's deadline */
-    if (s->acc_started) {
-        pool_kick(s->acc_wakefd);
-        pthread_join(s->acc_tid, NULL);
-        s->acc_started = false;
-    }
+    for (int i = 0; i < s->nacc; i++)
+        if (s->acc[i].started)
+            pool_kick(s->acc[i].wakefd);
+    for (int i = 0; i < s->nacc; i++)
+        if (s->acc[i].started) {
+            pthread_join(s->acc[i].tid, NULL);
+            s->acc[i].started = false;
+        }
     for (int i = 0; i < s->nlisten; i++) {
         if (s->lfds[i] >= 0)
             close(s->lfds[i]); /* new connections are refused from here on */
@@ -566,7 +640,16 @@ void server_print_stats(struct server *s, FILE *f)
     snprintf(prefix, sizeof(prefix),
              "stats: total live=%ld:", __atomic_load_n(&s->live, __ATOMIC_RELAXED));
     stats_print_worker(f, prefix, &total);
-    stats_snap_accept(&acc, &s->ast);
+    for (int i = 0; i < s->nacc; i++) {
+        struct accept_stats one = {0};
+
+        stats_snap_accept(&one, &s->acc[i].st);
+        if (s->nacc > 1) {
+            snprintf(prefix, sizeof(prefix), "stats: accept thread %d:", i);
+            stats_print_accept(f, prefix, &one);
+        }
+        stats_snap_accept(&acc, &one);
+    }
     stats_print_accept(f, "stats: accept:", &acc);
     if (s->lua)
         script_env_print(s->lua, f);
@@ -630,9 +713,13 @@ bool server_healthy(struct server *s, long stall_ms, char *why, size_t len)
                         __atomic_load_n(&s->groups[gi].workers[wi].st.name, __ATOMIC_RELAXED));    \
         }
 #define A_FAMILY(name, help)                                                                       \
-    metrics_family(f, "lfepolld_accept_" #name "_total", "counter", "Accept thread: " help ".");   \
-    metrics_u64(f, "lfepolld_accept_" #name "_total", NULL,                                        \
-                __atomic_load_n(&s->ast.name, __ATOMIC_RELAXED));
+    metrics_family(f, "lfepolld_accept_" #name "_total", "counter",                                \
+                   "Per accept thread: " help ".");                                                \
+    for (int ti = 0; ti < s->nacc; ti++) {                                                         \
+        snprintf(lab, sizeof(lab), "thread=\"%d\"", ti);                                           \
+        metrics_u64(f, "lfepolld_accept_" #name "_total", lab,                                     \
+                    __atomic_load_n(&s->acc[ti].st.name, __ATOMIC_RELAXED));                       \
+    }
 
 void server_write_metrics(struct server *s, FILE *f)
 {
@@ -655,7 +742,7 @@ void server_write_metrics(struct server *s, FILE *f)
     metrics_u64(f, "lfepolld_connections_pending_output", NULL,
                 (uint64_t)__atomic_load_n(&s->npending, __ATOMIC_RELAXED));
     metrics_family(f, "lfepolld_group_dispatched_total", "counter",
-                   "Connections the accept thread handed to each epoll group.");
+                   "Connections the accept threads handed to each epoll group.");
     for (int gi = 0; gi < s->ngroups; gi++) {
         snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
         metrics_u64(f, "lfepolld_group_dispatched_total", lab,
@@ -665,7 +752,7 @@ void server_write_metrics(struct server *s, FILE *f)
     metrics_u64(f, "lfepolld_draining", NULL,
                 (uint64_t)__atomic_load_n(&s->draining, __ATOMIC_RELAXED));
     metrics_family(f, "lfepolld_accept_paused", "gauge",
-                   "1 while the accept thread has paused (out of descriptors or memory).");
+                   "Accept threads paused (out of descriptors or memory): 0 to --accept-threads.");
     metrics_u64(f, "lfepolld_accept_paused", NULL,
                 (uint64_t)__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED));
     metrics_family(f, "lfepolld_workers_busy", "gauge",
@@ -734,10 +821,13 @@ void server_free(struct server *s)
     for (int i = 0; i < s->nlisten; i++)
         if (s->lfds[i] >= 0)
             close(s->lfds[i]);
-    if (s->acc_epfd >= 0)
-        close(s->acc_epfd);
-    if (s->acc_wakefd >= 0)
-        close(s->acc_wakefd);
+    for (int i = 0; i < s->nacc; i++) {
+        if (s->acc[i].epfd >= 0)
+            close(s->acc[i].epfd);
+        if (s->acc[i].wakefd >= 0)
+            close(s->acc[i].wakefd);
+    }
+    free(s->acc);
     for (int gi = 0; s->groups && gi < s->ngroups; gi++) {
         struct group *g = &s->groups[gi];
 

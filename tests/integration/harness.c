@@ -75,11 +75,16 @@ const char *log_text(const struct daemon *d)
  * see its log). */
 int spawn(struct daemon *d, const char *const *args, long nofile, const cpu_set_t *cpus)
 {
-    const char *argv[64] = {lfepolld};
+    const char *argv[64] = {lfepolld}, *nacc = getenv("LFE_ACCEPT_THREADS");
     int argc = 1, fd;
     bool has_listen = false;
     long deadline = now_ms() + 5000L * slow;
 
+    /* $LFE_ACCEPT_THREADS: the whole suite again with several accept threads (.ci/run) */
+    if (nacc && *nacc) {
+        argv[argc++] = "--accept-threads";
+        argv[argc++] = nacc;
+    }
     for (; args && *args; args++) {
         has_listen |= strcmp(*args, "--listen") == 0;
         argv[argc++] = *args;

@@ -596,9 +596,18 @@ static void test_max_conns_per_ip(void **state)
     ap = admin_port(&d);
     for (int i = 0; i < 5; i++)
         fds[i] = connect_from(d.port, "127.0.0.1");
-    for (int i = 0; i < 5; i++)
-        if (echoes(fds[i]) != (i < 3))
-            fail_msg("connection %d from 127.0.0.1: want %s", i, i < 3 ? "served" : "closed");
+    if (getenv("LFE_ACCEPT_THREADS")) {
+        /* several accept threads take the five in no fixed order: any three are served */
+        for (int i = 0; i < 5; i++)
+            served += echoes(fds[i]);
+        if (served != 3)
+            fail_msg("%d of 5 connections from 127.0.0.1 served: want 3", served);
+        served = 0;
+    } else {
+        for (int i = 0; i < 5; i++)
+            if (echoes(fds[i]) != (i < 3))
+                fail_msg("connection %d from 127.0.0.1: want %s", i, i < 3 ? "served" : "closed");
+    }
     other = connect_from(d.port, "127.0.0.2");
     assert_true(echoes(other));
     assert_int_equal(http_get(ap, "/metrics", &body), 200);

@@ -291,15 +291,17 @@ static void test_thread_count_constant(void **state)
     static const char *const args[] = {"--groups", "2", "--workers", "3", "--no-pin", NULL};
     struct daemon d;
     struct load l;
-    int total, named;
+    int total, named, nacc;
 
     (void)state;
     assert_int_equal(spawn(&d, args, 0, NULL), 0);
     total = count_threads(d.pid, &named);
-    assert_int_equal(named, 1 + 2 * 3); /* accept thread + G*W workers */
+    /* accept threads (1, or $LFE_ACCEPT_THREADS) + G*W workers */
+    nacc = getenv("LFE_ACCEPT_THREADS") ? atoi(getenv("LFE_ACCEPT_THREADS")) : 1;
+    assert_int_equal(named, nacc + 2 * 3);
     /* plus main; a sanitizer runtime may add its own background thread */
     if (!sanitizer)
-        assert_int_equal(total, 1 + 1 + 2 * 3);
+        assert_int_equal(total, 1 + nacc + 2 * 3);
     l = base_load(&d);
     l.conns = 100;
     l.reqs = 20;
@@ -307,7 +309,7 @@ static void test_thread_count_constant(void **state)
     load_run(&l);
     assert_clean(&l, 2000);
     assert_int_equal(count_threads(d.pid, &named), total);
-    assert_int_equal(named, 7);
+    assert_int_equal(named, nacc + 2 * 3);
     l = base_load(&d);
     l.conns = 20;
     l.short_total = 2000;
@@ -315,7 +317,7 @@ static void test_thread_count_constant(void **state)
     load_run(&l);
     assert_clean(&l, 2000);
     assert_int_equal(count_threads(d.pid, &named), total);
-    assert_int_equal(named, 7);
+    assert_int_equal(named, nacc + 2 * 3);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     cleanup(&d);
 }
@@ -510,6 +512,39 @@ static void test_sigterm_idle_and_sigusr1(void **state)
         close(fds[i]);
     }
     cleanup(&d);
+}
+
+/* --accept-threads: one SO_REUSEPORT socket per thread; a second instance of the same uid must
+ * not join the first's group silently (SO_REUSEPORT would let it): "port in use", as with one. */
+static void test_accept_threads_port_in_use(void **state)
+{
+    static const char *const three[] = {"--accept-threads", "3", NULL};
+    struct daemon a, b;
+    char listen[64];
+    const char *args[] = {"--listen", listen, "--accept-threads", "2", NULL};
+    const char *text;
+
+    (void)state;
+    assert_int_equal(spawn(&a, three, 0, NULL), 0);
+    if (!strstr(log_text(&a), "3 SO_REUSEPORT shards"))
+        fail_msg("want 3 shards: %s", log_text(&a));
+    assert_true(echoes(tcp_connect(a.port)));
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", a.port);
+    assert_int_equal(spawn(&b, args, 0, NULL), -1);
+    assert_int_equal(stop_daemon(&b, 0, 5000), 1);
+    text = log_text(&b);
+    if (count_lines(text) != 1 || !strstr(text, "port in use") || !strstr(text, listen))
+        fail_msg("want one line naming %s and 'port in use', got: %s", listen, text);
+    cleanup(&b);
+    /* and the other way round: one accept thread against three shards */
+    args[3] = "1";
+    assert_int_equal(spawn(&b, args, 0, NULL), -1);
+    assert_int_equal(stop_daemon(&b, 0, 5000), 1);
+    if (!strstr(log_text(&b), "port in use"))
+        fail_msg("want 'port in use', got: %s", log_text(&b));
+    cleanup(&b);
+    assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
+    cleanup(&a);
 }
 
 static void test_port_in_use(void **state)
@@ -756,6 +791,7 @@ int main(void)
         cmocka_unit_test_teardown(test_sigterm_under_load, teardown),
         cmocka_unit_test_teardown(test_sigterm_idle_and_sigusr1, teardown),
         cmocka_unit_test_teardown(test_port_in_use, teardown),
+        cmocka_unit_test_teardown(test_accept_threads_port_in_use, teardown),
         cmocka_unit_test_teardown(test_bad_flags, teardown),
         cmocka_unit_test_teardown(test_pid_file_written_removed_and_logged, teardown),
         cmocka_unit_test_teardown(test_pid_file_stale_replaced_live_refused, teardown),

@@ -43,11 +43,35 @@ static void setup_paths(void)
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
 }
 
+/* "1 of 1 listener taken over", or with $LFE_ACCEPT_THREADS N shards "N of N listeners" */
+static const char *all_taken(void)
+{
+    static char want[64];
+    const char *n = getenv("LFE_ACCEPT_THREADS");
+
+    if (!n || atoi(n) <= 1)
+        return "1 of 1 listener taken over";
+    snprintf(want, sizeof(want), "%d of %d listeners taken over", atoi(n), atoi(n));
+    return want;
+}
+
+/* --accept-threads of the next start_with (0: the default) */
+static const char *accept_threads;
+
 static void start_with(struct daemon *d, const char *lua)
 {
-    const char *args[] = {"--listen",           addr, "--takeover", sock, "--backlog", "1024",
-                          lua ? "--lua" : NULL, lua,  NULL};
+    const char *args[] = {"--listen", addr, "--takeover", sock, "--backlog", "1024",
+                          NULL,       NULL, NULL,         NULL, NULL};
+    int n = 6;
 
+    if (accept_threads) {
+        args[n++] = "--accept-threads";
+        args[n++] = accept_threads;
+    }
+    if (lua) {
+        args[n++] = "--lua";
+        args[n++] = lua;
+    }
     if (spawn(d, args, 0, NULL) < 0)
         fail_msg("lfepolld did not start: %s", log_text(d));
 }
@@ -129,8 +153,11 @@ static bool wait_accepted(struct daemon *d, long want)
 
 /* A serves (lua: its script, or echo), lfbench runs load, B takes over and A drains. Returns
  * lfbench's output in out (A's log is kept in *a for the caller: cleanup(a) after). */
-static void takeover_run(const char *const *load, const char *lua, struct daemon *pa, char *buf,
-                         size_t bufsize)
+/* The same, A and B with --accept-threads na and nb (NULL: the default); B's log is checked by
+ * check_b before B stops. */
+static void takeover_run_n(const char *const *load, const char *lua, const char *na, const char *nb,
+                           void (*check_b)(struct daemon *), struct daemon *pa, char *buf,
+                           size_t bufsize)
 {
     struct daemon a, b;
     char log[] = "/tmp/lfe-takeover-bench-XXXXXX";
@@ -140,6 +167,7 @@ static void takeover_run(const char *const *load, const char *lua, struct daemon
 
     close(mkstemp(log));
     setup_paths();
+    accept_threads = na;
     start_with(&a, lua);
     lb = bench(load, log);
     sleep_ms(1500);
@@ -148,7 +176,9 @@ static void takeover_run(const char *const *load, const char *lua, struct daemon
     for (int k = 0; load[k + 1]; k++)
         if (!strcmp(load[k], "-c") && !wait_accepted(&a, atol(load[k + 1])))
             fail_msg("A did not accept lfbench's %s connections: %s", load[k + 1], log_text(&a));
+    accept_threads = nb;
     start_with(&b, lua);
+    accept_threads = NULL;
     if (!wait_log(&b, "taken over from the running instance", 5000))
         fail_msg("B did not take over: %s", log_text(&b));
     assert_int_equal(stop_daemon(&a, 0, 15000), 0); /* A drains and exits 0 by itself */
@@ -161,6 +191,8 @@ static void takeover_run(const char *const *load, const char *lua, struct daemon
         fail_msg("lfbench failed across the hand-over (exit %d):\n%s",
                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
     print_message("%s", strstr(buf, "requests") ? strstr(buf, "requests") : buf);
+    if (check_b)
+        check_b(&b);
     /* B served: its counters at stop show accepted connections */
     assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
     if (strstr(log_text(&b), "stats: accept: accepted=0 "))
@@ -170,6 +202,12 @@ static void takeover_run(const char *const *load, const char *lua, struct daemon
     *pa = a;
     cleanup(&b);
     unlink(sock);
+}
+
+static void takeover_run(const char *const *load, const char *lua, struct daemon *pa, char *buf,
+                         size_t bufsize)
+{
+    takeover_run_n(load, lua, NULL, NULL, NULL, pa, buf, bufsize);
 }
 
 static void takeover_under_load(const char *const *load)
@@ -188,6 +226,100 @@ static void test_takeover_long(void **state)
 
     (void)state;
     takeover_under_load(load);
+}
+
+/* The last "stats: accept thread N: accepted=" count of d after a SIGUSR1; -1 if none. */
+static long thread_accepted(struct daemon *d, int n)
+{
+    char name[48];
+
+    snprintf(name, sizeof(name), "stats: accept thread %d: accepted=", n);
+    kill(d->pid, SIGUSR1);
+    sleep_ms(200);
+    return field(log_text(d), name);
+}
+
+static void b_grew_to_3(struct daemon *b)
+{
+    if (!strstr(log_text(b), "3 SO_REUSEPORT shards"))
+        fail_msg("B (3 accept threads, handed 2 shards) did not bind a third: %s", log_text(b));
+    /* the shard B bound itself serves its share */
+    if (thread_accepted(b, 2) <= 0)
+        fail_msg("B's third accept thread accepted nothing: %s", log_text(b));
+}
+
+static void b_kept_3(struct daemon *b)
+{
+    /* one accept thread, three shards handed over: none is closed (its queue would be reset) */
+    if (!strstr(log_text(b), "3 SO_REUSEPORT shards"))
+        fail_msg("B (1 accept thread) did not keep the 3 shards handed over: %s", log_text(b));
+}
+
+/* --accept-threads: every shard is handed over, to a successor that asks for more (it binds the
+ * rest beside them) or fewer (it keeps them all), under a short-connection flood: lfbench sees
+ * no refused connection, no reset, every byte. */
+static void test_takeover_shards(void **state)
+{
+    static const char *const load[] = {"--mode", "short",     "-c",   "20", "-d",
+                                       "5",      "--timeout", "3000", "-q", NULL};
+    struct daemon a;
+    char buf[8192];
+
+    (void)state;
+    takeover_run_n(load, NULL, "2", "3", b_grew_to_3, &a, buf, sizeof(buf));
+    cleanup(&a);
+    takeover_run_n(load, NULL, "3", "1", b_kept_3, &a, buf, sizeof(buf));
+    cleanup(&a);
+}
+
+/* A stop (SIGTERM, no successor) under a short-connection flood: every listener first drops new
+ * SYNs, the accept threads take what the queues hold, and only then are the listeners closed:
+ * a client may be refused, never reset after the kernel queued its connection. Without the
+ * SYN filter the connections that reach a queue between the last accept and the close are
+ * reset (1 to 70 of 4 stops here); the flood is repeated to give that race room. */
+static void test_drain_resets_nothing(void **state)
+{
+    static const char *const load[] = {"--mode", "short",  "-c", "200", "-d",
+                                       "3",      "--json", NULL, NULL};
+    long resets = 0, total_refused = 0;
+
+    (void)state;
+    setup_paths();
+    for (int round = 0; round < 4; round++) {
+        const char *args[] = {"--listen", addr, "--accept-threads", "2", NULL};
+        const char *lf[9];
+        char log[] = "/tmp/lfe-drain-bench-XXXXXX", json[] = "/tmp/lfe-drain-json-XXXXXX";
+        struct daemon d;
+        char *j;
+        int st, fd;
+        pid_t lb;
+
+        close(mkstemp(log));
+        close(mkstemp(json));
+        memcpy(lf, load, sizeof(lf));
+        lf[7] = json;
+        if (spawn(&d, args, 0, NULL) < 0)
+            fail_msg("lfepolld did not start: %s", log_text(&d));
+        lb = bench(lf, log);
+        sleep_ms(800);
+        assert_int_equal(stop_daemon(&d, SIGTERM, 15000), 0);
+        waitpid(lb, &st, 0);
+        fd = open(json, O_RDONLY);
+        j = read_all(fd, 1000);
+        close(fd);
+        if (!strstr(j, "\"reset\":") || !strstr(j, "\"refused\":"))
+            fail_msg("lfbench wrote no error counts:\n%s", j);
+        /* the run's totals come first: "errors": {"total": N, "refused": N, "reset": N, ... */
+        resets += strtol(strstr(j, "\"reset\":") + 8, NULL, 10);
+        total_refused += strtol(strstr(j, "\"refused\":") + 10, NULL, 10);
+        free(j);
+        cleanup(&d);
+        unlink(log);
+        unlink(json);
+    }
+    print_message("4 stops under a flood: %ld refused, %ld reset\n", total_refused, resets);
+    if (resets)
+        fail_msg("%ld connections reset by a stop (refused is allowed, a reset is not)", resets);
 }
 
 static void test_takeover_short(void **state)
@@ -692,7 +824,7 @@ static void test_takeover_refuses_other_uid(void **state)
     /* the rightful successor */
     if (spawn(&b, args, 0, NULL) < 0)
         fail_msg("B (root, --user nobody) did not take over: %s", log_text(&b));
-    if (!wait_log(&b, "1 of 1 listener taken over", 5000))
+    if (!wait_log(&b, all_taken(), 5000))
         fail_msg("B did not take A's listener: %s", log_text(&b));
     assert_int_equal(stop_daemon(&a, 0, 15000), 0);
     c = tcp_connect(port);
@@ -775,8 +907,8 @@ static void handed_not_listening(int type, const char *why)
              "socket 1 of 2 handed over (bound to 127.0.0.1:%d) is %s, not a listening TCP "
              "socket: not used",
              p1, why);
-    if (!strstr(log_text(&b), want) || !strstr(log_text(&b), "1 of 1 listener taken over"))
-        fail_msg("want '%s' and '1 of 1 listener taken over': %s", want, log_text(&b));
+    if (!strstr(log_text(&b), want) || !strstr(log_text(&b), all_taken()))
+        fail_msg("want '%s' and '%s': %s", want, all_taken(), log_text(&b));
     assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
     cleanup(&b);
 }
@@ -921,7 +1053,7 @@ static void test_takeover_dripping_peer(void **state)
         fail_msg("B did not take over while a client of PATH dripped: %s\nA: %s", log_text(&b),
                  log_text(&a));
     }
-    if (!wait_log(&b, "1 of 1 listener taken over", 5000))
+    if (!wait_log(&b, all_taken(), 5000))
         fail_msg("B did not take A's listener: %s", log_text(&b));
     assert_int_equal(stop_daemon(&a, 0, 15000), 0);
     __atomic_store_n(&d.stop, 1, __ATOMIC_RELEASE);
@@ -965,7 +1097,7 @@ static void test_takeover_waits_for_a_slot(void **state)
     if (spawn(&b, args, 0, NULL) < 0)
         fail_msg("B did not take over past 12 silent clients of PATH: %s\nA: %s", log_text(&b),
                  log_text(&a));
-    if (!wait_log(&b, "1 of 1 listener taken over", 5000))
+    if (!wait_log(&b, all_taken(), 5000))
         fail_msg("B did not take A's listener: %s", log_text(&b));
     assert_int_equal(stop_daemon(&a, 0, 15000), 0);
     assert_null(strstr(log_text(&a), "one more dropped"));
@@ -985,6 +1117,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_takeover_long, teardown),
         cmocka_unit_test_teardown(test_takeover_short, teardown),
+        cmocka_unit_test_teardown(test_takeover_shards, teardown),
+        cmocka_unit_test_teardown(test_drain_resets_nothing, teardown),
         cmocka_unit_test_teardown(test_takeover_long_held, teardown),
         cmocka_unit_test_teardown(test_takeover_http_keepalive, teardown),
         cmocka_unit_test_teardown(test_takeover_proxy_header_alone, teardown),

@@ -1,7 +1,7 @@
 /* Unit tests of the accept thread (acceptor.c): the real thread on a real loopback listener,
  * with accept4 and the accept thread's EPOLL_CTL_MOD of its listeners faked through -Wl,--wrap.
  * No worker runs: a connection counts as accepted once it is in its group's epoll set
- * (ast.accepted), and the daemon's log is stderr, captured into a file per test. */
+ * (acc[0].st.accepted), and the daemon's log is stderr, captured into a file per test. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,7 +144,7 @@ static void rig_start_with(struct rig *r, int first)
     assert_true(lfds[nl] >= 0);
     assert_int_equal(getsockname(lfds[nl++], (struct sockaddr *)&a, &al), 0);
     r->port = ntohs(a.sin_port);
-    r->s = server_new(&r->o, &r->p, lfds, nl, 1000, NULL, err, sizeof(err));
+    r->s = server_new(&r->o, &r->p, lfds, nl, 1, 1000, NULL, err, sizeof(err));
     if (!r->s)
         fail_msg("server_new: %s", err);
     /* The log goes to a file from here until rig_stop. */
@@ -155,9 +155,9 @@ static void rig_start_with(struct rig *r, int first)
     r->saved_stderr = dup(STDERR_FILENO);
     dup2(fd, STDERR_FILENO);
     close(fd);
-    __atomic_store_n(&fk.acc_epfd, r->s->acc_epfd, __ATOMIC_RELEASE);
-    assert_int_equal(pthread_create(&r->s->acc_tid, NULL, acceptor_main, r->s), 0);
-    r->s->acc_started = true;
+    __atomic_store_n(&fk.acc_epfd, r->s->acc[0].epfd, __ATOMIC_RELEASE);
+    assert_int_equal(pthread_create(&r->s->acc[0].tid, NULL, acceptor_main, &r->s->acc[0]), 0);
+    r->s->acc[0].started = true;
 }
 
 static void rig_start(struct rig *r)
@@ -279,7 +279,7 @@ static void test_defect16_listener_rearm_failure_is_retried(void **state)
     fk.fail_arm = 3;      /* the first three re-arms fail */
     rig_start(r);
     rig_connect(r);
-    if (!wait_u64(&r->s->ast.accepted, 1, 2000))
+    if (!wait_u64(&r->s->acc[0].st.accepted, 1, 2000))
         fail_msg("the first connection was never accepted");
     deadline = now_ms() + 3000;
     while ((__atomic_load_n(&fk.fail_arm, __ATOMIC_ACQUIRE) > 0 ||
@@ -292,9 +292,9 @@ static void test_defect16_listener_rearm_failure_is_retried(void **state)
     assert_int_equal(__atomic_load_n(&r->s->accept_paused, __ATOMIC_RELAXED), 0);
     /* Armed again: a new connection is taken at once, not at a tick. */
     rig_connect(r);
-    if (!wait_u64(&r->s->ast.accepted, 2, 1000))
+    if (!wait_u64(&r->s->acc[0].st.accepted, 2, 1000))
         fail_msg("a connection after the re-arm was not accepted");
-    assert_true(__atomic_load_n(&r->s->ast.err_other, __ATOMIC_RELAXED) >= 1);
+    assert_true(__atomic_load_n(&r->s->acc[0].st.err_other, __ATOMIC_RELAXED) >= 1);
     rig_stop(r);
     if (!strstr(rig_log(r), "cannot re-arm listener 127.0.0.1:") ||
         !strstr(rig_log(r), strerror(ENOMEM)))
@@ -314,11 +314,11 @@ static void test_defect16_listener_polled_while_rearm_fails(void **state)
     fk.fail_arm = -1; /* every re-arm fails */
     rig_start(r);
     rig_connect(r);
-    if (!wait_u64(&r->s->ast.accepted, 1, 2000))
+    if (!wait_u64(&r->s->acc[0].st.accepted, 1, 2000))
         fail_msg("the first connection was never accepted");
     for (uint64_t i = 2; i <= 4; i++) {
         rig_connect(r);
-        if (!wait_u64(&r->s->ast.accepted, i, 1000))
+        if (!wait_u64(&r->s->acc[0].st.accepted, i, 1000))
             fail_msg("connection %llu stayed queued while the re-arm failed: the listener is "
                      "deaf",
                      (unsigned long long)i);
@@ -331,7 +331,7 @@ static void test_defect16_listener_polled_while_rearm_fails(void **state)
         sleep_ms(5);
     assert_int_equal(__atomic_load_n(&r->s->accept_paused, __ATOMIC_RELAXED), 0);
     rig_connect(r);
-    assert_true(wait_u64(&r->s->ast.accepted, 5, 1000));
+    assert_true(wait_u64(&r->s->acc[0].st.accepted, 5, 1000));
     took = now_ms() - t0;
     rig_stop(r);
     if (count(rig_log(r), "cannot re-arm listener") < 1 ||
@@ -419,9 +419,9 @@ static void test_accept_each_errno(void **state)
         fk.accept_budget = 1;
         rig_start(r);
         rig_connect(r);
-        if (!wait_u64(&r->s->ast.accepted, 1, 2000))
+        if (!wait_u64(&r->s->acc[0].st.accepted, 1, 2000))
             fail_msg("%s: the connection was never accepted", strerror(cases[i].err));
-        stats_snap_accept(&st, &r->s->ast);
+        stats_snap_accept(&st, &r->s->acc[0].st);
         if (cases[i].counter) {
 #define PICK(name, help)                                                                           \
     if (strcmp(cases[i].counter, #name) == 0)                                                      \
@@ -456,8 +456,8 @@ static void test_accept_error_flood_rate_limited(void **state)
     fk.accept_budget = 200;
     rig_start(r);
     rig_connect(r);
-    assert_true(wait_u64(&r->s->ast.accepted, 1, 3000));
-    assert_int_equal(__atomic_load_n(&r->s->ast.err_other, __ATOMIC_RELAXED), 200);
+    assert_true(wait_u64(&r->s->acc[0].st.accepted, 1, 3000));
+    assert_int_equal(__atomic_load_n(&r->s->acc[0].st.err_other, __ATOMIC_RELAXED), 200);
     rig_stop(r);
     if (count(rig_log(r), "lost before it was accepted") > 3)
         fail_msg("200 failures in well under a second should log a line or two, got:\n%s",
@@ -482,7 +482,7 @@ static void test_listener_refused_does_not_starve_others(void **state)
     rig_start_with(r, bad);
     for (uint64_t i = 1; i <= 3; i++) {
         rig_connect(r);
-        if (!wait_u64(&r->s->ast.accepted, i, 2000))
+        if (!wait_u64(&r->s->acc[0].st.accepted, i, 2000))
             fail_msg("connection %llu to the good listener was never accepted: a listener "
                      "that does not listen starves it",
                      (unsigned long long)i);
@@ -519,11 +519,11 @@ static void test_listener_set_aside_comes_back(void **state)
     rig_start_with(r, first);
     rig_connect_to(r, port0);
     sleep_ms(200);
-    assert_int_equal(__atomic_load_n(&r->s->ast.accepted, __ATOMIC_RELAXED), 0);
+    assert_int_equal(__atomic_load_n(&r->s->acc[0].st.accepted, __ATOMIC_RELAXED), 0);
     rig_connect(r);
-    if (!wait_u64(&r->s->ast.accepted, 1, 1000))
+    if (!wait_u64(&r->s->acc[0].st.accepted, 1, 1000))
         fail_msg("the second listener was not served while the first was set aside");
-    if (!wait_u64(&r->s->ast.accepted, 2, 10000))
+    if (!wait_u64(&r->s->acc[0].st.accepted, 2, 10000))
         fail_msg("the listener set aside was never served again (%d accept4 failures left)",
                  fk.accept_budget);
     assert_int_equal(__atomic_load_n(&fk.accept_budget, __ATOMIC_ACQUIRE), 0);
@@ -533,7 +533,7 @@ static void test_listener_set_aside_comes_back(void **state)
     /* armed again: with nothing set aside and nothing paused, the thread waits on epoll
      * without a timeout, so a listener put back unarmed would never be heard */
     rig_connect_to(r, port0);
-    if (!wait_u64(&r->s->ast.accepted, 3, 2000))
+    if (!wait_u64(&r->s->acc[0].st.accepted, 3, 2000))
         fail_msg("a new connection to the listener put back was not accepted: not armed");
     rig_stop(r);
     if (count(rig_log(r), "this listener is set aside") != 1 ||

@@ -85,7 +85,7 @@ static void rig_open(struct rig *r, const char *text)
     r->srv.lua = r->e;
     r->srv.table_size = 4096;
     r->srv.table = calloc(r->srv.table_size, sizeof(*r->srv.table));
-    r->srv.acc_wakefd = -1;
+    r->srv.nacc = 0; /* no accept thread to kick */
     r->srv.live = 1;
     r->w.srv = &r->srv;
     r->w.script = r->sc;
