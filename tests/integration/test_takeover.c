@@ -907,8 +907,9 @@ static void handed_not_listening(int type, const char *why)
              "socket 1 of 2 handed over (bound to 127.0.0.1:%d) is %s, not a listening TCP "
              "socket: not used",
              p1, why);
-    if (!strstr(log_text(&b), want) || !strstr(log_text(&b), all_taken()))
-        fail_msg("want '%s' and '%s': %s", want, all_taken(), log_text(&b));
+    /* the fake predecessor hands one good listener, whatever LFE_ACCEPT_THREADS */
+    if (!strstr(log_text(&b), want) || !strstr(log_text(&b), "1 of 1 listener taken over"))
+        fail_msg("want '%s' and '1 of 1 listener taken over': %s", want, log_text(&b));
     assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
     cleanup(&b);
 }
