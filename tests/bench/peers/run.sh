@@ -32,11 +32,11 @@ top=$(cd "$(dirname "$(readlink -f "$0")")/../../.." && pwd)
 . "$top/tests/bench/lib.sh"
 DUR=${DUR:-5} WARM=${WARM:-1} REPS=${REPS:-3} SRV_CPUS=${SRV_CPUS:-0} CLI_CPUS=${CLI_CPUS:-1}
 CLI_THREADS=${CLI_THREADS:-1} BASE_PORT=${BASE_PORT:-20000} SRV_THREADS=${SRV_THREADS:-}
-bin=$(readlink -f "${PEER_BIN:-$top/build/peers}")
+bin=$(readlink -m "${PEER_BIN:-$top/build/peers}")
 ulimit -n "$(ulimit -Hn)" # 1000 connections need more than the usual soft limit of 1024
 
 if [ -z "${SKIP_BUILD:-}" ]; then
-    make -s --no-print-directory -C "$top" peers >&2 || { echo "run.sh: make peers failed" >&2; exit 1; }
+    make -s --no-print-directory -C "$top" peers PEER_BIN="$bin" >&2 || { echo "run.sh: make peers failed" >&2; exit 1; }
 fi
 [ -x "$bin/echoload" ] || { echo "run.sh: no $bin/echoload: run make peers (or unset SKIP_BUILD)" >&2; exit 1; }
 
@@ -111,8 +111,8 @@ start_server() { # start_server COMMAND PORT LOG: up to 10 s for the port to lis
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "machine: $(nproc) CPUs, kernel $(uname -r), \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')\"$(grep -qw hypervisor /proc/cpuinfo && echo ' (virtualized)')"
-    echo "tools: $(gcc --version | head -1); $(command -v go >/dev/null && go version | cut -d' ' -f3); $(command -v rustc >/dev/null && rustc --version | cut -d' ' -f1-2); libuv $(pkg-config --modversion libuv 2>/dev/null); liburing $(pkg-config --modversion liburing 2>/dev/null)"
-    echo "sysctl: $(for k in net.ipv4.tcp_congestion_control net.core.somaxconn net.ipv4.tcp_tw_reuse net.ipv4.ip_local_port_range net.ipv4.tcp_max_tw_buckets; do printf '%s=%s ' "${k##*.}" "$(sysctl -n $k 2>/dev/null | tr '\t' '-')"; done)"
+    echo "tools: $(gcc --version | head -1); $(command -v go >/dev/null && go version | cut -d' ' -f3 || echo 'no go'); $(command -v rustc >/dev/null && rustc --version | cut -d' ' -f1-2 || echo 'no rustc'); libuv $(pkg-config --modversion libuv 2>/dev/null); liburing $(pkg-config --modversion liburing 2>/dev/null)"
+    echo "sysctl: $(for k in net.ipv4.tcp_congestion_control net.core.somaxconn net.ipv4.tcp_tw_reuse net.ipv4.ip_local_port_range net.ipv4.tcp_max_tw_buckets; do printf '%s=%s ' "${k##*.}" "$(tr '\t' '-' <"/proc/sys/${k//.//}" 2>/dev/null)"; done)"
     echo "load before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "config: DUR=${DUR}s WARM=${WARM}s REPS=$REPS, server on CPUs $SRV_CPUS${SRV_THREADS:+ ($SRV_THREADS threads)}, echoload on CPUs $CLI_CPUS with $CLI_THREADS thread(s)"
 } >"$out/header.txt"

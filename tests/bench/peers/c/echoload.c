@@ -12,8 +12,11 @@
  *
  * Request n of connection c is the window pat[start(c, n) .. + SIZE) of a fixed pseudo-random
  * pattern; consecutive requests start at different places, so a lost, shifted, duplicated or
- * foreign byte differs from what is expected. When the time (or -n) is up no request starts;
- * those in flight have GRACE seconds to come back, and what has not is counted as lost.
+ * foreign byte differs from what is expected; the first wrong byte (or a byte more than was
+ * sent) counts one mismatch and ends that connection, what it still owed counting as lost (after
+ * a wrong byte, what follows on the stream proves nothing). When the time (or -n) is up no
+ * request starts; those in flight have GRACE seconds to come back, and what has not is counted
+ * as lost.
  * Latency: first byte written (short: connect started) to last byte echoed.
  *
  * Prints one line: qps= requests= errors= connect_errors= mismatches= lost= p50_us= p99_us=
@@ -619,7 +622,7 @@ int main(int argc, char **argv)
     struct worker *ws;
     struct rlimit rl;
     double c0, c1, w0, w1, dur;
-    int ncpu;
+    int ncpu, rc = 2;
 
     parse(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -632,7 +635,7 @@ int main(int argc, char **argv)
     ws = calloc((size_t)cf.threads, sizeof(*ws));
     if (!pat || !slots || !ws) {
         fprintf(stderr, "echoload: out of memory\n");
-        return 2;
+        goto out;
     }
     for (size_t i = 0; i < (size_t)cf.size + PAT_STARTS; i++) { /* splitmix64: fixed, repeatable */
         uint64_t z = (x += 0x9e3779b97f4a7c15u);
@@ -643,9 +646,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < cf.conns; i++)
         slots[i].id = i, slots[i].fd = -1;
     if (!cf.shortm && open_long(slots))
-        return 2;
-
-    pthread_barrier_init(&go_bar, NULL, (unsigned)cf.threads + 1);
+        goto out;
     for (int i = 0; i < cf.threads; i++) {
         struct worker *w = &ws[i];
         int lo = (int)((long)cf.conns * i / cf.threads);
@@ -656,17 +657,20 @@ int main(int argc, char **argv)
         w->ep = epoll_create1(EPOLL_CLOEXEC);
         if (w->ep < 0) {
             fprintf(stderr, "echoload: epoll_create1: %s\n", strerror(errno));
-            return 2;
+            goto out;
         }
         for (int j = 0; j < w->n && !cf.shortm; j++) {
             struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLET, .data.ptr = &w->s[j]};
             epoll_ctl(w->ep, EPOLL_CTL_ADD, w->s[j].fd, &ev);
         }
-        if (pthread_create(&w->th, NULL, worker_run, w)) {
-            fprintf(stderr, "echoload: cannot start thread %d\n", i);
-            return 2;
-        }
     }
+    pthread_barrier_init(&go_bar, NULL, (unsigned)cf.threads + 1);
+    for (int i = 0; i < cf.threads; i++)
+        if (pthread_create(&ws[i].th, NULL, worker_run, &ws[i])) {
+            /* those started wait at the barrier for ever: only exit ends them */
+            fprintf(stderr, "echoload: cannot start thread %d of %d\n", i + 1, cf.threads);
+            exit(2);
+        }
     t_0 = now_ns();
     t_meas = t_0 + (uint64_t)(cf.warm * 1e9);
     t_end = t_meas + (uint64_t)(cf.dur * 1e9);
@@ -709,13 +713,21 @@ int main(int argc, char **argv)
                n1[i] > n0[i] ? 100.0 * (double)(b1[i] - b0[i]) / (double)(n1[i] - n0[i]) : 0);
     printf("\n");
     fflush(stdout);
+    rc = 0;
     if (mism || lost || errors || !done) {
         fprintf(stderr,
                 "echoload: FAIL: %llu mismatched, %llu lost, %llu broken connections, %llu "
                 "completed\n",
                 (unsigned long long)mism, (unsigned long long)lost, (unsigned long long)errors,
                 (unsigned long long)done);
-        return 1;
+        rc = 1;
     }
-    return 0;
+out:
+    for (int i = 0; ws && i < cf.threads; i++)
+        if (ws[i].ep > 0)
+            close(ws[i].ep);
+    free(ws);
+    free(slots);
+    free(pat);
+    return rc;
 }

@@ -14,7 +14,7 @@
 /* A queued write of the rest of an echo; freed by its callback. */
 struct rest {
     uv_write_t req;
-    uv_buf_t buf;
+    char *copy; /* the bytes (uv_write keeps its own copy of the uv_buf_t, not of these) */
 };
 
 static char rd[64 * 1024];
@@ -40,7 +40,7 @@ static void on_written(uv_write_t *req, int status)
         uv_read_start(req->handle, on_alloc, on_read);
     else if (!uv_is_closing((uv_handle_t *)req->handle))
         uv_close((uv_handle_t *)req->handle, on_close);
-    free(r->buf.base);
+    free(r->copy);
     free(r);
 }
 
@@ -67,16 +67,16 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (w < 0)
         w = 0;
     r = malloc(sizeof(*r));
-    if (!r || !(r->buf.base = malloc((size_t)(n - w)))) {
+    if (!r || !(r->copy = malloc((size_t)(n - w)))) {
         free(r);
         uv_close((uv_handle_t *)s, on_close);
         return;
     }
-    memcpy(r->buf.base, b->base + w, (size_t)(n - w));
-    r->buf.len = (size_t)(n - w);
+    memcpy(r->copy, b->base + w, (size_t)(n - w));
+    out = uv_buf_init(r->copy, (unsigned)(n - w));
     uv_read_stop(s);
-    if (uv_write(&r->req, s, &r->buf, 1, on_written)) {
-        free(r->buf.base);
+    if (uv_write(&r->req, s, &out, 1, on_written)) {
+        free(r->copy);
         free(r);
         uv_close((uv_handle_t *)s, on_close);
     }
