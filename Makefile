@@ -7,7 +7,8 @@
 #   make verify-units systemd-analyze verify of systemd/*.service, *.socket in the clone
 #   make WERROR=1     warnings are errors (CI)
 #   make SANITIZER=address|undefined|thread   instrumented build in build-$(SANITIZER)/
-#   make bench        side-by-side benchmark against the peers in ../shared/peers
+#   make bench        every benchmark, with the peers of tests/bench/peers/ side by side
+#   make peers        the peer echo servers and echoload, into build/peers/ (make bench does it)
 #   make install      binaries, man pages, units, Lua scripts, configs under $(DESTDIR)$(PREFIX) (make uninstall)
 #   make fuzz, make soak   libFuzzer targets (tests/fuzz), the long soak run (tests/soak)
 #   make scaleout-test     backends, balancer and clients in network namespaces (root; SCALEOUT_SHORT=1: CI)
@@ -31,7 +32,11 @@ TEST_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify o
 TEST_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
 TEST_PKGS += haproxy # tests/integration/test_hygiene.c: a real PROXY protocol sender
 TEST_PKGS += nftables # tests/scaleout: the kernel balancer
-DEB_PKGS := $(RUN_PKGS) $(TEST_PKGS)
+# What the benchmark peers need (tests/bench/peers/; make test runs the C ones). Go and Rust
+# are optional: without them make peers skips those two peers, saying so.
+BENCH_PKGS := libuv1-dev # tests/bench/peers/c/uv_echo.c
+BENCH_PKGS += liburing-dev # tests/bench/peers/c/uring_echo.c
+DEB_PKGS := $(RUN_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -95,9 +100,11 @@ INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/te
             $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
             tests/integration/test_install.sh tests/integration/test_newcomer.sh
+INT_BINS += tests/integration/test_peers.sh
 BADSERVER := $(TOBJ)/badserver
 
-.PHONY: all run test unit integration test-accept-threads deps deps-run bench format format-check format-deps install \
+.PHONY: all run test unit integration test-accept-threads deps deps-run bench peers format format-check \
+        format-deps install \
         uninstall clean sysctl-check sysctl-apply verify-units
 all: $(LFEPOLLD) $(LFBENCH)
 
@@ -215,16 +222,16 @@ $(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/mock_sys.o $(TOBJ)/libcli.a $(TOBJ)/lib
 export TSAN_OPTIONS ?= suppressions=$(abspath tests/tsan.supp) second_deadlock_stack=1
 
 TEST_ENV = LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
-           BADSERVER=$(abspath $(BADSERVER)) LFE_SANITIZER=$(SANITIZER)
+           BADSERVER=$(abspath $(BADSERVER)) LFE_SANITIZER=$(SANITIZER) PEER_BIN=$(abspath $(PEER_BIN))
 
 test: deps
-	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(UNIT_BINS) $(INT_BINS)
+	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(UNIT_BINS) $(INT_BINS)
 	@$(TEST_ENV) tests/run.sh $(UNIT_BINS) $(INT_BINS)
 
 unit: $(UNIT_BINS)
 	@tests/run.sh $(UNIT_BINS)
 
-integration: $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(INT_BINS)
+integration: $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(INT_BINS)
 	@$(TEST_ENV) tests/run.sh $(INT_BINS)
 
 # The daemon's integration tests again with two accept threads (two SO_REUSEPORT shards per
@@ -277,8 +284,60 @@ run: deps-run
 
 # Every benchmark, one report: docs/bench-report.md and docs/bench/*.png (tests/bench/report.sh).
 # QUICK=1: under 5 minutes; REPS, DUR, SKIP pass through.
-bench: $(LFEPOLLD) $(LFBENCH) $(BUILD)/bench/lua_call
+bench: $(LFEPOLLD) $(LFBENCH) $(BUILD)/bench/lua_call peers
 	QUICK=$(QUICK) tests/bench/report.sh
+
+# --- the benchmark peers: tests/bench/peers/ (README there), built into $(PEER_BIN) --------------
+# The C ones with the project's warnings (and sanitizer, where one is asked for: make test runs
+# them); the io_uring one where liburing is installed; Go and tokio where their toolchains are.
+# Each one missing is skipped with one line saying what to install.
+PEER_BIN := $(BUILD)/peers
+PEER_SRC := tests/bench/peers
+PEER_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 -pthread $(WARN) $(SAN_FLAGS) $(CFLAGS)
+PEER_LDFLAGS = -pthread $(SAN_FLAGS) $(LDFLAGS)
+HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
+PEERS_C := $(PEER_BIN)/echoload $(PEER_BIN)/epoll_st $(PEER_BIN)/epoll_reuseport $(PEER_BIN)/uv_echo
+ifeq ($(HAVE_URING),1)
+PEERS_C += $(PEER_BIN)/uring_echo
+endif
+
+peers: $(PEERS_C)
+ifneq ($(HAVE_URING),1)
+	@echo "liburing-dev not installed: the io_uring peer is skipped (apt-get install liburing-dev)"
+endif
+	@if command -v go >/dev/null 2>&1; then \
+	  (cd $(PEER_SRC)/go && go build -o $(abspath $(PEER_BIN))/go_echo .) || exit 1; \
+	else \
+	  echo "go not installed: the go peer is skipped (apt-get install golang-go)"; \
+	fi
+	@if ! command -v cargo >/dev/null 2>&1; then \
+	  echo "cargo not installed: the tokio peer is skipped (https://rustup.rs: tokio needs Rust 1.70+)"; \
+	else \
+	  export CARGO_TARGET_DIR=$(abspath $(PEER_BIN))/tokio-target; \
+	  cd $(PEER_SRC)/tokio && { cargo build --release -q --offline 2>/dev/null || \
+	    cargo build --release -q >$(abspath $(PEER_BIN))/tokio-build.log 2>&1; } && \
+	  cp $$CARGO_TARGET_DIR/release/tokio_echo $(abspath $(PEER_BIN))/tokio_echo || \
+	  echo "cargo cannot build the tokio peer, offline or online: skipped (see $(PEER_BIN)/tokio-build.log)"; \
+	fi
+
+$(PEER_BIN)/%.o: $(PEER_SRC)/c/%.c
+	@mkdir -p $(@D)
+	$(CC) $(PEER_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(PEER_BIN)/echoload: $(PEER_BIN)/echoload.o
+	$(CC) $(PEER_LDFLAGS) -o $@ $^ -lm $(LDLIBS)
+
+$(PEER_BIN)/epoll_st: $(PEER_BIN)/epoll_st.o
+	$(CC) $(PEER_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(PEER_BIN)/epoll_reuseport: $(PEER_BIN)/epoll_reuseport.o $(PEER_BIN)/cpulist.o
+	$(CC) $(PEER_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(PEER_BIN)/uv_echo: $(PEER_BIN)/uv_echo.o
+	$(CC) $(PEER_LDFLAGS) -o $@ $^ $$(pkg-config --libs libuv) $(LDLIBS)
+
+$(PEER_BIN)/uring_echo: $(PEER_BIN)/uring_echo.o $(PEER_BIN)/cpulist.o
+	$(CC) $(PEER_LDFLAGS) -o $@ $^ $$(pkg-config --libs liburing) $(LDLIBS)
 
 # The cost of one Lua callback without sockets (optimised objects, as lfepolld runs them).
 $(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)
@@ -313,7 +372,8 @@ sysctl-apply: $(LFEPOLLD)
 # Every C file of the project, for clang-format (.clang-format).
 C_FILES = $(wildcard src/*.c src/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
             tests/unit/*.h tests/integration/*.c tests/integration/*.h tests/bench/*.c \
-            tests/fault/*.c tests/soak/*.c tests/fuzz/*.c tests/fuzz/*.h)
+            tests/fault/*.c tests/soak/*.c tests/fuzz/*.c tests/fuzz/*.h tests/bench/peers/c/*.c \
+            tests/bench/peers/c/*.h)
 
 format: format-deps
 	clang-format -i $(C_FILES)
@@ -388,4 +448,5 @@ scaleout-test:
 # Fuzzing, fault injection and the soak run keep their rules beside their sources.
 -include tests/fuzz/fuzz.mk tests/fault/fault.mk tests/soak/soak.mk
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/client/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d $(TOBJ)/client/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/client/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d $(TOBJ)/client/*.d \
+                   $(PEER_BIN)/*.d)

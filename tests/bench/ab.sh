@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A/B of two lfepolld binaries, interleaved (A B A B ...): the peers' long scenario (100
-# connections, 64 B requests, echoload from ../shared/peers/c) against each, the server on CPU 0
+# connections, 64 B requests, echoload, tests/bench/peers/c) against each, the server on CPU 0
 # with --cpus 0, echoload on CPU 1. Prints each run, then medians of QPS and of server CPU per
 # request (the server's utime+stime over the run, divided by the requests it served).
 #   tests/bench/ab.sh OLD_LFEPOLLD NEW_LFEPOLLD [lfepolld options, e.g. --lua lua/echo.lua]
-# Knobs: REPS (7), DUR (4 s measured, after 1 s of warm-up), CONNS (100), ECHOLOAD (built here
-# if unset).
+# Knobs: REPS (7), DUR (4 s measured, after 1 s of warm-up), CONNS (100), ECHOLOAD (unset:
+# build/peers/echoload, made here).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OLD_LFEPOLLD NEW_LFEPOLLD [lfepolld options]" >&2; exit 2; }
 a=$1 b=$2
@@ -13,9 +13,8 @@ shift 2
 top=$(cd "$(dirname "$0")/../.." && pwd)
 REPS=${REPS:-7} DUR=${DUR:-4} CONNS=${CONNS:-100}
 if [ -z "${ECHOLOAD:-}" ]; then
-    ECHOLOAD=$top/build/bench/echoload
-    mkdir -p "$top/build/bench"
-    gcc -O2 -o "$ECHOLOAD" "$top/../shared/peers/c/echoload.c" -pthread
+    ECHOLOAD=$top/build/peers/echoload
+    make -s --no-print-directory -C "$top" build/peers/echoload
 fi
 hz=$(getconf CLK_TCK)
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg); REPS=$REPS DUR=$DUR; options: $*"

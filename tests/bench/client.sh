@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# lfbench against the independent generator (../shared/peers echoload), side by side: same
+# lfbench against the independent generator (echoload, tests/bench/peers/c), side by side: same
 # server (lfepolld, one worker on CPU 0), each client with one thread on CPU 1, alternating
 # A B B A (the order swaps every repetition, so drift within a pair favours neither) for REPS
 # repetitions. Prints per-run lines and the medians: QPS and client CPU per
 # request. Short mode spreads over 127.0.0.2-127.0.0.65 in both clients (echoload's default).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-peers=${PEERS:-$top/../shared/peers}
-load=${ECHOLOAD:-$peers/bin/echoload}
-[ -x "$load" ] || { echo "build the peers first ($peers/run.sh builds bin/echoload), or point ECHOLOAD at an echoload binary" >&2; exit 1; }
+# PEERS: the peers' binaries (build/peers, made here); ECHOLOAD: another echoload binary.
+peers=${PEERS:-$top/build/peers}
+load=${ECHOLOAD:-$peers/echoload}
 make -s -C "$top" lfepolld lfbench
+[ -n "${ECHOLOAD:-}${PEERS:-}" ] || make -s --no-print-directory -C "$top" build/peers/echoload
+[ -x "$load" ] || { echo "no echoload at $load: make peers builds build/peers/echoload" >&2; exit 1; }
 REPS=${REPS:-5} DUR=${DUR:-5}
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg)"
 ulimit -n "$(ulimit -Hn)"

@@ -10,12 +10,12 @@
 # rate). docs/bench.md is the curated reading of these figures and is never overwritten.
 #   make bench                  REPS=5, DUR=3: about 25 minutes on 2 CPUs
 #   make bench QUICK=1          REPS=1, DUR=1, fewer rates: under 5 minutes
-# Knobs: REPS, DUR, REPORT, PEERS (../shared/peers), SKIP (names of sections to leave out:
+# Knobs: REPS, DUR, REPORT, PEERS (the peers' binaries, build/peers: make peers), SKIP (names of sections to leave out:
 # peers latency short lua wait idle). Changes no sysctl. Server on CPU 0, load on CPU 1.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-peers=${PEERS:-$top/../shared/peers}
+peers=${PEERS:-$top/build/peers}
 QUICK=${QUICK:-}
 if [ -n "$QUICK" ]; then
     REPS=${REPS:-1} DUR=${DUR:-1}
@@ -29,6 +29,7 @@ pngdir=$(dirname "$REPORT")/bench
 run=$top/build/bench-run/$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$run" "$pngdir"
 make -s lfepolld lfbench build/bench/lua_call
+[ -n "${PEERS:-}" ] || make -s --no-print-directory peers
 skip() { [[ " ${SKIP:-} " == *" $1 "* ]]; }
 L="$top/lfepolld --listen 127.0.0.1:{port} --cpus 0 -q"
 t_all=$(date +%s)
@@ -48,13 +49,13 @@ section() { # section NAME TITLE COMMAND...: runs it, keeps its output and how l
     cat "$run/$name.out" >&2
 }
 
-[ -x "$peers/run.sh" ] || { echo "bench: no peer harness at $peers (set PEERS=DIR)" >&2; exit 1; }
+[ -x "$peers/echoload" ] || { echo "bench: no $peers/echoload: make peers builds the peers" >&2; exit 1; }
 before=$(ls -d "$peers"/results/*/ 2>/dev/null | tail -1 || true)
-section peers "Side by side with the peers" env SKIP_LATENCY=1 REPS="$REPS" DUR="$DUR" \
-    tests/bench/peers.sh
+section peers "Side by side with the peers" env SKIP_LATENCY=1 SKIP_BUILD=1 PEERS="$peers" \
+    REPS="$REPS" DUR="$DUR" tests/bench/peers.sh
 praw=$(ls -d "$peers"/results/*/ 2>/dev/null | tail -1 || true)
 [ "$praw" != "$before" ] || praw=
-b=$peers/bin
+b=$peers
 section latency "Latency under load (open loop)" env BUSY_POLL=1 REPS=1 DUR="$DUR" FRACS="$fracs" \
     CONNS="$conns" OUT="$run/lat" tests/bench/latency.sh st="$b/epoll_st {port}" \
     uv="$b/uv_echo {port}" go="$b/go_echo {port}" tokio="$b/tokio_echo {port}" lf1="$L" \

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Short connections (connect, 64 B request, echo, close), the peers' short_64B_50c scenario:
 # servers given as NAME=COMMAND ({port} is replaced), interleaved A B C ... per repetition, each
-# on CPU 0, echoload (../shared/peers/c) on CPU 1 with 50 connections in flight. Per run: QPS,
+# on CPU 0, echoload (tests/bench/peers/c) on CPU 1 with 50 connections in flight. Per run: QPS,
 # server CPU per connection (utime+stime over the run), voluntary and involuntary context
 # switches per connection (all the server's threads), syscalls are not counted (strace would
 # change what is measured). Then medians per server and the ratio to the first.
 #   tests/bench/short_conn.sh base='./lfepolld --listen 127.0.0.1:{port} --cpus 0 -q' \
-#       st='/tmp/pb/epoll_st {port}'
-# Knobs: REPS (9), DUR (4 s after 1 s of warm-up), CONNS (50), ECHOLOAD (built if unset).
+#       st='build/peers/epoll_st {port}'   (make peers builds it)
+# Knobs: REPS (9), DUR (4 s after 1 s of warm-up), CONNS (50), ECHOLOAD (unset:
+# build/peers/echoload, made here).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 REPS=${REPS:-9} DUR=${DUR:-4} CONNS=${CONNS:-50}
 if [ -z "${ECHOLOAD:-}" ]; then
-    ECHOLOAD=$top/build/bench/echoload
-    mkdir -p "$top/build/bench"
-    gcc -O2 -o "$ECHOLOAD" "$top/../shared/peers/c/echoload.c" -pthread
+    ECHOLOAD=$top/build/peers/echoload
+    make -s --no-print-directory -C "$top" build/peers/echoload
 fi
 [ $# -ge 1 ] || { echo "usage: $0 NAME='COMMAND {port}' ..." >&2; exit 2; }
 names=() cmds=()

@@ -4,13 +4,14 @@
 #   tests/bench/syscalls.sh [long|short] [extra lfepolld options...]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-peers=${PEERS:-$top/../shared/peers}
+peers=${PEERS:-$top/build/peers} # the peers' binaries (make peers); ECHOLOAD: another echoload
 mode=${1:-long}; shift || true
 n=${N:-200000}
 [ "$mode" = short ] && n=${N:-20000}
 port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
-load=${ECHOLOAD:-$peers/bin/echoload}
-[ -x "$load" ] || { echo "build the peers first ($peers/run.sh builds bin/echoload)" >&2; exit 1; }
+load=${ECHOLOAD:-$peers/echoload}
+[ -n "${ECHOLOAD:-}${PEERS:-}" ] || make -s --no-print-directory -C "$top" build/peers/echoload
+[ -x "$load" ] || { echo "no echoload at $load: make peers builds build/peers/echoload" >&2; exit 1; }
 make -s -C "$top" lfepolld
 out=$(mktemp)
 taskset -c 0 strace -c -f -o "$out" "$top/lfepolld" --listen 127.0.0.1:$port --cpus 0 -q "$@" &

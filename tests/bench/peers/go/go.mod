@@ -1,0 +1,3 @@
+module go_echo
+
+go 1.19
