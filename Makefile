@@ -76,7 +76,7 @@ SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
 # lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
-CLI_MODS := bopt hist payload verify rate engine kstat sweep hdr http json result merge plot ports
+CLI_MODS := bcount bopt hist payload verify rate engine kstat sweep hdr http json result result_json merge plot ports
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
             $(BUILD)/src/file.o
 # kstat's hints judge a sysctl with --check-sysctl's own code and table (tune_judge).
@@ -87,7 +87,8 @@ LFBENCH := $(BINDIR)/lfbench
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
 UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
         lpattern lconn file hdr http json result sweep ports iplimit proxy
-CLI_TMODS := bopt hist payload verify rate kstat hdr http json result sweep ports
+CLI_TMODS := bcount bopt hist payload verify rate kstat hdr http json result result_json merge sweep \
+             ports
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \

@@ -57,20 +57,6 @@ static int reap(struct bthread *ts, bool *joined, int n)
     return done;
 }
 
-static uint64_t errors_of(const struct bcount *c)
-{
-    uint64_t n = 0;
-
-    for (int e = 0; e < ERR_KINDS; e++)
-        n += c->errors[e];
-    return n;
-}
-
-static double us(uint64_t ns)
-{
-    return (double)ns / 1000.0;
-}
-
 /* Ephemeral ports the kernel hands out for connect(). */
 static long port_range(void)
 {
@@ -243,7 +229,7 @@ static uint64_t series_errors(const struct run *r)
     uint64_t n = 0;
 
     for (size_t k = 0; k < r->nsec; k++)
-        n += errors_of(&r->series[k].c);
+        n += bcount_errors(&r->series[k].c);
     return n;
 }
 
@@ -275,15 +261,7 @@ static int collect(struct run *r, double end)
     for (int i = 0; i < o->threads; i++) {
         struct bthread *t = &r->ts[i];
         pthread_mutex_lock(&t->pub_lock);
-        s.c.requests += t->pub.requests;
-        s.c.bytes_in += t->pub.bytes_in;
-        s.c.bytes_out += t->pub.bytes_out;
-        s.c.connects += t->pub.connects;
-        s.c.lost += t->pub.lost;
-        s.c.reconnects += t->pub.reconnects;
-        s.c.http_non2xx += t->pub.http_non2xx;
-        for (int e = 0; e < ERR_KINDS; e++)
-            s.c.errors[e] += t->pub.errors[e];
+        bcount_add(&s.c, &t->pub);
         hist_merge(h, &t->pub_lat);
         memset(&t->pub, 0, sizeof(t->pub));
         hist_init(&t->pub_lat);
@@ -315,8 +293,8 @@ static int collect(struct run *r, double end)
     len = s.t - (r->nsec > 1 ? r->series[r->nsec - 2].t : 0.0);
     if (!o->quiet)
         fprintf(stderr, "%6.1fs %10.0f req/s  p99 %9.1f µs  errors %llu  open %d%s%s\n", s.t,
-                len > 0 ? (double)s.c.requests / len : 0.0, us(s.p99),
-                (unsigned long long)errors_of(&s.c), s.open,
+                len > 0 ? (double)s.c.requests / len : 0.0, hist_us(s.p99),
+                (unsigned long long)bcount_errors(&s.c), s.open,
                 strcmp(r->phase, "measure") ? "  " : "",
                 strcmp(r->phase, "measure") ? r->phase : "");
     if (r->stream) {
@@ -326,9 +304,9 @@ static int collect(struct run *r, double end)
                 "\"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, "
                 "\"open\": %d}\n",
                 s.t, s.wall, r->phase, r->step, r->step_rate, (unsigned long long)s.c.requests,
-                len > 0 ? (double)s.c.requests / len : 0.0, (unsigned long long)errors_of(&s.c),
-                (unsigned long long)s.c.lost, us(s.p50), us(hist_percentile(h, 90)), us(s.p99),
-                h->count ? us(h->max) : 0.0, s.open);
+                len > 0 ? (double)s.c.requests / len : 0.0, (unsigned long long)bcount_errors(&s.c),
+                (unsigned long long)s.c.lost, hist_us(s.p50), hist_us(hist_percentile(h, 90)),
+                hist_us(s.p99), h->count ? hist_us(h->max) : 0.0, s.open);
         fflush(r->stream);
     }
     if (m) { /* the interval log holds the measured windows' latencies, as the summary does */
@@ -412,15 +390,7 @@ static void gather_step(struct run *r, struct bstep *st, double rate, double cpu
         hist_init(st->lat);
     for (int i = 0; i < r->o->threads; i++) {
         const struct bstepres *s = &r->ts[i].sres;
-        st->c.requests += s->c.requests;
-        st->c.bytes_in += s->c.bytes_in;
-        st->c.bytes_out += s->c.bytes_out;
-        st->c.connects += s->c.connects;
-        st->c.lost += s->c.lost;
-        st->c.reconnects += s->c.reconnects;
-        st->c.http_non2xx += s->c.http_non2xx;
-        for (int e = 0; e < ERR_KINDS; e++)
-            st->c.errors[e] += s->c.errors[e];
+        bcount_add(&st->c, &s->c);
         if (st->lat)
             hist_merge(st->lat, &s->lat);
         st->intended += s->intended;
@@ -668,9 +638,10 @@ int main(int argc, char **argv)
                             "step %d: %.0f/s intended, %.0f/s done, p50 %.1f µs, p99 %.1f µs, "
                             "errors %llu, unsent %llu, client CPU %.0f%%",
                             k, rate, (double)st->c.requests / st->measured,
-                            us(hist_percentile(st->lat, 50)), us(hist_percentile(st->lat, 99)),
-                            (unsigned long long)errors_of(&st->c), (unsigned long long)st->unsent,
-                            st->cpu_percent);
+                            hist_us(hist_percentile(st->lat, 50)),
+                            hist_us(hist_percentile(st->lat, 99)),
+                            (unsigned long long)bcount_errors(&st->c),
+                            (unsigned long long)st->unsent, st->cpu_percent);
                     if (o.expect == EXPECT_HTTP)
                         fprintf(stderr, ", non-2xx %llu", (unsigned long long)st->c.http_non2xx);
                     if (o.find_pct > 0)
@@ -761,15 +732,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < o.threads; i++) {
         struct bthread *t = &ts[i];
-        res.total.requests += t->total.requests;
-        res.total.bytes_in += t->total.bytes_in;
-        res.total.bytes_out += t->total.bytes_out;
-        res.total.connects += t->total.connects;
-        res.total.lost += t->total.lost;
-        res.total.reconnects += t->total.reconnects;
-        res.total.http_non2xx += t->total.http_non2xx;
-        for (int e = 0; e < ERR_KINDS; e++)
-            res.total.errors[e] += t->total.errors[e];
+        bcount_add(&res.total, &t->total);
         hist_merge(res.lat, &t->lat);
         hist_merge(res.clat, &t->clat);
         for (int k = 0; p.n > 1 && k < p.n; k++)
@@ -786,7 +749,7 @@ int main(int argc, char **argv)
     }
     res.reconnects = res.total.reconnects;
     res.http_non2xx = res.total.http_non2xx;
-    errors = errors_of(&res.total);
+    errors = bcount_errors(&res.total);
     res.wall = (double)(t1 - t0) / 1e9;
     if (R.nsteps) { /* a sweep's measured windows are its steps' */
         res.measured = 0;

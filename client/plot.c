@@ -463,6 +463,13 @@ static void warmups(FILE *f, const struct prun *runs, int n, const struct scale 
 /* The time axis: from the first request on (the first step's warm-up) */
 #define T_AXIS "seconds since the load began"
 
+/* A time panel's x axis, its warm-ups shaded (the first labelled when label is set). */
+static void time_axis(FILE *f, const struct prun *runs, int n, const struct scale *s, bool label)
+{
+    fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s->t_max);
+    warmups(f, runs, n, s, label);
+}
+
 /* Pixels of the figure, top to bottom; a panel's tmargin/bmargin in screen coordinates. */
 struct layout {
     double w, h, y; /* y: pixels used from the top */
@@ -488,6 +495,52 @@ static void panel(FILE *f, struct layout *L, double title_px, double plot_px, do
     L->y = bottom + axis_px;
 }
 
+static bool has_series(const struct bresult *r)
+{
+    return r->nseries > 0;
+}
+
+static bool has_latency(const struct bresult *r)
+{
+    return r->lat && r->lat->count;
+}
+
+static bool has_steps(const struct bresult *r)
+{
+    return r->nsteps > 0;
+}
+
+/* A panel's curves: for each run has() accepts, n of them from its datablock $<block><r>, x
+ * from column x and curve c's y from column y0 + c, drawn with style[c] in the run's colour
+ * and tail after it; the first is titled with the run's name, the others stay out of the
+ * legend (style_key explains them). */
+struct curves {
+    const char *block;
+    bool (*has)(const struct bresult *r);
+    int x, y0, n;
+    const char *const *style;
+    const char *tail;
+};
+
+/* A panel's plot command: the curves of every run. */
+static void plot_runs(FILE *f, const struct prun *runs, int n, const struct curves *cv)
+{
+    fprintf(f, "plot");
+    for (int r = 0, first = 1; r < n; r++) {
+        if (!cv->has(&runs[r].r))
+            continue;
+        for (int c = 0; c < cv->n; c++) {
+            fprintf(f, "%s \\\n     $%s%d using %d:%d with %s lc rgb '%s'%s ", first ? "" : ",",
+                    cv->block, r, cv->x, cv->y0 + c, cv->style[c], COLOUR(r), cv->tail);
+            if (c == 0)
+                fputs("title ", f), gp_str(f, runs[r].label);
+            else
+                fputs("notitle", f);
+            first = 0;
+        }
+    }
+}
+
 /* The whole script. output: the PNG's name for `set output`, or NULL for gnuplot's stdout. */
 static void script(FILE *f, const struct popt *o, const struct prun *runs, int n,
                    const char *output, struct hist *h)
@@ -499,6 +552,7 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
     static const char *const sweep_style[] = {"linespoints lw 1.5 dt 1 pt 7 ps 0.8",
                                               "linespoints lw 1.5 dt 2 pt 5 ps 0.8",
                                               "linespoints lw 1.5 dt 3 pt 9 ps 0.8"};
+    static const char *const one_line[] = {"lines"};
     struct scale s;
     struct layout L;
     double big = 330, small = 170; /* plot heights, pixels, at the default size */
@@ -551,39 +605,16 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
         panel(f, &L, TITLE, big * k, AXIS, "latency per second");
         fprintf(f, "set title 'latency per second, warm-up included' offset 0,-0.5\n");
         fprintf(f, "set logscale y\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
-        fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s.t_max);
-        warmups(f, runs, n, &s, true);
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.nseries)
-                continue;
-            for (int c = 0; c < 3; c++) {
-                fprintf(f, "%s \\\n     $series%d using 1:%d with %s lc rgb '%s' ",
-                        first ? "" : ",", r, c + 2, lat_style[c], COLOUR(r));
-                if (c == 0)
-                    fputs("title ", f), gp_str(f, runs[r].label);
-                else
-                    fputs("notitle", f);
-                first = 0;
-            }
-        }
+        time_axis(f, runs, n, &s, true);
+        plot_runs(f, runs, n, &(struct curves){"series", has_series, 1, 2, 3, lat_style, ""});
         style_key(f, lat3, lat_style, 3);
         fprintf(f, "\n");
 
         panel(f, &L, TITLE, small * k, AXIS, "throughput per second");
         fprintf(f, "set title 'throughput per second' offset 0,-0.5\n");
         fprintf(f, "set format y '%%g'\nset ylabel '%s'\nset yrange [0:*]\n", s.qps_unit);
-        fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s.t_max);
-        warmups(f, runs, n, &s, false);
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.nseries)
-                continue;
-            fprintf(f, "%s \\\n     $series%d using 1:5 with lines lc rgb '%s' lw 1.5 title ",
-                    first ? "" : ",", r, COLOUR(r));
-            gp_str(f, runs[r].label);
-            first = 0;
-        }
+        time_axis(f, runs, n, &s, false);
+        plot_runs(f, runs, n, &(struct curves){"series", has_series, 1, 5, 1, one_line, " lw 1.5"});
         fprintf(f, "\n");
     }
 
@@ -599,15 +630,8 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
                 break;
         }
         fprintf(f, ")\nset mxtics 10\n");
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.lat || !runs[r].r.lat->count)
-                continue;
-            fprintf(f, "%s \\\n     $spectrum%d using 2:3 with lines lc rgb '%s' lw 1.5 title ",
-                    first ? "" : ",", r, COLOUR(r));
-            gp_str(f, runs[r].label);
-            first = 0;
-        }
+        plot_runs(f, runs, n,
+                  &(struct curves){"spectrum", has_latency, 2, 3, 1, one_line, " lw 1.5"});
         fprintf(f, "\n");
     }
 
@@ -629,20 +653,7 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
                     "textcolor rgb '%s'\n",
                     runs[r].r.found_rate, fr, r, COLOUR(r));
         }
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.nsteps)
-                continue;
-            for (int c = 0; c < 3; c++) {
-                fprintf(f, "%s \\\n     $sweep%d using 1:%d with %s lc rgb '%s' ", first ? "" : ",",
-                        r, c + 2, sweep_style[c], COLOUR(r));
-                if (c == 0)
-                    fputs("title ", f), gp_str(f, runs[r].label);
-                else
-                    fputs("notitle", f);
-                first = 0;
-            }
-        }
+        plot_runs(f, runs, n, &(struct curves){"sweep", has_steps, 1, 2, 3, sweep_style, ""});
         style_key(f, sweep3, sweep_style, 3);
         fprintf(f, "\n");
     }
