@@ -830,6 +830,50 @@ static const char *input_at(const char *path, char *const *inputs, int n)
     return NULL;
 }
 
+/* The runs to plot: each file read, named by --label's LIST (or by its file name), and each
+ * with something to draw. Returns 0, or -1 with one line said. */
+static int read_runs(struct prun *runs, int n, char *const *paths, const char *label_list)
+{
+    char err[1024], *labels = NULL, *save = NULL, *tok = NULL;
+    int k = 0, rc = -1;
+
+    if (label_list) {
+        labels = strdup(label_list);
+        for (tok = labels ? strtok_r(labels, ",", &save) : NULL; tok && k < n;
+             tok = strtok_r(NULL, ",", &save))
+            runs[k++].label = strdup(tok);
+        if (k != n || tok) {
+            fprintf(stderr, "lfbench plot: --label has %d name%s for %d file%s\n",
+                    k + (tok != NULL), k + (tok != NULL) == 1 ? "" : "s", n, n == 1 ? "" : "s");
+            goto out;
+        }
+    }
+    for (k = 0; k < n; k++) {
+        const char *path = paths[k];
+
+        if (result_read_json(path, &runs[k].r, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfbench plot: %s\n", err);
+            goto out;
+        }
+        runs[k].t0 = load_start(&runs[k].r);
+        if (!runs[k].label)
+            runs[k].label = label_of(path);
+        if (!runs[k].label) {
+            fprintf(stderr, "lfbench plot: %s\n", strerror(ENOMEM));
+            goto out;
+        }
+        if (!runs[k].r.nseries && !(runs[k].r.lat && runs[k].r.lat->count) && !runs[k].r.nsteps) {
+            fprintf(stderr, "lfbench plot: %s: no latencies to plot (no request completed)\n",
+                    path);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(labels);
+    return rc;
+}
+
 int plot_main(int argc, char **argv)
 {
     static const struct option lopt[] = {
@@ -839,7 +883,7 @@ int plot_main(int argc, char **argv)
     struct popt o = {0};
     struct prun *runs = NULL;
     struct hist *h = NULL;
-    char err[1024], *labels = NULL, *save = NULL, *tok, *def_out = NULL;
+    char err[1024], *def_out = NULL;
     const char *in;
     FILE *sf = NULL;
     int c, n = 0, rc = 2;
@@ -912,39 +956,8 @@ int plot_main(int argc, char **argv)
     }
     for (int k = 0; k < n; k++)
         result_init(&runs[k].r);
-    if (o.labels) {
-        int k = 0;
-
-        labels = strdup(o.labels);
-        for (tok = labels ? strtok_r(labels, ",", &save) : NULL; tok && k < n;
-             tok = strtok_r(NULL, ",", &save))
-            runs[k++].label = strdup(tok);
-        if (k != n || tok) {
-            fprintf(stderr, "lfbench plot: --label has %d name%s for %d file%s\n",
-                    k + (tok != NULL), k + (tok != NULL) == 1 ? "" : "s", n, n == 1 ? "" : "s");
-            goto out;
-        }
-    }
-    for (int k = 0; k < n; k++) {
-        const char *path = argv[optind + k];
-
-        if (result_read_json(path, &runs[k].r, err, sizeof(err)) < 0) {
-            fprintf(stderr, "lfbench plot: %s\n", err);
-            goto out;
-        }
-        runs[k].t0 = load_start(&runs[k].r);
-        if (!runs[k].label)
-            runs[k].label = label_of(path);
-        if (!runs[k].label) {
-            fprintf(stderr, "lfbench plot: %s\n", strerror(ENOMEM));
-            goto out;
-        }
-        if (!runs[k].r.nseries && !(runs[k].r.lat && runs[k].r.lat->count) && !runs[k].r.nsteps) {
-            fprintf(stderr, "lfbench plot: %s: no latencies to plot (no request completed)\n",
-                    path);
-            goto out;
-        }
-    }
+    if (read_runs(runs, n, argv + optind, o.labels) < 0)
+        goto out;
 
     if (o.script) {
         bool std = !strcmp(o.script, "-");
@@ -985,7 +998,6 @@ out:
         free(runs[k].label);
     }
     free(runs);
-    free(labels);
     free(h);
     free(def_out);
     return rc;
