@@ -81,7 +81,7 @@ SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
 # lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
-CLI_MODS := bopt hist payload verify rate engine kstat sweep hdr http json result merge plot ports
+CLI_MODS := bcount bopt hist payload verify rate engine kstat sweep hdr http json result result_json merge plot ports
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
             $(BUILD)/src/file.o
 # kstat's hints judge a sysctl with --check-sysctl's own code and table (tune_judge).
@@ -91,8 +91,9 @@ LFBENCH := $(BINDIR)/lfbench
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
 UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
-        lpattern lconn file hdr http json result sweep ports iplimit proxy
-CLI_TMODS := bopt hist payload verify rate kstat hdr http json result sweep ports
+        lpattern lconn file hdr http json result sweep ports iplimit proxy acceptor
+CLI_TMODS := bcount bopt hist payload verify rate kstat hdr http json result result_json merge sweep \
+             ports
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
@@ -158,6 +159,7 @@ $(TOBJ)/int_%.o: tests/integration/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) -Itests/integration $(TEST_CFLAGS) -c -o $@ $<
 
+# lfb_util.o: what the lfbench tests share (a server on a free port, lfbench run and read).
 # The integration client is optimised: it checks every byte of hundreds of megabytes.
 $(TOBJ)/test_daemon: $(TOBJ)/int_test_daemon.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
@@ -180,26 +182,26 @@ $(TOBJ)/test_hygiene: $(TOBJ)/int_test_hygiene.o $(TOBJ)/int_harness.o
 $(TOBJ)/test_lua_io: $(TOBJ)/int_test_lua_io.o $(TOBJ)/int_harness.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
-$(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o
+$(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
-$(TOBJ)/test_lfbench_runs: $(TOBJ)/int_test_lfbench_runs.o
+$(TOBJ)/test_lfbench_runs: $(TOBJ)/int_test_lfbench_runs.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
-$(TOBJ)/test_lfbench_counts: $(TOBJ)/int_test_lfbench_counts.o
+$(TOBJ)/test_lfbench_counts: $(TOBJ)/int_test_lfbench_counts.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
-$(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o
+$(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
-$(TOBJ)/test_merge: $(TOBJ)/int_test_merge.o $(TOBJ)/int_harness.o
+$(TOBJ)/test_merge: $(TOBJ)/int_test_merge.o $(TOBJ)/int_harness.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_sysctl: $(TOBJ)/int_test_sysctl.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 $(TOBJ)/int_test_plot.o: TEST_CFLAGS += -Iclient
-$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
+$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/int_lfb_util.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lz -lm $(LDLIBS)
 
 $(BADSERVER): tests/integration/badserver.c

@@ -6,79 +6,134 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static const char usage[] =
+/* The ids of the options with no short letter (those with one use the letter). */
+enum {
+    O_CPUS = 256,
+    O_MODE,
+    O_PIPELINE,
+    O_WARMUP,
+    O_TIMEOUT,
+    O_CONNECT_RATE,
+    O_LINGER0,
+    O_BUSY_POLL,
+    O_SIZE,
+    O_PAYLOAD,
+    O_MIX,
+    O_EXPECT,
+    O_OK_STATUS,
+    O_REQUEST,
+    O_RECONNECT_EVERY,
+    O_SOURCE,
+    O_JSON,
+    O_JSON_STREAM,
+    O_HDR_LOG,
+    O_START_AT,
+    O_OPEN_TIMEOUT,
+    O_RATE_SWEEP,
+    O_FIND_RATE,
+    O_MAX_ERRORS,
+};
+
+/* Every option once, in --help's order. The words follow lfepolld --help's where the two say
+ * the same thing (-q, --quiet; -h, --help; -V, --version; a TIME as 10, 2.5s, 500ms). */
+const struct bopt_option bopt_options[] = {
+    {'t', 't', NULL, "N", "threads, one event loop each (default 1)"},
+    {O_CPUS, 0, "cpus", "LIST", "pin the threads to these CPUs, e.g. 1 or 2-3"},
+    {'c', 'c', NULL, "N", "connections (long) or connections in flight (short) (default 100)"},
+    {O_MODE, 0, "mode", "long|short",
+     "long: keep connections open (default); one the server closes\n"
+     "cleanly between requests is opened again (reconnects, not an\n"
+     "error), a request it leaves unanswered is the error 'closed';\n"
+     "short: one request per connection (connect, write, read the\n"
+     "response, close)"},
+    {O_PIPELINE, 0, "pipeline", "D", "requests in flight per connection (long mode, default 1)"},
+    {'d', 'd', NULL, "TIME", "run time after warm-up: 10, 2.5s, 500ms (default 10s)"},
+    {'n', 'n', NULL, "REQUESTS", "stop after this many requests instead"},
+    {O_WARMUP, 0, "warmup", "TIME", "excluded from the statistics: 2, 2s, 500ms (default 0)"},
+    {O_TIMEOUT, 0, "timeout", "TIME",
+     "per request; a stuck request is an error: 250 (ms, for a plain\n"
+     "number), 1s, 2.5s (default 5s)"},
+    {'R', 'R', NULL, "RATE",
+     "open loop: RATE requests/s in total, latency measured from the\n"
+     "intended send time (no coordinated omission); a due send waits\n"
+     "for a connection, and one never sent is 'unsent' and fails the run"},
+    {O_CONNECT_RATE, 0, "connect-rate", "N",
+     "at most N new connections per second (short mode with -R: at\n"
+     "least RATE)"},
+    {O_LINGER0, 0, "linger0", NULL, "close with SO_LINGER {1,0}: a reset instead of a FIN"},
+    {O_BUSY_POLL, 0, "busy-poll", NULL,
+     "threads never sleep: each polls its sockets and its send\n"
+     "schedule in a loop, using all of its CPU; with -R no timer\n"
+     "syscall, interrupt and wakeup per request, so one CPU offers\n"
+     "about twice the rate. Give each thread a CPU of its own (--cpus)"},
+    {O_SIZE, 0, "size", "BYTES", "generated payload size (default 64); carries a sequence number"},
+    {O_PAYLOAD, 0, "payload", "FILE", "send FILE as every request"},
+    {O_MIX, 0, "mix", "F:W,F:W,...", "weighted mix of request files; latency reported per file"},
+    {O_EXPECT, 0, "expect", "echo", "responses are the request, byte for byte (default)"},
+    {0, 0, "expect", "line", "a response is everything up to and including '\\n'"},
+    {0, 0, "expect", "len32", "a response is a 4-byte big-endian length, then that many bytes"},
+    {0, 0, "expect", "bytes N", "a response is exactly N bytes"},
+    {0, 0, "expect", "http",
+     "HTTP/1.1 responses framed by Content-Length, chunked encoding or\n"
+     "the close; 1xx skipped, HEAD/204/304 bodiless; a status outside\n"
+     "--ok-status is counted as non-2xx: not an error, but it breaks a\n"
+     "--rate-sweep or --find-rate step; keep-alive and Connection: close\n"
+     "honoured: a close is a reconnect, and requests pipelined behind it\n"
+     "are sent again (closed loop) or counted closed and lost (-R)"},
+    {O_OK_STATUS, 0, "ok-status", "LIST",
+     "--expect http: the statuses that are answers, e.g. 2xx,404 or\n"
+     "200-299,301 (default 2xx); any other is counted as non-2xx"},
+    {O_REQUEST, 0, "request", "FILE",
+     "the raw HTTP/1.x request to send with --expect http (default:\n"
+     "GET / with the target as Host); LF line ends in its head are sent\n"
+     "as CRLF"},
+    {O_RECONNECT_EVERY, 0, "reconnect-every", "N",
+     "long mode: close and reopen a connection after N requests"},
+    {O_SOURCE, 0, "source", "A[-B]", "spread connections over these IPv4 source addresses"},
+    {O_JSON, 0, "json", "FILE",
+     "write the results, the per-second series and the full\n"
+     "histograms as JSON (lfbench merge and plot read it)"},
+    {O_JSON_STREAM, 0, "json-stream", "FILE",
+     "one JSON object per second as the run goes, flushed ('-': stdout)"},
+    {O_HDR_LOG, 0, "hdr-log", "FILE",
+     "HdrHistogram interval log (format 1.3), one histogram per second"},
+    {O_START_AT, 0, "start-at", "WHEN",
+     "begin at WHEN (epoch seconds, or +TIME from now: +5, +2.5s), so that\n"
+     "several lfbench processes measure the same window"},
+    {O_OPEN_TIMEOUT, 0, "open-timeout", "TIME",
+     "long mode: the measured window starts when every connection is\n"
+     "open, or after TIME of opening: 10, 2.5s, 500ms (default 10s +\n"
+     "1s per 1,000 connections; 0: at once)"},
+    {O_RATE_SWEEP, 0, "rate-sweep", "F:T:S",
+     "open-loop steps from F to T requests/s by S, each with its own\n"
+     "warm-up and -d, on the same connections; a row per step"},
+    {O_FIND_RATE, 0, "find-rate", "pP=LAT",
+     "the highest rate whose pP latency stays within LAT (e.g. p99=1ms);\n"
+     "searches within --rate-sweep's range if given; a rate whose step\n"
+     "breaks it is run again, and counts as broken on 2 of 3 tries"},
+    {O_MAX_ERRORS, 0, "max-errors", "N", "exit non-zero when errors exceed N (default 0)"},
+    {'q', 'q', "quiet", NULL, "no progress lines on stderr: the result and errors only"},
+    {'h', 'h', "help", NULL, "this text"},
+    {'V', 'V', "version", NULL, "version"},
+};
+const size_t bopt_noptions = sizeof(bopt_options) / sizeof(bopt_options[0]);
+
+#define NOPT (sizeof(bopt_options) / sizeof(bopt_options[0]))
+
+static const char usage_head[] =
     "usage: lfbench [options] HOST:PORT\n"
     "\n"
     "Load client for TCP echo and framed servers: QPS and latency, every byte verified.\n"
-    "\n"
-    "  -t N                 threads, one event loop each (default 1)\n"
-    "  --cpus LIST          pin the threads to these CPUs, e.g. 1 or 2-3\n"
-    "  -c N                 connections (long) or connections in flight (short) (default 100)\n"
-    "  --mode long|short    long: keep connections open (default); one the server closes\n"
-    "                       cleanly between requests is opened again (reconnects, not an\n"
-    "                       error), a request it leaves unanswered is the error 'closed';\n"
-    "                       short: one request per connection (connect, write, read the\n"
-    "                       response, close)\n"
-    "  --pipeline D         requests in flight per connection (long mode, default 1)\n"
-    "  -d TIME              run time after warm-up: 10, 2.5s, 500ms (default 10s)\n"
-    "  -n REQUESTS          stop after this many requests instead\n"
-    "  --warmup TIME        excluded from the statistics: 2, 2s, 500ms (default 0)\n"
-    "  --timeout TIME       per request; a stuck request is an error: 250 (ms, for a plain\n"
-    "                       number), 1s, 2.5s (default 5s)\n"
-    "  -R RATE              open loop: RATE requests/s in total, latency measured from the\n"
-    "                       intended send time (no coordinated omission); a due send waits\n"
-    "                       for a connection, and one never sent is 'unsent' and fails the run\n"
-    "  --connect-rate N     at most N new connections per second (short mode with -R: at\n"
-    "                       least RATE)\n"
-    "  --linger0            close with SO_LINGER {1,0}: a reset instead of a FIN\n"
-    "  --busy-poll          threads never sleep: each polls its sockets and its send\n"
-    "                       schedule in a loop, using all of its CPU; with -R no timer\n"
-    "                       syscall, interrupt and wakeup per request, so one CPU offers\n"
-    "                       about twice the rate. Give each thread a CPU of its own (--cpus)\n"
-    "  --size BYTES         generated payload size (default 64); carries a sequence number\n"
-    "  --payload FILE       send FILE as every request\n"
-    "  --mix F:W,F:W,...    weighted mix of request files; latency reported per file\n"
-    "  --expect echo        responses are the request, byte for byte (default)\n"
-    "  --expect line        a response is everything up to and including '\\n'\n"
-    "  --expect len32       a response is a 4-byte big-endian length, then that many bytes\n"
-    "  --expect bytes N     a response is exactly N bytes\n"
-    "  --expect http        HTTP/1.1 responses framed by Content-Length, chunked encoding or\n"
-    "                       the close; 1xx skipped, HEAD/204/304 bodiless; a status outside\n"
-    "                       --ok-status is counted as non-2xx: not an error, but it breaks a\n"
-    "                       --rate-sweep or --find-rate step; keep-alive and Connection: close\n"
-    "                       honoured: a close is a reconnect, and requests pipelined behind it\n"
-    "                       are sent again (closed loop) or counted closed and lost (-R)\n"
-    "  --ok-status LIST     --expect http: the statuses that are answers, e.g. 2xx,404 or\n"
-    "                       200-299,301 (default 2xx); any other is counted as non-2xx\n"
-    "  --request FILE       the raw HTTP/1.x request to send with --expect http (default:\n"
-    "                       GET / with the target as Host); LF line ends in its head are sent\n"
-    "                       as CRLF\n"
-    "  --reconnect-every N  long mode: close and reopen a connection after N requests\n"
-    "  --source A[-B]       spread connections over these IPv4 source addresses\n"
-    "  --json FILE          write the results, the per-second series and the full\n"
-    "                       histograms as JSON (lfbench merge and plot read it)\n"
-    "  --json-stream FILE   one JSON object per second as the run goes, flushed ('-': stdout)\n"
-    "  --hdr-log FILE       HdrHistogram interval log (format 1.3), one histogram per second\n"
-    "  --start-at WHEN      begin at WHEN (epoch seconds, or +TIME from now: +5, +2.5s), so that\n"
-    "                       several lfbench processes measure the same window\n"
-    "  --open-timeout TIME  long mode: the measured window starts when every connection is\n"
-    "                       open, or after TIME of opening: 10, 2.5s, 500ms (default 10s +\n"
-    "                       1s per 1,000 connections; 0: at once)\n"
-    "  --rate-sweep F:T:S   open-loop steps from F to T requests/s by S, each with its own\n"
-    "                       warm-up and -d, on the same connections; a row per step\n"
-    "  --find-rate pP=LAT   the highest rate whose pP latency stays within LAT (e.g. p99=1ms);\n"
-    "                       searches within --rate-sweep's range if given; a rate whose step\n"
-    "                       breaks it is run again, and counts as broken on 2 of 3 tries\n"
-    "  --max-errors N       exit non-zero when errors exceed N (default 0)\n"
-    "  -q, --quiet          no progress lines on stderr: the result and errors only\n"
-    "  -h, --help           this text\n"
-    "  -V, --version        version\n"
+    "\n";
+
+static const char usage_tail[] =
     "\n"
     "       lfbench merge [--json FILE] RUN.json...   one summary of several runs, exact\n"
     "       lfbench plot [-o FILE.png] RUN.json...    latency over time, percentiles, sweeps\n"
@@ -87,6 +142,67 @@ static const char usage[] =
     "--max-errors (a sweep's steps report those instead, and it fails when a step completed\n"
     "nothing; --find-rate fails when no rate kept the bound); 1 otherwise, or when\n"
     "interrupted (Ctrl-C: the summary is of a partial run); 2 for bad usage.\n";
+
+void bopt_usage(FILE *out)
+{
+    fputs(usage_head, out);
+    for (size_t k = 0; k < NOPT; k++) {
+        const struct bopt_option *op = &bopt_options[k];
+        char spec[64];
+        const char *h = op->help;
+
+        if (op->letter && op->name)
+            snprintf(spec, sizeof(spec), "-%c, --%s", op->letter, op->name);
+        else if (op->letter)
+            snprintf(spec, sizeof(spec), "-%c%s%s", op->letter, op->arg ? " " : "",
+                     op->arg ? op->arg : "");
+        else
+            snprintf(spec, sizeof(spec), "--%s%s%s", op->name, op->arg ? " " : "",
+                     op->arg ? op->arg : "");
+        /* the words start in column 23; a line of them that goes on starts there again */
+        fprintf(out, "  %-21s", spec);
+        for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
+            fprintf(out, "%.*s\n%23s", (int)(nl - h), h, "");
+        fprintf(out, "%s\n", h);
+    }
+    fputs(usage_tail, out);
+}
+
+/* getopt_long's two forms of the table: the long options, and the short ones ("+:" first: stop
+ * at the target, and say ':' for a missing value). */
+static void getopt_tables(struct option *lopt, char *sopt)
+{
+    size_t nl = 0, ns = 0;
+
+    sopt[ns++] = '+';
+    sopt[ns++] = ':';
+    for (size_t k = 0; k < NOPT; k++) {
+        const struct bopt_option *op = &bopt_options[k];
+
+        if (!op->id)
+            continue;
+        if (op->name)
+            lopt[nl++] =
+                (struct option){op->name, op->arg ? required_argument : no_argument, NULL, op->id};
+        if (op->letter) {
+            sopt[ns++] = op->letter;
+            if (op->arg)
+                sopt[ns++] = ':';
+        }
+    }
+    lopt[nl] = (struct option){0};
+    sopt[ns] = '\0';
+}
+
+/* The option at argv[at] as the user wrote it, for a message: "--name" without "=value", or
+ * the short letter c. */
+static void opt_name(char *buf, size_t len, const char *arg, int c)
+{
+    if (!strncmp(arg, "--", 2))
+        snprintf(buf, len, "%.*s", (int)strcspn(arg, "="), arg);
+    else
+        snprintf(buf, len, "-%c", c);
+}
 
 int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -301,38 +417,294 @@ void bopt_free(struct bopt *o)
     o->mixbuf = NULL;
 }
 
+/* What was given, for the checks of one option against another. */
+struct given {
+    bool d, n, size, request;
+};
+
+/* In the functions that take options: one line in err, and the error return. */
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        snprintf(err, errlen, __VA_ARGS__);                                                        \
+        return -1;                                                                                 \
+    } while (0)
+
+/* The options that shape the load: how many connections, how long, how fast, when. Returns 0
+ * when id is one of them and val is good, 1 when id is not one of them, -1 with one line in err
+ * when val is bad. */
+static int take_load(struct bopt *o, struct given *g, int id, const char *val, char *err,
+                     size_t errlen)
+{
+    double d;
+    long v;
+
+    switch (id) {
+    case 't':
+        if (parse_int(val, 1, 256, &v) < 0)
+            BAD("-t: '%s' is not a thread count from 1 to 256", val);
+        o->threads = (int)v;
+        break;
+    case 'c':
+        if (parse_int(val, 1, 10000000, &v) < 0)
+            BAD("-c: '%s' is not a connection count from 1 to 10000000", val);
+        o->conns = (int)v;
+        break;
+    case O_CPUS:
+        if (cpulist_parse(val, &o->cpus) < 0)
+            BAD("--cpus: '%s' is not a CPU list; write e.g. 1 or 2-3", val);
+        o->have_cpus = true;
+        break;
+    case O_MODE:
+        if (!strcmp(val, "long"))
+            o->mode = MODE_LONG;
+        else if (!strcmp(val, "short"))
+            o->mode = MODE_SHORT;
+        else
+            BAD("--mode: '%s' is not a mode; use long or short", val);
+        break;
+    case O_PIPELINE:
+        if (parse_int(val, 1, BOPT_MAX_PIPELINE, &v) < 0)
+            BAD("--pipeline: '%s' is not a depth from 1 to %d", val, BOPT_MAX_PIPELINE);
+        o->pipeline = (int)v;
+        break;
+    case 'd':
+        if (args_duration_ms(val, 1000.0, &d) < 0 || d < 1)
+            BAD("-d: '%s' is not a duration of 1ms to 86400s; write 10 (seconds), 2.5s or "
+                "500ms",
+                val);
+        o->duration = d / 1000.0;
+        g->d = true;
+        break;
+    case 'n':
+        if (parse_int(val, 1, 1e15, &v) < 0)
+            BAD("-n: '%s' is not a request count of at least 1", val);
+        o->requests = (uint64_t)v;
+        g->n = true;
+        break;
+    case O_WARMUP:
+        if (args_duration_ms(val, 1000.0, &d) < 0 || d > 3600000)
+            BAD("--warmup: '%s' is not a duration of 0 to 3600s; write 2 (seconds), 2.5s or "
+                "500ms",
+                val);
+        o->warmup = d / 1000.0;
+        break;
+    case O_TIMEOUT:
+        if (args_duration_ms(val, 1.0, &d) < 0 || d < 1 || d > 3600000)
+            BAD("--timeout: '%s' is not a duration of 1ms to 3600s; write 250 (milliseconds), "
+                "250ms or 1.5s",
+                val);
+        o->timeout_ms = (int)(d + 0.5);
+        break;
+    case 'R':
+        if (parse_num(val, 0.001, 1e9, &d) < 0)
+            BAD("-R: '%s' is not a rate in requests per second", val);
+        o->rate = d;
+        break;
+    case O_CONNECT_RATE:
+        if (parse_num(val, 0.001, 1e9, &d) < 0)
+            BAD("--connect-rate: '%s' is not a rate in connections per second", val);
+        o->connect_rate = d;
+        break;
+    case O_LINGER0:
+        o->linger0 = true;
+        break;
+    case O_BUSY_POLL:
+        o->busy_poll = true;
+        break;
+    case O_RECONNECT_EVERY:
+        if (parse_int(val, 1, 1e15, &v) < 0)
+            BAD("--reconnect-every: '%s' is not a request count of at least 1", val);
+        o->reconnect_every = (uint64_t)v;
+        break;
+    case O_START_AT:
+        if (parse_start_at(val, &o->start_at) < 0)
+            BAD("--start-at: '%s' is not a time within the next day: epoch seconds (date "
+                "+%%s) or +SECONDS from now",
+                val);
+        break;
+    case O_OPEN_TIMEOUT:
+        if (args_duration_ms(val, 1000.0, &d) < 0 || d > 3600000)
+            BAD("--open-timeout: '%s' is not a duration of 0 to 3600s; write 10 (seconds), "
+                "2.5s or 500ms",
+                val);
+        o->open_timeout = d / 1000.0;
+        break;
+    case O_RATE_SWEEP:
+        if (parse_sweep(val, o) < 0)
+            BAD("--rate-sweep: '%s' is not FROM:TO:STEP in requests/s with 0 < FROM <= TO, "
+                "STEP > 0 and at most %d steps",
+                val, BOPT_MAX_STEPS);
+        break;
+    case O_FIND_RATE:
+        if (parse_find(val, &o->find_pct, &o->find_bound_us) < 0)
+            BAD("--find-rate: '%s' is not pP=LATENCY, e.g. p99=1ms or p99.9=500us (units "
+                "ns, us, ms, s)",
+                val);
+        break;
+    case O_MAX_ERRORS:
+        if (parse_int(val, 0, 1e15, &v) < 0)
+            BAD("--max-errors: '%s' is not a count of 0 or more", val);
+        o->max_errors = (uint64_t)v;
+        break;
+    case 'q':
+        o->quiet = true;
+        break;
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+/* The options of what goes out and what comes back, from where, and where the results go. A
+ * value of --expect ("bytes N") takes the next word of argv too (getopt's optind). Returns as
+ * take_load does. */
+static int take_io(struct bopt *o, struct given *g, int id, const char *val, int argc, char **argv,
+                   char *err, size_t errlen)
+{
+    long v;
+
+    switch (id) {
+    case O_SIZE:
+        if (parse_int(val, 1, 1 << 30, &v) < 0)
+            BAD("--size: '%s' is not a size in bytes from 1 to %d", val, 1 << 30);
+        o->size = (size_t)v;
+        g->size = true;
+        break;
+    case O_PAYLOAD:
+        if (o->nclasses)
+            BAD("--payload: give either --payload or --mix, once");
+        o->cls[0] = (struct bclass){val, 1};
+        o->nclasses = 1;
+        break;
+    case O_MIX: {
+        char *save = NULL;
+        if (o->nclasses)
+            BAD("--mix: give either --payload or --mix, once");
+        free(o->mixbuf);
+        o->mixbuf = strdup(val);
+        if (!o->mixbuf)
+            BAD("out of memory");
+        for (char *tok = strtok_r(o->mixbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            char *c = strrchr(tok, ':');
+            if (!c || c == tok || parse_int(c + 1, 1, 1000000, &v) < 0)
+                BAD("--mix: '%s' is not FILE:WEIGHT (weight 1 to 1000000)", tok);
+            if (o->nclasses == BOPT_MAX_CLASSES)
+                BAD("--mix: at most %d files", BOPT_MAX_CLASSES);
+            *c = '\0';
+            o->cls[o->nclasses++] = (struct bclass){tok, (unsigned)v};
+        }
+        if (!o->nclasses)
+            BAD("--mix: no FILE:WEIGHT in '%s'", val);
+        break;
+    }
+    case O_EXPECT:
+        if (!strcmp(val, "echo"))
+            o->expect = EXPECT_ECHO;
+        else if (!strcmp(val, "line"))
+            o->expect = EXPECT_LINE;
+        else if (!strcmp(val, "len32"))
+            o->expect = EXPECT_LEN32;
+        else if (!strcmp(val, "http"))
+            o->expect = EXPECT_HTTP;
+        else if (!strcmp(val, "bytes")) {
+            if (optind >= argc || parse_int(argv[optind], 1, 1 << 30, &v) < 0)
+                BAD("--expect bytes needs a byte count from 1 to %d", 1 << 30);
+            o->expect = EXPECT_BYTES;
+            o->expect_bytes = (size_t)v;
+            optind++; /* N: a second value of --expect */
+        } else
+            BAD("--expect: '%s' is not echo, line, len32, bytes N or http", val);
+        break;
+    case O_OK_STATUS:
+        if (strlen(val) > 200 || bopt_parse_statuses(val, o->ok_status) < 0)
+            BAD("--ok-status: '%s' is not a list of HTTP statuses from 100 to 599, e.g. "
+                "2xx,404 or 200-299,301",
+                val);
+        o->ok_status_arg = val;
+        break;
+    case O_REQUEST:
+        if (o->nclasses)
+            BAD("--request: give one of --request, --payload or --mix, once");
+        o->cls[0] = (struct bclass){val, 1};
+        o->nclasses = 1;
+        o->request = val;
+        g->request = true;
+        break;
+    case O_SOURCE: {
+        int n = bopt_parse_sources(val, o->sources, BOPT_MAX_SOURCES);
+        if (n < 0)
+            BAD("--source: '%s' is not an IPv4 address or ascending range A-B of at most %d", val,
+                BOPT_MAX_SOURCES);
+        o->nsources = n;
+        break;
+    }
+    case O_JSON:
+        o->json = val;
+        break;
+    case O_JSON_STREAM:
+        o->json_stream = val;
+        break;
+    case O_HDR_LOG:
+        o->hdr_log = val;
+        break;
+    default:
+        return 1;
+    }
+    return 0;
+}
+
+/* The options against each other and the target, once all are read; what one implies of
+ * another (-n: no -d; -t at most -c). 0, or -1 with one line in err. */
+static int check(struct bopt *o, const struct given *g, char *err, size_t errlen)
+{
+    if (!o->target)
+        BAD("no target: give HOST:PORT last, e.g. lfbench 127.0.0.1:9876");
+    if (bopt_parse_target(o->target, &o->addr, &o->addrlen) < 0)
+        BAD("target '%s' is not ADDR:PORT; write 127.0.0.1:9876 or [::1]:9876", o->target);
+    if (g->d && g->n)
+        BAD("-d and -n both given: pick a duration or a request count");
+    if (g->n)
+        o->duration = 0;
+    if (o->nclasses && g->size)
+        BAD("--size applies to generated payloads; it cannot go with --payload or --mix");
+    if (o->mode == MODE_SHORT && o->pipeline > 1)
+        BAD("--pipeline needs --mode long: a short connection carries one request");
+    if (o->mode == MODE_SHORT && o->rate > 0 && o->connect_rate > 0 && o->connect_rate < o->rate)
+        BAD("--connect-rate %g is below -R %g: in short mode each request opens its own "
+            "connection, so the schedule could never be kept; give --connect-rate of at least "
+            "-R, or leave it out",
+            o->connect_rate, o->rate);
+    if (o->nsources && o->addr.ss_family != AF_INET)
+        BAD("--source takes IPv4 addresses; the target is IPv6");
+    if (o->expect == EXPECT_HTTP && g->size)
+        BAD("--size makes generated echo payloads; with --expect http the request is --request "
+            "FILE (default GET /)");
+    if (g->request && o->expect != EXPECT_HTTP)
+        BAD("--request is an HTTP request file and needs --expect http; for other protocols "
+            "use --payload");
+    if (o->ok_status_arg && o->expect != EXPECT_HTTP)
+        BAD("--ok-status names the HTTP statuses that count as answers and needs --expect http");
+    if (o->reconnect_every && o->mode != MODE_LONG)
+        BAD("--reconnect-every needs --mode long: a short connection carries one request");
+    if ((o->sweep_step > 0 || o->find_pct > 0) && o->rate > 0)
+        BAD("-R with --rate-sweep or --find-rate: the steps set the rate; give one or the other");
+    if ((o->sweep_step > 0 || o->find_pct > 0) && g->n)
+        BAD("-n with --rate-sweep or --find-rate: each step runs for -d seconds");
+    if (o->threads > o->conns)
+        o->threads = o->conns; /* a thread with no connection would idle */
+    if (g->n && (uint64_t)o->threads > o->requests)
+        o->threads = (int)o->requests; /* a share of 0 is no limit: it never ended (-n 1 -t 2) */
+    return 0;
+}
+
 static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
                               size_t errlen)
 {
-    static const char *const with_value[] = {"-t",
-                                             "-c",
-                                             "--cpus",
-                                             "--mode",
-                                             "--pipeline",
-                                             "-d",
-                                             "-n",
-                                             "--warmup",
-                                             "--timeout",
-                                             "-R",
-                                             "--connect-rate",
-                                             "--size",
-                                             "--payload",
-                                             "--mix",
-                                             "--expect",
-                                             "--source",
-                                             "--json",
-                                             "--max-errors",
-                                             "--json-stream",
-                                             "--hdr-log",
-                                             "--request",
-                                             "--start-at",
-                                             "--reconnect-every",
-                                             "--rate-sweep",
-                                             "--find-rate",
-                                             "--open-timeout",
-                                             "--ok-status",
-                                             NULL};
-    bool have_d = false, have_n = false, have_size = false, have_request = false;
+    struct option lopt[NOPT + 1];
+    char sopt[2 + 2 * NOPT + 1], name[64];
+    struct given g = {false, false, false, false};
+    bool dashes = false;
+    int rc;
 
     memset(o, 0, sizeof(*o));
     o->threads = 1;
@@ -346,243 +718,53 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
     o->open_timeout = -1; /* the default depends on -c */
     bopt_parse_statuses("2xx", o->ok_status);
 
-    for (int i = 1; i < argc; i++) {
-        struct arg a;
-        const char *arg = argv[i], *name = a.name, *val;
-        double d;
-        long v;
+    getopt_tables(lopt, sopt);
+    optind = 0; /* a fresh getopt: bopt_parse runs more than once in a process (tests, fuzzing) */
+    opterr = 0; /* its messages are ours */
+    for (;;) {
+        int at = optind ? optind : 1, idx = -1, id;
+        const char *eq;
 
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if (o->target) {
-                snprintf(err, errlen,
-                         "unexpected argument '%s' after the target %s; options go before it", arg,
-                         o->target);
-                return BOPT_ERROR;
-            }
-            o->target = arg;
+        id = dashes ? -1 : getopt_long(argc, argv, sopt, lopt, &idx);
+        if (id == -1) { /* the target, or the end ("--": what follows is no option) */
+            if (!dashes && optind > at && !strcmp(argv[optind - 1], "--"))
+                dashes = true;
+            if (optind >= argc)
+                break;
+            if (o->target)
+                BAD("unexpected argument '%s' after the target %s; options go before it",
+                    argv[optind], o->target);
+            o->target = argv[optind++];
             continue;
         }
-        if (args_next(argc, argv, &i, with_value, "lfbench", &a, err, errlen) < 0)
-            return BOPT_ERROR;
-        val = a.val;
-
-#define BAD(...)                                                                                   \
-    do {                                                                                           \
-        snprintf(err, errlen, __VA_ARGS__);                                                        \
-        return BOPT_ERROR;                                                                         \
-    } while (0)
-        if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
-            fputs(usage, out);
+        opt_name(name, sizeof(name), argv[at], optopt);
+        if (id == ':')
+            BAD("%s needs a value; see lfbench --help", name);
+        eq = strchr(argv[at], '=');
+        if (id == '?' && optopt && eq && !strncmp(argv[at], "--", 2))
+            BAD("%s takes no value (got '%s')", name, eq + 1);
+        /* getopt_long takes a prefix of a long name; lfbench never did: a typo is no option */
+        if (id == '?' || (idx >= 0 && strcmp(name + 2, lopt[idx].name)))
+            BAD("unknown option '%s'; see lfbench --help", name);
+        if (id == 'h') {
+            bopt_usage(out);
             return BOPT_EXIT;
-        } else if (!strcmp(name, "-V") || !strcmp(name, "--version")) {
+        }
+        if (id == 'V') {
             fprintf(out, "lfbench %s\n", LFE_VERSION);
             return BOPT_EXIT;
-        } else if (!strcmp(name, "-q") || !strcmp(name, "--quiet")) {
-            o->quiet = true;
-        } else if (!strcmp(name, "--linger0")) {
-            o->linger0 = true;
-        } else if (!strcmp(name, "--busy-poll")) {
-            o->busy_poll = true;
-        } else if (!strcmp(name, "-t")) {
-            if (parse_int(val, 1, 256, &v) < 0)
-                BAD("-t: '%s' is not a thread count from 1 to 256", val);
-            o->threads = (int)v;
-        } else if (!strcmp(name, "-c")) {
-            if (parse_int(val, 1, 10000000, &v) < 0)
-                BAD("-c: '%s' is not a connection count from 1 to 10000000", val);
-            o->conns = (int)v;
-        } else if (!strcmp(name, "--cpus")) {
-            if (cpulist_parse(val, &o->cpus) < 0)
-                BAD("--cpus: '%s' is not a CPU list; write e.g. 1 or 2-3", val);
-            o->have_cpus = true;
-        } else if (!strcmp(name, "--mode")) {
-            if (!strcmp(val, "long"))
-                o->mode = MODE_LONG;
-            else if (!strcmp(val, "short"))
-                o->mode = MODE_SHORT;
-            else
-                BAD("--mode: '%s' is not a mode; use long or short", val);
-        } else if (!strcmp(name, "--pipeline")) {
-            if (parse_int(val, 1, BOPT_MAX_PIPELINE, &v) < 0)
-                BAD("--pipeline: '%s' is not a depth from 1 to %d", val, BOPT_MAX_PIPELINE);
-            o->pipeline = (int)v;
-        } else if (!strcmp(name, "-d")) {
-            if (args_duration_ms(val, 1000.0, &d) < 0 || d < 1)
-                BAD("-d: '%s' is not a duration of 1ms to 86400s; write 10 (seconds), 2.5s or "
-                    "500ms",
-                    val);
-            o->duration = d / 1000.0;
-            have_d = true;
-        } else if (!strcmp(name, "-n")) {
-            if (parse_int(val, 1, 1e15, &v) < 0)
-                BAD("-n: '%s' is not a request count of at least 1", val);
-            o->requests = (uint64_t)v;
-            have_n = true;
-        } else if (!strcmp(name, "--warmup")) {
-            if (args_duration_ms(val, 1000.0, &d) < 0 || d > 3600000)
-                BAD("--warmup: '%s' is not a duration of 0 to 3600s; write 2 (seconds), 2.5s or "
-                    "500ms",
-                    val);
-            o->warmup = d / 1000.0;
-        } else if (!strcmp(name, "--timeout")) {
-            if (args_duration_ms(val, 1.0, &d) < 0 || d < 1 || d > 3600000)
-                BAD("--timeout: '%s' is not a duration of 1ms to 3600s; write 250 (milliseconds), "
-                    "250ms or 1.5s",
-                    val);
-            o->timeout_ms = (int)(d + 0.5);
-        } else if (!strcmp(name, "-R")) {
-            if (parse_num(val, 0.001, 1e9, &d) < 0)
-                BAD("-R: '%s' is not a rate in requests per second", val);
-            o->rate = d;
-        } else if (!strcmp(name, "--connect-rate")) {
-            if (parse_num(val, 0.001, 1e9, &d) < 0)
-                BAD("--connect-rate: '%s' is not a rate in connections per second", val);
-            o->connect_rate = d;
-        } else if (!strcmp(name, "--size")) {
-            if (parse_int(val, 1, 1 << 30, &v) < 0)
-                BAD("--size: '%s' is not a size in bytes from 1 to %d", val, 1 << 30);
-            o->size = (size_t)v;
-            have_size = true;
-        } else if (!strcmp(name, "--payload")) {
-            if (o->nclasses)
-                BAD("--payload: give either --payload or --mix, once");
-            o->cls[0] = (struct bclass){val, 1};
-            o->nclasses = 1;
-        } else if (!strcmp(name, "--mix")) {
-            char *save = NULL;
-            if (o->nclasses)
-                BAD("--mix: give either --payload or --mix, once");
-            free(o->mixbuf);
-            o->mixbuf = strdup(val);
-            if (!o->mixbuf)
-                BAD("out of memory");
-            for (char *tok = strtok_r(o->mixbuf, ",", &save); tok;
-                 tok = strtok_r(NULL, ",", &save)) {
-                char *c = strrchr(tok, ':');
-                if (!c || c == tok || parse_int(c + 1, 1, 1000000, &v) < 0)
-                    BAD("--mix: '%s' is not FILE:WEIGHT (weight 1 to 1000000)", tok);
-                if (o->nclasses == BOPT_MAX_CLASSES)
-                    BAD("--mix: at most %d files", BOPT_MAX_CLASSES);
-                *c = '\0';
-                o->cls[o->nclasses++] = (struct bclass){tok, (unsigned)v};
-            }
-            if (!o->nclasses)
-                BAD("--mix: no FILE:WEIGHT in '%s'", val);
-        } else if (!strcmp(name, "--expect")) {
-            if (!strcmp(val, "echo"))
-                o->expect = EXPECT_ECHO;
-            else if (!strcmp(val, "line"))
-                o->expect = EXPECT_LINE;
-            else if (!strcmp(val, "len32"))
-                o->expect = EXPECT_LEN32;
-            else if (!strcmp(val, "http"))
-                o->expect = EXPECT_HTTP;
-            else if (!strcmp(val, "bytes")) {
-                if (i + 1 >= argc || parse_int(argv[i + 1], 1, 1 << 30, &v) < 0)
-                    BAD("--expect bytes needs a byte count from 1 to %d", 1 << 30);
-                o->expect = EXPECT_BYTES;
-                o->expect_bytes = (size_t)v;
-                i++;
-            } else
-                BAD("--expect: '%s' is not echo, line, len32, bytes N or http", val);
-        } else if (!strcmp(name, "--source")) {
-            int n = bopt_parse_sources(val, o->sources, BOPT_MAX_SOURCES);
-            if (n < 0)
-                BAD("--source: '%s' is not an IPv4 address or ascending range A-B of at most %d",
-                    val, BOPT_MAX_SOURCES);
-            o->nsources = n;
-        } else if (!strcmp(name, "--json")) {
-            o->json = val;
-        } else if (!strcmp(name, "--json-stream")) {
-            o->json_stream = val;
-        } else if (!strcmp(name, "--hdr-log")) {
-            o->hdr_log = val;
-        } else if (!strcmp(name, "--request")) {
-            if (o->nclasses)
-                BAD("--request: give one of --request, --payload or --mix, once");
-            o->cls[0] = (struct bclass){val, 1};
-            o->nclasses = 1;
-            o->request = val;
-            have_request = true;
-        } else if (!strcmp(name, "--start-at")) {
-            if (parse_start_at(val, &o->start_at) < 0)
-                BAD("--start-at: '%s' is not a time within the next day: epoch seconds (date "
-                    "+%%s) or +SECONDS from now",
-                    val);
-        } else if (!strcmp(name, "--reconnect-every")) {
-            if (parse_int(val, 1, 1e15, &v) < 0)
-                BAD("--reconnect-every: '%s' is not a request count of at least 1", val);
-            o->reconnect_every = (uint64_t)v;
-        } else if (!strcmp(name, "--open-timeout")) {
-            if (args_duration_ms(val, 1000.0, &d) < 0 || d > 3600000)
-                BAD("--open-timeout: '%s' is not a duration of 0 to 3600s; write 10 (seconds), "
-                    "2.5s or 500ms",
-                    val);
-            o->open_timeout = d / 1000.0;
-        } else if (!strcmp(name, "--rate-sweep")) {
-            if (parse_sweep(val, o) < 0)
-                BAD("--rate-sweep: '%s' is not FROM:TO:STEP in requests/s with 0 < FROM <= TO, "
-                    "STEP > 0 and at most %d steps",
-                    val, BOPT_MAX_STEPS);
-        } else if (!strcmp(name, "--find-rate")) {
-            if (parse_find(val, &o->find_pct, &o->find_bound_us) < 0)
-                BAD("--find-rate: '%s' is not pP=LATENCY, e.g. p99=1ms or p99.9=500us (units "
-                    "ns, us, ms, s)",
-                    val);
-        } else if (!strcmp(name, "--ok-status")) {
-            if (strlen(val) > 200 || bopt_parse_statuses(val, o->ok_status) < 0)
-                BAD("--ok-status: '%s' is not a list of HTTP statuses from 100 to 599, e.g. "
-                    "2xx,404 or 200-299,301",
-                    val);
-            o->ok_status_arg = val;
-        } else if (!strcmp(name, "--max-errors")) {
-            if (parse_int(val, 0, 1e15, &v) < 0)
-                BAD("--max-errors: '%s' is not a count of 0 or more", val);
-            o->max_errors = (uint64_t)v;
-        } else {
-            BAD("unknown option '%s'; see lfbench --help", name);
         }
+        if ((rc = take_load(o, &g, id, optarg, err, errlen)) == 1)
+            rc = take_io(o, &g, id, optarg, argc, argv, err, errlen);
+        if (rc == 1) /* a row of the table without its case */
+            BAD("unknown option '%s'; see lfbench --help", name);
+        if (rc < 0)
+            return BOPT_ERROR;
     }
-    if (!o->target)
-        BAD("no target: give HOST:PORT last, e.g. lfbench 127.0.0.1:9876");
-    if (bopt_parse_target(o->target, &o->addr, &o->addrlen) < 0)
-        BAD("target '%s' is not ADDR:PORT; write 127.0.0.1:9876 or [::1]:9876", o->target);
-    if (have_d && have_n)
-        BAD("-d and -n both given: pick a duration or a request count");
-    if (have_n)
-        o->duration = 0;
-    if (o->nclasses && have_size)
-        BAD("--size applies to generated payloads; it cannot go with --payload or --mix");
-    if (o->mode == MODE_SHORT && o->pipeline > 1)
-        BAD("--pipeline needs --mode long: a short connection carries one request");
-    if (o->mode == MODE_SHORT && o->rate > 0 && o->connect_rate > 0 && o->connect_rate < o->rate)
-        BAD("--connect-rate %g is below -R %g: in short mode each request opens its own "
-            "connection, so the schedule could never be kept; give --connect-rate of at least "
-            "-R, or leave it out",
-            o->connect_rate, o->rate);
-    if (o->nsources && o->addr.ss_family != AF_INET)
-        BAD("--source takes IPv4 addresses; the target is IPv6");
-    if (o->expect == EXPECT_HTTP && have_size)
-        BAD("--size makes generated echo payloads; with --expect http the request is --request "
-            "FILE (default GET /)");
-    if (have_request && o->expect != EXPECT_HTTP)
-        BAD("--request is an HTTP request file and needs --expect http; for other protocols "
-            "use --payload");
-    if (o->ok_status_arg && o->expect != EXPECT_HTTP)
-        BAD("--ok-status names the HTTP statuses that count as answers and needs --expect http");
-    if (o->reconnect_every && o->mode != MODE_LONG)
-        BAD("--reconnect-every needs --mode long: a short connection carries one request");
-    if ((o->sweep_step > 0 || o->find_pct > 0) && o->rate > 0)
-        BAD("-R with --rate-sweep or --find-rate: the steps set the rate; give one or the other");
-    if ((o->sweep_step > 0 || o->find_pct > 0) && have_n)
-        BAD("-n with --rate-sweep or --find-rate: each step runs for -d seconds");
-    if (o->threads > o->conns)
-        o->threads = o->conns; /* a thread with no connection would idle */
-    if (have_n && (uint64_t)o->threads > o->requests)
-        o->threads = (int)o->requests; /* a share of 0 is no limit: it never ended (-n 1 -t 2) */
-    return BOPT_RUN;
-#undef BAD
+    return check(o, &g, err, errlen) < 0 ? BOPT_ERROR : BOPT_RUN;
 }
+
+#undef BAD
 
 enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
                             size_t errlen)

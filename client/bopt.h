@@ -68,6 +68,24 @@ struct bopt {
 
 enum bopt_result { BOPT_RUN = 0, BOPT_EXIT = 1, BOPT_ERROR = -1 };
 
+/* One row of lfbench's option table, the one list of its options: the parser (getopt_long's
+ * arrays), --help and the test that holds the man page to them are all made from it. */
+struct bopt_option {
+    int id;           /* the parser's case: the short letter, or a value above 255; 0 for a row
+                       * of --help only (another value of the option above it: --expect line) */
+    char letter;      /* -x, or 0 */
+    const char *name; /* --name, or NULL */
+    const char *arg;  /* the value as --help names it ("N", "LIST"), NULL for a flag */
+    const char *help; /* --help's words; a '\n' goes on in the same column */
+};
+
+extern const struct bopt_option bopt_options[];
+extern const size_t bopt_noptions;
+
+/* --help: the usage line, a line or more per row of bopt_options, the subcommands and the exit
+ * statuses. */
+void bopt_usage(FILE *out);
+
 /* Whether HTTP status s is one --ok-status accepts (200-299 unless it names others): any other
  * is counted (http_non2xx), and breaks a --rate-sweep or --find-rate step. */
 static inline bool bopt_status_ok(const struct bopt *o, unsigned s)

@@ -50,9 +50,6 @@
 #define RETRY_NS (100 * 1000000ull) /* a refused or failed connect retries after this */
 #define BEHIND_NS 1000000ull        /* an open-loop send this late is behind schedule */
 
-const char *const berr_name[ERR_KINDS] = {"refused", "reset",  "timeout",  "addrnotavail",
-                                          "emfile",  "closed", "mismatch", "other"};
-
 enum cstate { CS_CLOSED, CS_CONNECTING, CS_OPEN };
 
 struct req {
@@ -909,15 +906,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 static void publish(struct bthread *t)
 {
     pthread_mutex_lock(&t->pub_lock);
-    t->pub.requests += t->cur.requests;
-    t->pub.bytes_in += t->cur.bytes_in;
-    t->pub.bytes_out += t->cur.bytes_out;
-    t->pub.connects += t->cur.connects;
-    t->pub.lost += t->cur.lost;
-    for (int e = 0; e < ERR_KINDS; e++)
-        t->pub.errors[e] += t->cur.errors[e];
-    t->pub.reconnects += t->cur.reconnects;
-    t->pub.http_non2xx += t->cur.http_non2xx;
+    bcount_add(&t->pub, &t->cur);
     hist_merge(&t->pub_lat, &t->cur_lat);
     if (t->hdr)
         hist_merge(&t->pub_mlat, &t->cur_mlat);

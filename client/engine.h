@@ -6,42 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bcount.h"
 #include "bopt.h"
 #include "hist.h"
 #include "payload.h"
-
-enum berr {
-    ERR_REFUSED,      /* ECONNREFUSED */
-    ERR_RESET,        /* ECONNRESET, EPIPE */
-    ERR_TIMEOUT,      /* a request (or connect) over --timeout, or unanswered at the end */
-    ERR_ADDRNOTAVAIL, /* no ephemeral port left */
-    ERR_EMFILE,       /* out of descriptors */
-    ERR_CLOSED,       /* the server closed with requests in flight */
-    ERR_MISMATCH,     /* a response that is not what it must be */
-    ERR_OTHER,        /* anything else */
-    ERR_KINDS
-};
-
-extern const char *const berr_name[ERR_KINDS];
-
-/* Counters of one interval (a second) or of the whole run. Every request issued ends as a
- * response (requests) or as an error: errors count one per request a failure ended (each one in
- * flight on a connection that closed, reset or timed out), or one for a failure that ended none
- * (a refused connect, an idle connection reset). */
-struct bcount {
-    uint64_t requests;    /* responses complete and verified */
-    uint64_t bytes_out;   /* request bytes written */
-    uint64_t bytes_in;    /* response bytes read */
-    uint64_t connects;    /* connections established */
-    uint64_t lost;        /* requests whose response never came whole: cut short part-way (by
-                           * a timeout, a close or a reset; also counted as that error), still
-                           * unanswered when the run ended (also counted as timeouts), or, open
-                           * loop, pipelined behind an HTTP Connection: close (also "closed") */
-    uint64_t reconnects;  /* connections closed cleanly and reopened, not errors:
-                           * --reconnect-every, or an HTTP server's Connection: close */
-    uint64_t http_non2xx; /* --expect http: responses whose status was not 2xx */
-    uint64_t errors[ERR_KINDS];
-};
 
 struct bconn;
 

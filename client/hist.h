@@ -37,6 +37,30 @@ uint64_t hist_rank(uint64_t count, double p);
  * max): within 0.4% of the true value. Returns 0 when empty. */
 uint64_t hist_percentile(const struct hist *h, double p);
 
+/* Nanoseconds as microseconds, the unit lfbench prints latencies in. */
+static inline double hist_us(uint64_t ns)
+{
+    return (double)ns / 1000.0;
+}
+
+/* A histogram in compact form: the non-empty buckets only (a second's latencies fill a few
+ * hundred of the 4,480), for the per-second series and for --json. Owns idx and cnt. */
+struct hcompact {
+    uint64_t count, min, max; /* min is UINT64_MAX when empty */
+    double sum;
+    uint32_t n;    /* non-empty buckets */
+    uint16_t *idx; /* their indexes, ascending (hist_index) */
+    uint64_t *cnt; /* their counts */
+};
+
+int hcompact_from(struct hcompact *c, const struct hist *h);    /* 0 or -ENOMEM */
+void hcompact_add_to(const struct hcompact *c, struct hist *h); /* h += c */
+
+/* dst += src, both ascending. 0, or -ENOMEM with dst unchanged. */
+int hcompact_merge(struct hcompact *dst, const struct hcompact *src);
+
+void hcompact_free(struct hcompact *c);
+
 /* Bucket index of v, and the [lo, hi] range of values a bucket holds (for tests). */
 unsigned hist_index(uint64_t v);
 void hist_range(unsigned idx, uint64_t *lo, uint64_t *hi);

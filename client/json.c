@@ -180,9 +180,7 @@ static int hex4(struct parser *ps, unsigned *cp)
     return 0;
 }
 
-/* Length of the UTF-8 character at p (RFC 3629: no overlong form, no surrogate, nothing past
- * U+10FFFF), or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+size_t json_utf8_len(const unsigned char *p, const unsigned char *end)
 {
     unsigned char lo = 0x80, hi = 0xbf;
     size_t n;
@@ -261,7 +259,7 @@ static char *parse_string(struct parser *ps, size_t *lenp)
             goto bad;
         }
         if (c != '\\') {
-            if (!(n = utf8_len(ps->p, ps->end))) {
+            if (!(n = json_utf8_len(ps->p, ps->end))) {
                 fail(ps, "invalid UTF-8 in a string");
                 goto bad;
             }

@@ -58,4 +58,8 @@ bool json_num(const struct json *j, double *v);
 
 const char *json_type_name(enum json_type t);
 
+/* Length of the UTF-8 character at p, p < end (RFC 3629: no overlong form, no surrogate,
+ * nothing past U+10FFFF), or 0 when the bytes at p are not one. */
+size_t json_utf8_len(const unsigned char *p, const unsigned char *end);
+
 #endif /* LFE_JSON_H */

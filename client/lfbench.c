@@ -57,20 +57,6 @@ static int reap(struct bthread *ts, bool *joined, int n)
     return done;
 }
 
-static uint64_t errors_of(const struct bcount *c)
-{
-    uint64_t n = 0;
-
-    for (int e = 0; e < ERR_KINDS; e++)
-        n += c->errors[e];
-    return n;
-}
-
-static double us(uint64_t ns)
-{
-    return (double)ns / 1000.0;
-}
-
 /* Ephemeral ports the kernel hands out for connect(). */
 static long port_range(void)
 {
@@ -236,6 +222,14 @@ struct run {
     char found_why[512];
     double open_s;     /* seconds until every connection was open (or --open-timeout) */
     int open_at_start; /* connections open when the first step began */
+    /* what the result needs from around the steps */
+    const struct payloads *p;
+    FILE *jf;                 /* --json, opened before the run */
+    bool out_failed;          /* --hdr-log or --json-stream could not be written whole */
+    uint64_t t0, t1;          /* CLOCK_MONOTONIC ns: the threads' start, their end */
+    struct cpu_mark ru0, ru1; /* the client's CPU at t0 and t1 */
+    bool have_k;              /* the kernel's counters could be read at the start (and end) */
+    struct kstat k0, kd;      /* at the start; the run's deltas */
 };
 
 static uint64_t series_errors(const struct run *r)
@@ -243,7 +237,7 @@ static uint64_t series_errors(const struct run *r)
     uint64_t n = 0;
 
     for (size_t k = 0; k < r->nsec; k++)
-        n += errors_of(&r->series[k].c);
+        n += bcount_errors(&r->series[k].c);
     return n;
 }
 
@@ -275,15 +269,7 @@ static int collect(struct run *r, double end)
     for (int i = 0; i < o->threads; i++) {
         struct bthread *t = &r->ts[i];
         pthread_mutex_lock(&t->pub_lock);
-        s.c.requests += t->pub.requests;
-        s.c.bytes_in += t->pub.bytes_in;
-        s.c.bytes_out += t->pub.bytes_out;
-        s.c.connects += t->pub.connects;
-        s.c.lost += t->pub.lost;
-        s.c.reconnects += t->pub.reconnects;
-        s.c.http_non2xx += t->pub.http_non2xx;
-        for (int e = 0; e < ERR_KINDS; e++)
-            s.c.errors[e] += t->pub.errors[e];
+        bcount_add(&s.c, &t->pub);
         hist_merge(h, &t->pub_lat);
         memset(&t->pub, 0, sizeof(t->pub));
         hist_init(&t->pub_lat);
@@ -315,8 +301,8 @@ static int collect(struct run *r, double end)
     len = s.t - (r->nsec > 1 ? r->series[r->nsec - 2].t : 0.0);
     if (!o->quiet)
         fprintf(stderr, "%6.1fs %10.0f req/s  p99 %9.1f µs  errors %llu  open %d%s%s\n", s.t,
-                len > 0 ? (double)s.c.requests / len : 0.0, us(s.p99),
-                (unsigned long long)errors_of(&s.c), s.open,
+                len > 0 ? (double)s.c.requests / len : 0.0, hist_us(s.p99),
+                (unsigned long long)bcount_errors(&s.c), s.open,
                 strcmp(r->phase, "measure") ? "  " : "",
                 strcmp(r->phase, "measure") ? r->phase : "");
     if (r->stream) {
@@ -326,9 +312,9 @@ static int collect(struct run *r, double end)
                 "\"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, "
                 "\"open\": %d}\n",
                 s.t, s.wall, r->phase, r->step, r->step_rate, (unsigned long long)s.c.requests,
-                len > 0 ? (double)s.c.requests / len : 0.0, (unsigned long long)errors_of(&s.c),
-                (unsigned long long)s.c.lost, us(s.p50), us(hist_percentile(h, 90)), us(s.p99),
-                h->count ? us(h->max) : 0.0, s.open);
+                len > 0 ? (double)s.c.requests / len : 0.0, (unsigned long long)bcount_errors(&s.c),
+                (unsigned long long)s.c.lost, hist_us(s.p50), hist_us(hist_percentile(h, 90)),
+                hist_us(s.p99), h->count ? hist_us(h->max) : 0.0, s.open);
         fflush(r->stream);
     }
     if (m) { /* the interval log holds the measured windows' latencies, as the summary does */
@@ -412,15 +398,7 @@ static void gather_step(struct run *r, struct bstep *st, double rate, double cpu
         hist_init(st->lat);
     for (int i = 0; i < r->o->threads; i++) {
         const struct bstepres *s = &r->ts[i].sres;
-        st->c.requests += s->c.requests;
-        st->c.bytes_in += s->c.bytes_in;
-        st->c.bytes_out += s->c.bytes_out;
-        st->c.connects += s->c.connects;
-        st->c.lost += s->c.lost;
-        st->c.reconnects += s->c.reconnects;
-        st->c.http_non2xx += s->c.http_non2xx;
-        for (int e = 0; e < ERR_KINDS; e++)
-            st->c.errors[e] += s->c.errors[e];
+        bcount_add(&st->c, &s->c);
         if (st->lat)
             hist_merge(st->lat, &s->lat);
         st->intended += s->intended;
@@ -443,125 +421,126 @@ static bool step_without_response(const struct bresult *r)
     return false;
 }
 
-int main(int argc, char **argv)
-{
-    static const char *const mode_name[] = {"long", "short"};
-    static const char *const expect_name[] = {"echo", "line", "len32", "bytes", "http"};
-    struct bopt o;
-    struct payloads p;
-    struct bthread *ts;
-    struct second *series = NULL;
-    struct cpu_mark ru0, ru1;
-    struct kstat k0, k1, kd;
-    char err[512];
-    uint64_t t_start, t0, t1;
-    size_t nsec = 0;
-    int cpu_list[CPU_SETSIZE], ncpus = 0, rc;
-    bool *joined, hdr_failed = false;
+static const char *const mode_name[] = {"long", "short"};
+static const char *const expect_name[] = {"echo", "line", "len32", "bytes", "http"};
 
-    if (argc > 1 && !strcmp(argv[1], "merge"))
-        return merge_main(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "plot"))
-        return plot_main(argc - 1, argv + 1);
-    switch (bopt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
+/* --- main's phases, in the order it runs them ------------------------------------------------ */
+
+/* The command line, the checks that need the system (file descriptors, ports, CPUs) and the
+ * request files. Returns -1 to go on, or the exit status (0 for --help, 2 for bad usage) with
+ * everything freed. */
+static int parse_and_check(struct bopt *o, struct payloads *p, int argc, char **argv)
+{
+    char err[512];
+
+    switch (bopt_parse(o, argc, argv, stdout, err, sizeof(err))) {
     case BOPT_EXIT:
-        bopt_free(&o);
+        bopt_free(o);
         return 0;
     case BOPT_ERROR:
         fprintf(stderr, "lfbench: %s\n", err);
-        bopt_free(&o);
+        bopt_free(o);
         return 2;
     case BOPT_RUN:
         break;
     }
-    if (preflight(&o) < 0) {
-        bopt_free(&o);
+    if (preflight(o) < 0) {
+        bopt_free(o);
         return 2;
     }
-    if (payload_load(&p, &o, err, sizeof(err)) < 0) {
+    if (payload_load(p, o, err, sizeof(err)) < 0) {
         fprintf(stderr, "lfbench: %s\n", err);
-        bopt_free(&o);
+        bopt_free(o);
         return 2;
     }
-    signal(SIGPIPE, SIG_IGN);
-    signal(SIGINT, on_sigint);
-    for (int c = 0; o.have_cpus && c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &o.cpus))
-            cpu_list[ncpus++] = c;
+    return -1;
+}
 
-    if (!o.quiet) { /* -q: the result and errors only */
-        fprintf(stderr, "lfbench: %s, %s mode, %d connection%s, %d thread%s, pipeline %d, ",
-                o.target, mode_name[o.mode], o.conns, o.conns == 1 ? "" : "s", o.threads,
-                o.threads == 1 ? "" : "s", o.pipeline);
-        if (p.n == 1)
-            fprintf(stderr, "%zu-byte %s requests", p.cls[0].len,
-                    p.cls[0].data ? p.cls[0].name : "generated");
-        else
-            fprintf(stderr, "a mix of %d request files", p.n);
-        fprintf(stderr, ", expect %s", expect_name[o.expect]);
-        if (o.rate > 0)
-            fprintf(stderr, ", open loop at %.0f/s", o.rate);
-        if (o.busy_poll)
-            fprintf(stderr, ", busy-polling");
-        if (o.duration > 0)
-            fprintf(stderr, ", %.1f s after %.1f s warm-up\n", o.duration, o.warmup);
-        else
-            fprintf(stderr, ", %llu requests\n", (unsigned long long)o.requests);
-    }
+/* The opening line on stderr: what is about to run (-q: none). */
+static void announce(const struct bopt *o, const struct payloads *p)
+{
+    if (o->quiet) /* -q: the result and errors only */
+        return;
+    fprintf(stderr, "lfbench: %s, %s mode, %d connection%s, %d thread%s, pipeline %d, ", o->target,
+            mode_name[o->mode], o->conns, o->conns == 1 ? "" : "s", o->threads,
+            o->threads == 1 ? "" : "s", o->pipeline);
+    if (p->n == 1)
+        fprintf(stderr, "%zu-byte %s requests", p->cls[0].len,
+                p->cls[0].data ? p->cls[0].name : "generated");
+    else
+        fprintf(stderr, "a mix of %d request files", p->n);
+    fprintf(stderr, ", expect %s", expect_name[o->expect]);
+    if (o->rate > 0)
+        fprintf(stderr, ", open loop at %.0f/s", o->rate);
+    if (o->busy_poll)
+        fprintf(stderr, ", busy-polling");
+    if (o->duration > 0)
+        fprintf(stderr, ", %.1f s after %.1f s warm-up\n", o->duration, o->warmup);
+    else
+        fprintf(stderr, ", %llu requests\n", (unsigned long long)o->requests);
+}
 
-    t_start = now_ns() + 20 * 1000000ull;
-    /* The run: long mode opens every connection first, and the measured window (the open-loop
-     * schedule with it) starts once all are open, or --open-timeout has passed; then one step,
-     * or --rate-sweep's and --find-rate's several; then the threads finish. The output files
-     * are opened first: a bad path is a usage error, said before any connection is made. */
-    struct run R = {.o = &o,
-                    .t_start = t_start,
-                    .wall0 = wall_now() + ((double)t_start - (double)now_ns()) / 1e9,
-                    .phase = "opening"};
-    R.next_sec = floor(R.wall0) + 1; /* the threads' first whole second ends there */
-    FILE *jf = NULL;
+/* The output files, opened before any connection is made: a bad path is a usage error. Returns
+ * 0, or -1 with one line said and nothing left open. */
+static int open_outputs(struct run *r)
+{
+    const struct bopt *o = r->o;
+    char herr[512];
 
-    if (o.json && !(jf = fopen(o.json, "we"))) {
-        fprintf(stderr, "lfbench: cannot write --json %s: %s\n", o.json, strerror(errno));
-        goto out_usage;
+    if (o->json && !(r->jf = fopen(o->json, "we"))) {
+        fprintf(stderr, "lfbench: cannot write --json %s: %s\n", o->json, strerror(errno));
+        goto fail;
     }
-    if (o.hdr_log) {
-        char herr[512];
-        R.hdr = hdrlog_open(o.hdr_log, R.wall0, herr, sizeof(herr));
-        if (!R.hdr) {
-            fprintf(stderr, "lfbench: %s\n", herr);
-            goto out_usage;
-        }
+    if (o->hdr_log && !(r->hdr = hdrlog_open(o->hdr_log, r->wall0, herr, sizeof(herr)))) {
+        fprintf(stderr, "lfbench: %s\n", herr);
+        goto fail;
     }
-    if (o.json_stream) {
-        R.stream = strcmp(o.json_stream, "-") ? fopen(o.json_stream, "we") : stdout;
-        if (!R.stream) {
-            fprintf(stderr, "lfbench: cannot write --json-stream %s: %s\n", o.json_stream,
+    if (o->json_stream) {
+        r->stream = strcmp(o->json_stream, "-") ? fopen(o->json_stream, "we") : stdout;
+        if (!r->stream) {
+            fprintf(stderr, "lfbench: cannot write --json-stream %s: %s\n", o->json_stream,
                     strerror(errno));
-            goto out_usage;
+            goto fail;
         }
     }
-    ts = calloc((size_t)o.threads, sizeof(*ts));
-    joined = calloc((size_t)o.threads, sizeof(*joined));
-    if (!ts || !joined)
-        return 2;
-    R.ts = ts;
-    R.joined = joined;
-    for (int i = 0, base = 0; i < o.threads; i++) {
-        int n = o.conns / o.threads + (i < o.conns % o.threads);
-        if (engine_init(&ts[i], i, &o, &p, (uint32_t)base, n, t_start) < 0) {
+    return 0;
+fail:
+    if (r->jf)
+        fclose(r->jf);
+    if (r->hdr)
+        hdrlog_close(r->hdr);
+    return -1;
+}
+
+/* One engine per thread, its share of the connections and of -n, each started (pinned to
+ * --cpus in turn). Returns 0, or -1 with one line said. */
+static int start_threads(struct run *r)
+{
+    const struct bopt *o = r->o;
+    int cpu_list[CPU_SETSIZE], ncpus = 0, rc;
+
+    for (int c = 0; o->have_cpus && c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &o->cpus))
+            cpu_list[ncpus++] = c;
+    r->ts = calloc((size_t)o->threads, sizeof(*r->ts));
+    r->joined = calloc((size_t)o->threads, sizeof(*r->joined));
+    if (!r->ts || !r->joined)
+        return -1;
+    for (int i = 0, base = 0; i < o->threads; i++) {
+        int n = o->conns / o->threads + (i < o->conns % o->threads);
+        if (engine_init(&r->ts[i], i, o, r->p, (uint32_t)base, n, r->t_start) < 0) {
             fprintf(stderr, "lfbench: out of memory for thread %d\n", i);
-            return 2;
+            return -1;
         }
-        if (o.requests)
-            ts[i].quota =
-                o.requests / (uint64_t)o.threads + ((uint64_t)i < o.requests % (uint64_t)o.threads);
+        if (o->requests)
+            r->ts[i].quota = o->requests / (uint64_t)o->threads +
+                             ((uint64_t)i < o->requests % (uint64_t)o->threads);
         base += n;
     }
-    bool have_k = kstat_read("/proc/net", &k0) > 0;
-    cpu_mark(&ru0, ts, o.threads);
-    t0 = now_ns();
-    for (int i = 0; i < o.threads; i++) {
+    r->have_k = kstat_read("/proc/net", &r->k0) > 0;
+    cpu_mark(&r->ru0, r->ts, o->threads);
+    r->t0 = now_ns();
+    for (int i = 0; i < o->threads; i++) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         if (ncpus) {
@@ -570,336 +549,415 @@ int main(int argc, char **argv)
             CPU_SET(cpu_list[i % ncpus], &one);
             pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
         }
-        rc = pthread_create(&ts[i].tid, &attr, engine_main, &ts[i]);
+        rc = pthread_create(&r->ts[i].tid, &attr, engine_main, &r->ts[i]);
         pthread_attr_destroy(&attr);
         if (rc) {
             fprintf(stderr, "lfbench: cannot create thread %d: %s\n", i, strerror(rc));
-            return 2;
+            return -1;
         }
     }
+    return 0;
+}
 
-    uint64_t start_mono = 0, t_opened = 0;
-    double open_timeout = o.open_timeout >= 0 ? o.open_timeout : 10 + o.conns / 1000.0;
+/* Long mode opens every connection first: the measured window (the open-loop schedule with
+ * it) starts once all are open, at --open-timeout, or when opening stalled; and not before
+ * --start-at. Returns 0 or -1. */
+static int open_connections(struct run *r)
+{
+    const struct bopt *o = r->o;
+    uint64_t start_mono = 0, t_opened = 0, best_t = r->t_start;
+    double open_timeout = o->open_timeout >= 0 ? o->open_timeout : 10 + o->conns / 1000.0;
     int open_now = 0, best = 0;
-    uint64_t best_t = t_start;
 
-    if (o.start_at > 0) {
-        double ahead = o.start_at - wall_now();
+    if (o->start_at > 0) {
+        double ahead = o->start_at - wall_now();
         start_mono = now_ns() + (ahead > 0 ? (uint64_t)(ahead * 1e9) : 0);
     }
     for (;;) {
         uint64_t now = now_ns();
 
-        open_now = sum_open(&R);
+        open_now = sum_open(r);
         if (open_now > best)
             best = open_now, best_t = now;
         /* Opening is over when all are open, at --open-timeout, or when it has stalled: no
          * new connection for a second while connects fail (nothing listens, say): the run
          * then shows the errors instead of waiting them out. */
-        if (!t_opened && (o.mode == MODE_SHORT || open_now >= o.conns ||
-                          now >= t_start + (uint64_t)(open_timeout * 1e9) ||
-                          (now - best_t > 1000000000ull && series_errors(&R) > 0)))
+        if (!t_opened && (o->mode == MODE_SHORT || open_now >= o->conns ||
+                          now >= r->t_start + (uint64_t)(open_timeout * 1e9) ||
+                          (now - best_t > 1000000000ull && series_errors(r) > 0)))
             t_opened = now;
         if (interrupted || (t_opened && now >= start_mono))
             break;
-        if (run_tick(&R) < 0)
-            return 2;
+        if (run_tick(r) < 0)
+            return -1;
     }
     if (!t_opened)
         t_opened = now_ns();
-    R.open_s = o.mode == MODE_LONG ? (double)(t_opened - t_start) / 1e9 : 0;
-    R.open_at_start = open_now;
-    if (o.mode == MODE_LONG && open_now < o.conns && !interrupted)
+    r->open_s = o->mode == MODE_LONG ? (double)(t_opened - r->t_start) / 1e9 : 0;
+    r->open_at_start = open_now;
+    if (o->mode == MODE_LONG && open_now < o->conns && !interrupted)
         fprintf(
             stderr,
             "lfbench: only %d of %d connections opened in %.1f s (--open-timeout, or no progress "
             "while connects failed); the measured window starts anyway\n",
-            open_now, o.conns, R.open_s);
+            open_now, o->conns, r->open_s);
+    return 0;
+}
 
-    {
-        struct sweep sw;
-        bool multi = o.sweep_step > 0 || o.find_pct > 0;
-        double rate = o.rate;
+/* A finished step of a sweep or search: its row, the search's verdict on it, its progress
+ * line. Returns 0 or -1 (out of memory). */
+static int sweep_step_done(struct run *r, struct sweep *sw, int k, double rate, double cpu,
+                           uint64_t ns)
+{
+    const struct bopt *o = r->o;
+    struct bstep *st;
 
-        sweep_init(&sw, &o);
-        for (int k = 1; !interrupted; k++) {
-            struct bcmd cmd = {.seq = k, .warmup = o.warmup, .duration = o.duration};
-            struct cpu_mark ra, rb;
-            double idle;
-            uint64_t ta, tb;
+    if (r->nsteps == r->capsteps) {
+        r->capsteps = r->capsteps ? r->capsteps * 2 : 16;
+        r->steps = realloc(r->steps, r->capsteps * sizeof(*r->steps));
+        if (!r->steps)
+            return -1;
+    }
+    st = &r->steps[r->nsteps++];
+    gather_step(r, st, rate, cpu, ns);
+    sweep_judge(sw, st);
+    if (o->quiet)
+        return 0;
+    fprintf(stderr,
+            "step %d: %.0f/s intended, %.0f/s done, p50 %.1f µs, p99 %.1f µs, errors %llu, "
+            "unsent %llu, client CPU %.0f%%",
+            k, rate, (double)st->c.requests / st->measured, hist_us(hist_percentile(st->lat, 50)),
+            hist_us(hist_percentile(st->lat, 99)), (unsigned long long)bcount_errors(&st->c),
+            (unsigned long long)st->unsent, st->cpu_percent);
+    if (o->expect == EXPECT_HTTP)
+        fprintf(stderr, ", non-2xx %llu", (unsigned long long)st->c.http_non2xx);
+    if (o->find_pct > 0)
+        fprintf(stderr, "%s%s%s", st->attempt > 1 ? ", re-test" : "",
+                st->kept ? ", kept" : ", broke",
+                sw->retest ? " (no verdict yet: the rate runs again)" : "");
+    fputc('\n', stderr);
+    return 0;
+}
 
-            if (multi && (rate = sweep_next(&sw)) <= 0)
-                break;
-            if (!multi && k > 1)
-                break;
-            cmd.rate = rate;
-            cpu_mark(&ra, ts, o.threads);
-            ta = now_ns();
-            cmd.start = ta + 1000000; /* every thread has it by then */
-            R.step = k;
-            R.step_t0 = cmd.start;
-            if (k == 1)
-                R.first_t0 = cmd.start;
-            R.step_rate = rate;
-            for (int i = 0; i < o.threads; i++) {
-                cmd.quota = o.requests ? o.requests / (uint64_t)o.threads +
-                                             ((uint64_t)i < o.requests % (uint64_t)o.threads)
-                                       : 0;
-                engine_command(&ts[i], &cmd);
-            }
-            while (!step_over(&R, k))
-                if (run_tick(&R) < 0)
-                    return 2;
-            tb = now_ns();
-            cpu_mark(&rb, ts, o.threads);
-            if (multi) {
-                struct bstep *st;
-                if (R.nsteps == R.capsteps) {
-                    R.capsteps = R.capsteps ? R.capsteps * 2 : 16;
-                    R.steps = realloc(R.steps, R.capsteps * sizeof(*R.steps));
-                    if (!R.steps)
-                        return 2;
-                }
-                st = &R.steps[R.nsteps++];
-                gather_step(&R, st, rate, cpu_between(&ra, &rb, o.busy_poll, &idle), tb - ta);
-                sweep_judge(&sw, st);
-                if (!o.quiet) {
-                    fprintf(stderr,
-                            "step %d: %.0f/s intended, %.0f/s done, p50 %.1f µs, p99 %.1f µs, "
-                            "errors %llu, unsent %llu, client CPU %.0f%%",
-                            k, rate, (double)st->c.requests / st->measured,
-                            us(hist_percentile(st->lat, 50)), us(hist_percentile(st->lat, 99)),
-                            (unsigned long long)errors_of(&st->c), (unsigned long long)st->unsent,
-                            st->cpu_percent);
-                    if (o.expect == EXPECT_HTTP)
-                        fprintf(stderr, ", non-2xx %llu", (unsigned long long)st->c.http_non2xx);
-                    if (o.find_pct > 0)
-                        fprintf(stderr, "%s%s%s", st->attempt > 1 ? ", re-test" : "",
-                                st->kept ? ", kept" : ", broke",
-                                sw.retest ? " (no verdict yet: the rate runs again)" : "");
-                    fputc('\n', stderr);
-                }
-            } else {
-                R.step_measured = o.duration > 0 && !interrupted ? o.duration : step_window(&R);
-            }
+/* The load: one step, or --rate-sweep's and --find-rate's several on the same connections,
+ * each commanded to every thread and waited for. Returns 0 or -1. */
+static int run_steps(struct run *r)
+{
+    const struct bopt *o = r->o;
+    struct sweep sw;
+    bool multi = o->sweep_step > 0 || o->find_pct > 0;
+    double rate = o->rate;
+
+    sweep_init(&sw, o);
+    for (int k = 1; !interrupted; k++) {
+        struct bcmd cmd = {.seq = k, .warmup = o->warmup, .duration = o->duration};
+        struct cpu_mark ra, rb;
+        double idle;
+        uint64_t ta, tb;
+
+        if (multi && (rate = sweep_next(&sw)) <= 0)
+            break;
+        if (!multi && k > 1)
+            break;
+        cmd.rate = rate;
+        cpu_mark(&ra, r->ts, o->threads);
+        ta = now_ns();
+        cmd.start = ta + 1000000; /* every thread has it by then */
+        r->step = k;
+        r->step_t0 = cmd.start;
+        if (k == 1)
+            r->first_t0 = cmd.start;
+        r->step_rate = rate;
+        for (int i = 0; i < o->threads; i++) {
+            cmd.quota = o->requests ? o->requests / (uint64_t)o->threads +
+                                          ((uint64_t)i < o->requests % (uint64_t)o->threads)
+                                    : 0;
+            engine_command(&r->ts[i], &cmd);
         }
-        if (o.find_pct > 0) {
-            R.found_rate = sweep_found(&sw);
-            snprintf(R.found_why, sizeof(R.found_why), "%s", sw.why);
-        }
+        while (!step_over(r, k))
+            if (run_tick(r) < 0)
+                return -1;
+        tb = now_ns();
+        cpu_mark(&rb, r->ts, o->threads);
+        if (!multi)
+            r->step_measured = o->duration > 0 && !interrupted ? o->duration : step_window(r);
+        else if (sweep_step_done(r, &sw, k, rate, cpu_between(&ra, &rb, o->busy_poll, &idle),
+                                 tb - ta) < 0)
+            return -1;
     }
-    R.phase = "finishing";
-    for (int i = 0; i < o.threads; i++)
-        engine_command(&ts[i], &(struct bcmd){.finish = true});
-    while (reap(ts, joined, o.threads) < o.threads)
-        if (run_tick(&R) < 0)
-            return 2;
-    {
-        /* The last, short second, if there is one. Within 30 ms after a whole second not yet
-         * collected, the threads' final counts hold that second and the few ms past it: they
-         * go to that second, where nearly all of them belong. */
-        double w = wall_now(), end = w >= R.next_sec && w < R.next_sec + 0.030 ? R.next_sec : w;
+    if (o->find_pct > 0) {
+        r->found_rate = sweep_found(&sw);
+        snprintf(r->found_why, sizeof(r->found_why), "%s", sw.why);
+    }
+    return 0;
+}
 
-        if (end > (R.nsec ? R.series[R.nsec - 1].wall : R.wall0) + 0.005 && collect(&R, end) < 0)
-            return 2;
+/* The threads finish and are joined; the last, short second is collected; the streamed
+ * outputs are closed (one that could not be written whole is said). Returns 0 or -1. */
+static int finish(struct run *r)
+{
+    const struct bopt *o = r->o;
+    struct kstat k1;
+    double w, end;
+
+    r->phase = "finishing";
+    for (int i = 0; i < o->threads; i++)
+        engine_command(&r->ts[i], &(struct bcmd){.finish = true});
+    while (reap(r->ts, r->joined, o->threads) < o->threads)
+        if (run_tick(r) < 0)
+            return -1;
+    /* Within 30 ms after a whole second not yet collected, the threads' final counts hold that
+     * second and the few ms past it: they go to that second, where nearly all of them belong. */
+    w = wall_now();
+    end = w >= r->next_sec && w < r->next_sec + 0.030 ? r->next_sec : w;
+    if (end > (r->nsec ? r->series[r->nsec - 1].wall : r->wall0) + 0.005 && collect(r, end) < 0)
+        return -1;
+    if (r->hdr) {
+        int e = hdrlog_close(r->hdr);
+        if (r->hdr_err || e)
+            fprintf(stderr, "lfbench: --hdr-log %s is incomplete: %s\n", o->hdr_log,
+                    strerror(-(r->hdr_err ? r->hdr_err : e)));
+        r->out_failed = r->hdr_err || e;
     }
-    series = R.series;
-    nsec = R.nsec;
-    if (R.hdr) {
-        int e = hdrlog_close(R.hdr);
-        if (R.hdr_err || e)
-            fprintf(stderr, "lfbench: --hdr-log %s is incomplete: %s\n", o.hdr_log,
-                    strerror(-(R.hdr_err ? R.hdr_err : e)));
-        hdr_failed = R.hdr_err || e;
-    }
-    if (R.stream &&
-        (ferror(R.stream) | (R.stream != stdout ? fclose(R.stream) : fflush(R.stream)))) {
-        fprintf(stderr, "lfbench: --json-stream %s is incomplete: %s\n", o.json_stream,
+    if (r->stream &&
+        (ferror(r->stream) | (r->stream != stdout ? fclose(r->stream) : fflush(r->stream)))) {
+        fprintf(stderr, "lfbench: --json-stream %s is incomplete: %s\n", o->json_stream,
                 strerror(errno));
-        hdr_failed = true;
+        r->out_failed = true;
     }
-    t1 = now_ns();
-    cpu_mark(&ru1, ts, o.threads);
-    have_k = have_k && kstat_read("/proc/net", &k1) > 0;
-    kstat_delta(&k0, &k1, &kd);
+    r->t1 = now_ns();
+    cpu_mark(&r->ru1, r->ts, o->threads);
+    r->have_k = r->have_k && kstat_read("/proc/net", &k1) > 0;
+    kstat_delta(&r->k0, &k1, &r->kd);
+    return 0;
+}
 
-    /* The results, as one struct: the summary and --json both come from it. */
-    struct bresult res;
-    uint64_t errors, connect_ns = 0;
-
-    result_init(&res);
-    res.target = strdup(o.target);
-    res.mode = strdup(mode_name[o.mode]);
-    res.expect = strdup(o.expect == EXPECT_HTTP ? "http" : expect_name[o.expect]);
-    res.ok_status = strdup(o.ok_status_arg ? o.ok_status_arg : "2xx");
-    res.lat = malloc(sizeof(*res.lat));
-    res.clat = malloc(sizeof(*res.clat));
-    if (!res.target || !res.mode || !res.expect || !res.ok_status || !res.lat || !res.clat)
-        return 2;
-    res.conns = o.conns;
-    res.threads = o.threads;
-    res.pipeline = o.pipeline;
-    res.timeout_ms = o.timeout_ms;
-    res.duration = o.duration;
-    res.warmup = o.warmup;
-    res.rate = o.rate;
-    res.requests_asked = o.requests;
-    hist_init(res.lat);
-    hist_init(res.clat);
-    res.nclasses = p.n;
-    for (int k = 0; k < p.n; k++) {
-        res.cls[k].name = strdup(p.cls[k].name ? p.cls[k].name : "generated");
-        res.cls[k].weight = p.cls[k].weight;
-        res.cls[k].bytes = p.cls[k].len;
-        if (!res.cls[k].name)
-            return 2;
-        if (p.n > 1) {
-            if (!(res.cls[k].lat = malloc(sizeof(*res.cls[k].lat))))
-                return 2;
-            hist_init(res.cls[k].lat);
+/* The configuration part of the result: what was asked, the request classes. 0 or -ENOMEM. */
+static int result_config(struct bresult *res, const struct bopt *o, const struct payloads *p)
+{
+    res->target = strdup(o->target);
+    res->mode = strdup(mode_name[o->mode]);
+    res->expect = strdup(o->expect == EXPECT_HTTP ? "http" : expect_name[o->expect]);
+    res->ok_status = strdup(o->ok_status_arg ? o->ok_status_arg : "2xx");
+    res->lat = malloc(sizeof(*res->lat));
+    res->clat = malloc(sizeof(*res->clat));
+    if (!res->target || !res->mode || !res->expect || !res->ok_status || !res->lat || !res->clat)
+        return -ENOMEM;
+    res->conns = o->conns;
+    res->threads = o->threads;
+    res->pipeline = o->pipeline;
+    res->timeout_ms = o->timeout_ms;
+    res->duration = o->duration;
+    res->warmup = o->warmup;
+    res->rate = o->rate;
+    res->requests_asked = o->requests;
+    res->busy_poll = o->busy_poll;
+    hist_init(res->lat);
+    hist_init(res->clat);
+    res->nclasses = p->n;
+    for (int k = 0; k < p->n; k++) {
+        res->cls[k].name = strdup(p->cls[k].name ? p->cls[k].name : "generated");
+        res->cls[k].weight = p->cls[k].weight;
+        res->cls[k].bytes = p->cls[k].len;
+        if (!res->cls[k].name)
+            return -ENOMEM;
+        if (p->n > 1) {
+            if (!(res->cls[k].lat = malloc(sizeof(*res->cls[k].lat))))
+                return -ENOMEM;
+            hist_init(res->cls[k].lat);
         }
     }
-    for (int i = 0; i < o.threads; i++) {
-        struct bthread *t = &ts[i];
-        res.total.requests += t->total.requests;
-        res.total.bytes_in += t->total.bytes_in;
-        res.total.bytes_out += t->total.bytes_out;
-        res.total.connects += t->total.connects;
-        res.total.lost += t->total.lost;
-        res.total.reconnects += t->total.reconnects;
-        res.total.http_non2xx += t->total.http_non2xx;
-        for (int e = 0; e < ERR_KINDS; e++)
-            res.total.errors[e] += t->total.errors[e];
-        hist_merge(res.lat, &t->lat);
-        hist_merge(res.clat, &t->clat);
-        for (int k = 0; p.n > 1 && k < p.n; k++)
-            hist_merge(res.cls[k].lat, &t->cls_lat[k]);
-        res.behind += t->behind;
-        res.intended += t->intended;
-        res.unsent += t->unsent;
-        if (t->conn_min < res.conn_min)
-            res.conn_min = t->conn_min;
-        if (t->conn_max > res.conn_max)
-            res.conn_max = t->conn_max;
-        res.all_requests += t->issued;
+    return 0;
+}
+
+/* Every thread's totals summed into res; returns the CPU seconds spent inside connect(). */
+static double result_totals(struct bresult *res, const struct run *r)
+{
+    uint64_t connect_ns = 0;
+
+    for (int i = 0; i < r->o->threads; i++) {
+        const struct bthread *t = &r->ts[i];
+        bcount_add(&res->total, &t->total);
+        hist_merge(res->lat, &t->lat);
+        hist_merge(res->clat, &t->clat);
+        for (int k = 0; res->nclasses > 1 && k < res->nclasses; k++)
+            hist_merge(res->cls[k].lat, &t->cls_lat[k]);
+        res->behind += t->behind;
+        res->intended += t->intended;
+        res->unsent += t->unsent;
+        if (t->conn_min < res->conn_min)
+            res->conn_min = t->conn_min;
+        if (t->conn_max > res->conn_max)
+            res->conn_max = t->conn_max;
+        res->all_requests += t->issued;
         connect_ns += t->connect_ns;
     }
-    res.reconnects = res.total.reconnects;
-    res.http_non2xx = res.total.http_non2xx;
-    errors = errors_of(&res.total);
-    res.wall = (double)(t1 - t0) / 1e9;
-    if (R.nsteps) { /* a sweep's measured windows are its steps' */
-        res.measured = 0;
-        for (size_t k = 0; k < R.nsteps; k++)
-            res.measured += R.steps[k].measured;
+    res->reconnects = res->total.reconnects;
+    res->http_non2xx = res->total.http_non2xx;
+    return (double)connect_ns / 1e9;
+}
+
+/* The results as one struct, from which the summary and --json both come. The per-second
+ * series and the steps move from r into res. Returns 0 or -ENOMEM. */
+static int build_result(struct bresult *res, struct run *r)
+{
+    const struct bopt *o = r->o;
+    int rc;
+
+    result_init(res);
+    if ((rc = result_config(res, o, r->p)) < 0)
+        return rc;
+    res->connect_busy = result_totals(res, r);
+    res->wall = (double)(r->t1 - r->t0) / 1e9;
+    if (r->nsteps) { /* a sweep's measured windows are its steps' */
+        res->measured = 0;
+        for (size_t k = 0; k < r->nsteps; k++)
+            res->measured += r->steps[k].measured;
     } else {
-        res.measured = R.step_measured;
+        res->measured = r->step_measured;
     }
-    if (res.measured <= 0)
-        res.measured = res.wall;
-    res.cpu_s = cpu_between(&ru0, &ru1, o.busy_poll, &res.poll_idle_s);
+    if (res->measured <= 0)
+        res->measured = res->wall;
+    res->cpu_s = cpu_between(&r->ru0, &r->ru1, o->busy_poll, &res->poll_idle_s);
     /* the measured window: the (last) step's start after its warm-up; a sweep's steps follow
      * the opening. A sweep's ends when its last step did (its last response, or the end of its
      * drain): its steps' -d add up to less than that (the warm-ups between them, the drains),
      * and merge takes end_wall - start_wall as the span the server was loaded. */
-    res.start_wall =
-        R.wall0 +
-        (R.first_t0 > t_start ? (double)(R.first_t0 - t_start) / 1e9 + o.warmup : R.open_s);
-    res.end_wall = res.start_wall + res.measured;
-    if (R.nsteps && R.step_end > t_start)
-        res.end_wall = fmax(res.start_wall, R.wall0 + (double)(R.step_end - t_start) / 1e9);
-    res.open_s = R.open_s;
-    res.open_at_start = R.open_at_start;
-    res.connect_busy = (double)connect_ns / 1e9;
+    res->start_wall =
+        r->wall0 + (r->first_t0 > r->t_start ? (double)(r->first_t0 - r->t_start) / 1e9 + o->warmup
+                                             : r->open_s);
+    res->end_wall = res->start_wall + res->measured;
+    if (r->nsteps && r->step_end > r->t_start)
+        res->end_wall = fmax(res->start_wall, r->wall0 + (double)(r->step_end - r->t_start) / 1e9);
+    res->open_s = r->open_s;
+    res->open_at_start = r->open_at_start;
     /* The network namespace's counters over the whole run, warm-up included. */
-    res.have_k = have_k;
-    res.busy_poll = o.busy_poll;
-    res.kd = kd;
-    res.kr = (struct kstat_run){.addrnotavail = res.total.errors[ERR_ADDRNOTAVAIL],
-                                .linger0 = o.linger0,
-                                .short_mode = o.mode == MODE_SHORT,
-                                .nsources = o.nsources,
-                                .sysctl_root = "/proc/sys"};
-    if (nsec && !(res.series = calloc(nsec, sizeof(*res.series))))
-        return 2;
-    for (size_t k = 0; k < nsec; k++) { /* the seconds' histograms move into res */
-        res.series[k] = (struct bsecond){.t = series[k].t,
-                                         .wall = series[k].wall,
-                                         .c = series[k].c,
-                                         .lat = series[k].lat,
-                                         .open = series[k].open};
-        series[k].lat = (struct hcompact){0};
+    res->have_k = r->have_k;
+    res->kd = r->kd;
+    res->kr = (struct kstat_run){.addrnotavail = res->total.errors[ERR_ADDRNOTAVAIL],
+                                 .linger0 = o->linger0,
+                                 .short_mode = o->mode == MODE_SHORT,
+                                 .nsources = o->nsources,
+                                 .sysctl_root = "/proc/sys"};
+    if (r->nsec && !(res->series = calloc(r->nsec, sizeof(*res->series))))
+        return -ENOMEM;
+    for (size_t k = 0; k < r->nsec; k++) { /* the seconds' histograms move into res */
+        const struct second *sec = &r->series[k];
+        res->series[k] = (struct bsecond){
+            .t = sec->t, .wall = sec->wall, .c = sec->c, .lat = sec->lat, .open = sec->open};
+        r->series[k].lat = (struct hcompact){0};
     }
-    res.nseries = nsec;
-    res.steps = R.steps; /* moved: res owns them now */
-    res.nsteps = R.nsteps;
-    R.steps = NULL;
-    if (o.find_pct > 0) {
-        res.found_rate = R.found_rate;
-        if (!(res.found_why = strdup(R.found_why)))
-            return 2;
+    res->nseries = r->nsec;
+    res->steps = r->steps; /* moved: res owns them now */
+    res->nsteps = r->nsteps;
+    r->steps = NULL;
+    if (o->find_pct > 0) {
+        res->found_rate = r->found_rate;
+        if (!(res->found_why = strdup(r->found_why)))
+            return -ENOMEM;
     }
+    return 0;
+}
 
-    result_print(stdout, &res);
-    if (jf) {
-        rc = result_write_json(jf, &res);
-        if (fclose(jf) != 0 && rc == 0)
+/* Whether the run failed, and why: every reason that applies, on one line. Returns 0 or 1. */
+static int verdict(const struct bresult *res, const struct run *r)
+{
+    const struct bopt *o = r->o;
+    bool search = o->sweep_step > 0 || o->find_pct > 0;
+    const struct {
+        bool on;
+        const char *why;
+    } fails[] = {
+        {res->total.errors[ERR_MISMATCH] > 0, "responses did not match what was sent"},
+        /* a sweep and a search overload the server on purpose: their errors, losses and
+         * unsent sends are the steps' findings (in the table), not the run's failure */
+        {!search && res->total.lost > 0, "some responses never came back whole (lost)"},
+        {!search && res->unsent > 0, "some due sends never went out (unsent): the "
+                                     "connections could not keep up with -R"},
+        {!search && bcount_errors(&res->total) > o->max_errors, "errors exceed --max-errors"},
+        {!res->total.requests, "no request completed"},
+        {o->find_pct > 0 && res->found_rate <= 0, "--find-rate: no rate kept the bound"},
+        {search && step_without_response(res), "a step completed no request: the server "
+                                               "stopped answering"},
+        {interrupted, "interrupted (SIGINT): the figures are of a partial run"},
+        {r->out_failed, "an output file could not be written whole"},
+    };
+    int rc = 0;
+
+    for (size_t k = 0; k < sizeof(fails) / sizeof(fails[0]); k++) {
+        if (!fails[k].on)
+            continue;
+        fprintf(stderr, "%s%s", rc ? "; " : "lfbench: FAILED: ", fails[k].why);
+        rc = 1;
+    }
+    if (rc)
+        fputc('\n', stderr);
+    return rc;
+}
+
+/* The summary on stdout, --json, and the verdict. Returns the exit status. */
+static int report(const struct bresult *res, struct run *r)
+{
+    int rc;
+
+    result_print(stdout, res);
+    if (r->jf) {
+        rc = result_write_json(r->jf, res);
+        if (fclose(r->jf) != 0 && rc == 0)
             rc = -errno;
+        r->jf = NULL;
         if (rc < 0) {
-            fprintf(stderr, "lfbench: cannot write --json %s: %s\n", o.json, strerror(-rc));
+            fprintf(stderr, "lfbench: cannot write --json %s: %s\n", r->o->json, strerror(-rc));
             return 1;
         }
     }
+    return verdict(res, r);
+}
 
-    {
-        /* every reason that applies, on one line */
-        bool search = o.sweep_step > 0 || o.find_pct > 0;
-        const struct {
-            bool on;
-            const char *why;
-        } fails[] = {
-            {res.total.errors[ERR_MISMATCH] > 0, "responses did not match what was sent"},
-            /* a sweep and a search overload the server on purpose: their errors, losses and
-             * unsent sends are the steps' findings (in the table), not the run's failure */
-            {!search && res.total.lost > 0, "some responses never came back whole (lost)"},
-            {!search && res.unsent > 0, "some due sends never went out (unsent): the "
-                                        "connections could not keep up with -R"},
-            {!search && errors > o.max_errors, "errors exceed --max-errors"},
-            {!res.total.requests, "no request completed"},
-            {o.find_pct > 0 && res.found_rate <= 0, "--find-rate: no rate kept the bound"},
-            {search && step_without_response(&res), "a step completed no request: the server "
-                                                    "stopped answering"},
-            {interrupted, "interrupted (SIGINT): the figures are of a partial run"},
-            {hdr_failed, "an output file could not be written whole"},
-        };
-        rc = 0;
-        for (size_t k = 0; k < sizeof(fails) / sizeof(fails[0]); k++) {
-            if (!fails[k].on)
-                continue;
-            fprintf(stderr, "%s%s", rc ? "; " : "lfbench: FAILED: ", fails[k].why);
-            rc = 1;
-        }
-        if (rc)
-            fputc('\n', stderr);
+int main(int argc, char **argv)
+{
+    struct bopt o;
+    struct payloads p;
+    struct bresult res;
+    uint64_t t_start;
+    int rc;
+
+    if (argc > 1 && !strcmp(argv[1], "merge"))
+        return merge_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "plot"))
+        return plot_main(argc - 1, argv + 1);
+    if ((rc = parse_and_check(&o, &p, argc, argv)) >= 0)
+        return rc;
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, on_sigint);
+    announce(&o, &p);
+
+    t_start = now_ns() + 20 * 1000000ull;
+    struct run R = {.o = &o,
+                    .p = &p,
+                    .t_start = t_start,
+                    .wall0 = wall_now() + ((double)t_start - (double)now_ns()) / 1e9,
+                    .phase = "opening"};
+    R.next_sec = floor(R.wall0) + 1; /* the threads' first whole second ends there */
+
+    if (open_outputs(&R) < 0) { /* nothing was started */
+        payload_free(&p);
+        bopt_free(&o);
+        return 2;
     }
+    /* An error below is out of memory or the like, said where it happened: exit at once. */
+    if (start_threads(&R) < 0 || open_connections(&R) < 0 || run_steps(&R) < 0 || finish(&R) < 0 ||
+        build_result(&res, &R) < 0)
+        return 2;
+    rc = report(&res, &R);
+
     for (int i = 0; i < o.threads; i++)
-        engine_free(&ts[i]);
+        engine_free(&R.ts[i]);
     payload_free(&p);
     bopt_free(&o);
-    free(ts);
-    free(joined);
-    free(series);
+    free(R.ts);
+    free(R.joined);
+    free(R.series);
     result_free(&res);
     return rc;
-
-out_usage: /* an output file cannot be written: nothing was started */
-    if (jf)
-        fclose(jf);
-    if (R.hdr)
-        hdrlog_close(R.hdr);
-    if (R.stream && R.stream != stdout)
-        fclose(R.stream);
-    payload_free(&p);
-    bopt_free(&o);
-    return 2;
 }

@@ -6,9 +6,276 @@
 #include "result.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* --- merging two results ------------------------------------------------------------------- */
+
+/* *dst += src, where either may be NULL (no histogram yet). */
+static int hist_add(struct hist **dst, const struct hist *src)
+{
+    if (!src)
+        return 0;
+    if (!*dst) {
+        if (!(*dst = malloc(sizeof(**dst))))
+            return -ENOMEM;
+        hist_init(*dst);
+    }
+    hist_merge(*dst, src);
+    return 0;
+}
+
+/* The run's time 0, seconds since the epoch: where its series starts. */
+static double series_origin(const struct bresult *r)
+{
+    return r->nseries ? r->series[0].wall - r->series[0].t : r->start_wall;
+}
+
+/* A second's bucket: the whole second of the epoch (K, K+1] its end falls in. lfbench's seconds
+ * are the wall clock's (engine.c publishes at each whole second), so each is a bucket of its
+ * own, and a stall seen by every agent at one instant lands in one merged second whenever each
+ * agent started; only a run's first and last seconds are shorter. A merged second's wall is
+ * K+1 exactly, so merging again keeps it in K: the merge stays associative. The microsecond of
+ * slack keeps a whole second that went through %.6f in its own bucket. (Files from an lfbench
+ * before the alignment have seconds that end anywhere: each goes to the second it ends in.) */
+static long long bucket_of(double wall)
+{
+    return (long long)ceil(wall - 1e-6) - 1;
+}
+
+struct sref {
+    long long key;
+    int from; /* 0: dst, 1: src */
+    size_t i;
+};
+
+static int sref_cmp(const void *a, const void *b)
+{
+    const struct sref *x = a, *y = b;
+
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    if (x->from != y->from)
+        return x->from - y->from;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The two series on the common grid of whole epoch seconds: counts and histograms summed per
+ * bucket; "open" the sum over the two sides of each side's last second in the bucket. */
+static int merge_series(struct bresult *dst, const struct bresult *src)
+{
+    size_t n = dst->nseries + src->nseries, m = 0;
+    double origin = floor(fmin(series_origin(dst), series_origin(src)));
+    struct sref *ref;
+    struct bsecond *out;
+
+    if (!n)
+        return 0;
+    ref = malloc(n * sizeof(*ref));
+    out = calloc(n, sizeof(*out));
+    if (!ref || !out) {
+        free(ref);
+        free(out);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < dst->nseries; i++)
+        ref[i] = (struct sref){bucket_of(dst->series[i].wall), 0, i};
+    for (size_t i = 0; i < src->nseries; i++)
+        ref[dst->nseries + i] = (struct sref){bucket_of(src->series[i].wall), 1, i};
+    qsort(ref, n, sizeof(*ref), sref_cmp);
+    for (size_t a = 0; a < n;) {
+        struct bsecond *o = &out[m++];
+        int open[2] = {0, 0};
+        size_t b;
+
+        o->lat.min = UINT64_MAX;
+        o->wall = (double)ref[a].key + 1;
+        o->t = o->wall - origin;
+        for (b = a; b < n && ref[b].key == ref[a].key; b++) {
+            const struct bsecond *s = ref[b].from ? &src->series[ref[b].i] : &dst->series[ref[b].i];
+            bcount_add(&o->c, &s->c);
+            if (hcompact_merge(&o->lat, &s->lat) < 0)
+                goto oom;
+            open[ref[b].from] = s->open; /* the side's last second in this bucket */
+        }
+        o->open = open[0] + open[1];
+        a = b;
+    }
+    for (size_t i = 0; i < dst->nseries; i++)
+        hcompact_free(&dst->series[i].lat);
+    free(dst->series);
+    free(ref);
+    dst->series = out;
+    dst->nseries = m;
+    return 0;
+oom:
+    for (size_t i = 0; i < m; i++)
+        hcompact_free(&out[i].lat);
+    free(out);
+    free(ref);
+    return -ENOMEM;
+}
+
+/* Steps index by index: the same staircase (rates) on both sides, or no merge. */
+static int merge_steps(struct bresult *dst, const struct bresult *src)
+{
+    if (dst->nsteps != src->nsteps)
+        return -EINVAL;
+    for (size_t i = 0; i < dst->nsteps; i++)
+        if (fabs(dst->steps[i].rate - src->steps[i].rate) > 1e-6 * fmax(1, dst->steps[i].rate))
+            return -EINVAL;
+    for (size_t i = 0; i < dst->nsteps; i++) {
+        struct bstep *d = &dst->steps[i];
+        const struct bstep *s = &src->steps[i];
+
+        if (hist_add(&d->lat, s->lat) < 0)
+            return -ENOMEM;
+        bcount_add(&d->c, &s->c);
+        d->measured = fmax(d->measured, s->measured);
+        d->intended += s->intended;
+        d->behind += s->behind;
+        d->unsent += s->unsent;
+        d->over_bound += s->over_bound;
+        /* the busiest agent: a client that limits the step shows in one of them */
+        d->cpu_percent = fmax(d->cpu_percent, s->cpu_percent);
+        d->kept = d->kept && s->kept;
+        /* the first agent's start: the step's load began then (0, unknown, is no start) */
+        if (s->start_wall > 0 && (d->start_wall <= 0 || s->start_wall < d->start_wall))
+            d->start_wall = s->start_wall;
+    }
+    return 0;
+}
+
+/* Adds target t to dst's ", "-separated list unless it is in it. */
+static int add_targets(struct bresult *dst, const char *list)
+{
+    const char *p = list ? list : "";
+
+    while (*p) {
+        const char *e = strstr(p, ", ");
+        size_t len = e ? (size_t)(e - p) : strlen(p), have = dst->target ? strlen(dst->target) : 0;
+        bool found = false;
+
+        for (const char *q = dst->target; q && *q;) {
+            const char *qe = strstr(q, ", ");
+            size_t ql = qe ? (size_t)(qe - q) : strlen(q);
+            if (ql == len && !memcmp(q, p, len))
+                found = true;
+            q += ql + (qe ? 2 : 0);
+        }
+        if (!found) {
+            char *t = realloc(dst->target, have + 2 + len + 1);
+            if (!t)
+                return -ENOMEM;
+            if (have)
+                memcpy(t + have, ", ", 2), have += 2;
+            memcpy(t + have, p, len);
+            t[have + len] = '\0';
+            dst->target = t;
+        }
+        p += len + (e ? 2 : 0);
+    }
+    return 0;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return !strcmp(a ? a : "", b ? b : "");
+}
+
+/* Merging is exact for what is counted (counts, bytes, errors by kind, histograms bucket by
+ * bucket); what is a configuration is summed where agents add up (connections, threads, rates,
+ * -n) and kept otherwise. Refused (-EINVAL, nothing changed): a different --mode or --expect
+ * (the latencies are of different things), different classes, or different sweeps. */
+int merge_result(struct bresult *dst, const struct bresult *src)
+{
+    double start, end;
+    int rc;
+
+    if (!same_str(dst->mode, src->mode) || !same_str(dst->expect, src->expect) ||
+        strcmp(result_ok_status(dst), result_ok_status(src)) || dst->nclasses != src->nclasses)
+        return -EINVAL;
+    for (int k = 0; k < dst->nclasses; k++)
+        if (!same_str(dst->cls[k].name, src->cls[k].name))
+            return -EINVAL;
+    if (dst->nsteps != src->nsteps)
+        return -EINVAL;
+    for (size_t i = 0; i < dst->nsteps; i++)
+        if (fabs(dst->steps[i].rate - src->steps[i].rate) > 1e-6 * fmax(1, dst->steps[i].rate))
+            return -EINVAL;
+    if ((rc = merge_steps(dst, src)) < 0 || (rc = merge_series(dst, src)) < 0 ||
+        (rc = add_targets(dst, src->target)) < 0 || (rc = hist_add(&dst->lat, src->lat)) < 0 ||
+        (rc = hist_add(&dst->clat, src->clat)) < 0)
+        return rc;
+    for (int k = 0; dst->nclasses > 1 && k < dst->nclasses; k++)
+        if ((rc = hist_add(&dst->cls[k].lat, src->cls[k].lat)) < 0)
+            return rc;
+    if (__builtin_add_overflow(dst->conns, src->conns, &dst->conns) ||
+        __builtin_add_overflow(dst->threads, src->threads, &dst->threads) ||
+        __builtin_add_overflow(dst->agents, src->agents, &dst->agents) ||
+        __builtin_add_overflow(dst->open_at_start, src->open_at_start, &dst->open_at_start))
+        return -EOVERFLOW;
+    dst->rate += src->rate;
+    dst->requests_asked += src->requests_asked;
+    dst->pipeline = dst->pipeline > src->pipeline ? dst->pipeline : src->pipeline;
+    dst->timeout_ms = dst->timeout_ms > src->timeout_ms ? dst->timeout_ms : src->timeout_ms;
+    dst->duration = fmax(dst->duration, src->duration);
+    dst->warmup = fmax(dst->warmup, src->warmup);
+    dst->kr.linger0 = dst->kr.linger0 || src->kr.linger0;
+    dst->kr.nsources = dst->kr.nsources > src->kr.nsources ? dst->kr.nsources : src->kr.nsources;
+    dst->busy_poll = dst->busy_poll || src->busy_poll;
+    /* The spread: the two sides' own spreads and the distance between their earliest and
+     * latest starts (each side's starts lie in [start_wall, start_wall + window_spread]). */
+    start = fmin(dst->start_wall, src->start_wall);
+    dst->window_spread =
+        fmax(dst->start_wall + dst->window_spread, src->start_wall + src->window_spread) - start;
+    end = fmax(dst->end_wall, src->end_wall);
+    dst->start_wall = start;
+    dst->end_wall = end;
+    /* QPS over the union of the windows, from the first start to the last end: what the
+     * server saw from all agents together. Dividing by the longest window instead would
+     * count two agents that ran one after the other as twice the rate. */
+    dst->measured = end - start;
+    dst->wall = fmax(dst->wall, src->wall);
+    dst->open_s = fmax(dst->open_s, src->open_s);
+    dst->connect_busy += src->connect_busy;
+    bcount_add(&dst->total, &src->total);
+    dst->intended += src->intended;
+    dst->behind += src->behind;
+    dst->unsent += src->unsent;
+    dst->conn_min = dst->conn_min < src->conn_min ? dst->conn_min : src->conn_min;
+    dst->conn_max = dst->conn_max > src->conn_max ? dst->conn_max : src->conn_max;
+    dst->reconnects += src->reconnects;
+    dst->http_non2xx += src->http_non2xx;
+    dst->all_requests += src->all_requests;
+    dst->cpu_s += src->cpu_s;
+    dst->poll_idle_s += src->poll_idle_s;
+    /* The kernel's counters are summed: right for agents on different hosts; two agents on one
+     * host (one network namespace) count that host's counters twice (the summary says so). A
+     * counter is kept where both sides have it. */
+    dst->have_k = dst->have_k && src->have_k;
+    for (int i = 0; i < KS_N; i++) {
+        dst->kd.have[i] = dst->kd.have[i] && src->kd.have[i];
+        dst->kd.v[i] = dst->kd.have[i] ? dst->kd.v[i] + src->kd.v[i] : 0;
+    }
+    dst->kr.addrnotavail = dst->total.errors[ERR_ADDRNOTAVAIL];
+    dst->kr.short_mode = result_is_mode(dst, "short");
+    if (src->found_why && (!dst->found_why || src->found_rate < dst->found_rate)) {
+        /* the lowest answer: the rate every agent kept */
+        char *w = strdup(src->found_why);
+        if (!w)
+            return -ENOMEM;
+        free(dst->found_why);
+        dst->found_why = w;
+        dst->found_rate = src->found_rate;
+    }
+    return 0;
+}
+
+/* --- lfbench merge ------------------------------------------------------------------------- */
 
 static const char usage[] = "usage: lfbench merge [--json OUT] [-q] A.json B.json ...";
 
@@ -68,7 +335,7 @@ int merge_main(int argc, char **argv)
         }
         if (n == 0)
             continue;
-        rc = result_merge(&all, &one);
+        rc = merge_result(&all, &one);
         result_free(&one);
         if (rc < 0) {
             fprintf(stderr, "lfbench merge: %s: %s\n", path,

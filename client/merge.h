@@ -2,6 +2,14 @@
 #ifndef LFE_MERGE_H
 #define LFE_MERGE_H
 
+struct bresult;
+
+/* dst += src: counts summed, histograms merged bucket by bucket, series aligned by wall clock.
+ * Returns 0; -EINVAL (nothing changed) when the two cannot be merged: a different --mode,
+ * --expect, --ok-status, classes or sweep; -EOVERFLOW when connections, threads or agents pass
+ * 2^31; -ENOMEM. */
+int merge_result(struct bresult *dst, const struct bresult *src);
+
 /* lfbench merge [--json OUT] [-q] A.json B.json ...: argv[0] is "merge". Prints the merged
  * summary (unless -q) and writes OUT. Returns the exit status: 0, 1 when OUT cannot be
  * written, 2 on bad usage or a file that cannot be read or merged (one line on stderr). */

@@ -463,6 +463,13 @@ static void warmups(FILE *f, const struct prun *runs, int n, const struct scale 
 /* The time axis: from the first request on (the first step's warm-up) */
 #define T_AXIS "seconds since the load began"
 
+/* A time panel's x axis, its warm-ups shaded (the first labelled when label is set). */
+static void time_axis(FILE *f, const struct prun *runs, int n, const struct scale *s, bool label)
+{
+    fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s->t_max);
+    warmups(f, runs, n, s, label);
+}
+
 /* Pixels of the figure, top to bottom; a panel's tmargin/bmargin in screen coordinates. */
 struct layout {
     double w, h, y; /* y: pixels used from the top */
@@ -488,6 +495,52 @@ static void panel(FILE *f, struct layout *L, double title_px, double plot_px, do
     L->y = bottom + axis_px;
 }
 
+static bool has_series(const struct bresult *r)
+{
+    return r->nseries > 0;
+}
+
+static bool has_latency(const struct bresult *r)
+{
+    return r->lat && r->lat->count;
+}
+
+static bool has_steps(const struct bresult *r)
+{
+    return r->nsteps > 0;
+}
+
+/* A panel's curves: for each run has() accepts, n of them from its datablock $<block><r>, x
+ * from column x and curve c's y from column y0 + c, drawn with style[c] in the run's colour
+ * and tail after it; the first is titled with the run's name, the others stay out of the
+ * legend (style_key explains them). */
+struct curves {
+    const char *block;
+    bool (*has)(const struct bresult *r);
+    int x, y0, n;
+    const char *const *style;
+    const char *tail;
+};
+
+/* A panel's plot command: the curves of every run. */
+static void plot_runs(FILE *f, const struct prun *runs, int n, const struct curves *cv)
+{
+    fprintf(f, "plot");
+    for (int r = 0, first = 1; r < n; r++) {
+        if (!cv->has(&runs[r].r))
+            continue;
+        for (int c = 0; c < cv->n; c++) {
+            fprintf(f, "%s \\\n     $%s%d using %d:%d with %s lc rgb '%s'%s ", first ? "" : ",",
+                    cv->block, r, cv->x, cv->y0 + c, cv->style[c], COLOUR(r), cv->tail);
+            if (c == 0)
+                fputs("title ", f), gp_str(f, runs[r].label);
+            else
+                fputs("notitle", f);
+            first = 0;
+        }
+    }
+}
+
 /* The whole script. output: the PNG's name for `set output`, or NULL for gnuplot's stdout. */
 static void script(FILE *f, const struct popt *o, const struct prun *runs, int n,
                    const char *output, struct hist *h)
@@ -499,6 +552,7 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
     static const char *const sweep_style[] = {"linespoints lw 1.5 dt 1 pt 7 ps 0.8",
                                               "linespoints lw 1.5 dt 2 pt 5 ps 0.8",
                                               "linespoints lw 1.5 dt 3 pt 9 ps 0.8"};
+    static const char *const one_line[] = {"lines"};
     struct scale s;
     struct layout L;
     double big = 330, small = 170; /* plot heights, pixels, at the default size */
@@ -551,39 +605,16 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
         panel(f, &L, TITLE, big * k, AXIS, "latency per second");
         fprintf(f, "set title 'latency per second, warm-up included' offset 0,-0.5\n");
         fprintf(f, "set logscale y\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
-        fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s.t_max);
-        warmups(f, runs, n, &s, true);
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.nseries)
-                continue;
-            for (int c = 0; c < 3; c++) {
-                fprintf(f, "%s \\\n     $series%d using 1:%d with %s lc rgb '%s' ",
-                        first ? "" : ",", r, c + 2, lat_style[c], COLOUR(r));
-                if (c == 0)
-                    fputs("title ", f), gp_str(f, runs[r].label);
-                else
-                    fputs("notitle", f);
-                first = 0;
-            }
-        }
+        time_axis(f, runs, n, &s, true);
+        plot_runs(f, runs, n, &(struct curves){"series", has_series, 1, 2, 3, lat_style, ""});
         style_key(f, lat3, lat_style, 3);
         fprintf(f, "\n");
 
         panel(f, &L, TITLE, small * k, AXIS, "throughput per second");
         fprintf(f, "set title 'throughput per second' offset 0,-0.5\n");
         fprintf(f, "set format y '%%g'\nset ylabel '%s'\nset yrange [0:*]\n", s.qps_unit);
-        fprintf(f, "set xlabel '%s'\nset xrange [0:%.6g]\n", T_AXIS, s.t_max);
-        warmups(f, runs, n, &s, false);
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.nseries)
-                continue;
-            fprintf(f, "%s \\\n     $series%d using 1:5 with lines lc rgb '%s' lw 1.5 title ",
-                    first ? "" : ",", r, COLOUR(r));
-            gp_str(f, runs[r].label);
-            first = 0;
-        }
+        time_axis(f, runs, n, &s, false);
+        plot_runs(f, runs, n, &(struct curves){"series", has_series, 1, 5, 1, one_line, " lw 1.5"});
         fprintf(f, "\n");
     }
 
@@ -599,15 +630,8 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
                 break;
         }
         fprintf(f, ")\nset mxtics 10\n");
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.lat || !runs[r].r.lat->count)
-                continue;
-            fprintf(f, "%s \\\n     $spectrum%d using 2:3 with lines lc rgb '%s' lw 1.5 title ",
-                    first ? "" : ",", r, COLOUR(r));
-            gp_str(f, runs[r].label);
-            first = 0;
-        }
+        plot_runs(f, runs, n,
+                  &(struct curves){"spectrum", has_latency, 2, 3, 1, one_line, " lw 1.5"});
         fprintf(f, "\n");
     }
 
@@ -629,20 +653,7 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
                     "textcolor rgb '%s'\n",
                     runs[r].r.found_rate, fr, r, COLOUR(r));
         }
-        fprintf(f, "plot");
-        for (int r = 0, first = 1; r < n; r++) {
-            if (!runs[r].r.nsteps)
-                continue;
-            for (int c = 0; c < 3; c++) {
-                fprintf(f, "%s \\\n     $sweep%d using 1:%d with %s lc rgb '%s' ", first ? "" : ",",
-                        r, c + 2, sweep_style[c], COLOUR(r));
-                if (c == 0)
-                    fputs("title ", f), gp_str(f, runs[r].label);
-                else
-                    fputs("notitle", f);
-                first = 0;
-            }
-        }
+        plot_runs(f, runs, n, &(struct curves){"sweep", has_steps, 1, 2, 3, sweep_style, ""});
         style_key(f, sweep3, sweep_style, 3);
         fprintf(f, "\n");
     }
@@ -819,6 +830,50 @@ static const char *input_at(const char *path, char *const *inputs, int n)
     return NULL;
 }
 
+/* The runs to plot: each file read, named by --label's LIST (or by its file name), and each
+ * with something to draw. Returns 0, or -1 with one line said. */
+static int read_runs(struct prun *runs, int n, char *const *paths, const char *label_list)
+{
+    char err[1024], *labels = NULL, *save = NULL, *tok = NULL;
+    int k = 0, rc = -1;
+
+    if (label_list) {
+        labels = strdup(label_list);
+        for (tok = labels ? strtok_r(labels, ",", &save) : NULL; tok && k < n;
+             tok = strtok_r(NULL, ",", &save))
+            runs[k++].label = strdup(tok);
+        if (k != n || tok) {
+            fprintf(stderr, "lfbench plot: --label has %d name%s for %d file%s\n",
+                    k + (tok != NULL), k + (tok != NULL) == 1 ? "" : "s", n, n == 1 ? "" : "s");
+            goto out;
+        }
+    }
+    for (k = 0; k < n; k++) {
+        const char *path = paths[k];
+
+        if (result_read_json(path, &runs[k].r, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfbench plot: %s\n", err);
+            goto out;
+        }
+        runs[k].t0 = load_start(&runs[k].r);
+        if (!runs[k].label)
+            runs[k].label = label_of(path);
+        if (!runs[k].label) {
+            fprintf(stderr, "lfbench plot: %s\n", strerror(ENOMEM));
+            goto out;
+        }
+        if (!runs[k].r.nseries && !(runs[k].r.lat && runs[k].r.lat->count) && !runs[k].r.nsteps) {
+            fprintf(stderr, "lfbench plot: %s: no latencies to plot (no request completed)\n",
+                    path);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(labels);
+    return rc;
+}
+
 int plot_main(int argc, char **argv)
 {
     static const struct option lopt[] = {
@@ -828,7 +883,7 @@ int plot_main(int argc, char **argv)
     struct popt o = {0};
     struct prun *runs = NULL;
     struct hist *h = NULL;
-    char err[1024], *labels = NULL, *save = NULL, *tok, *def_out = NULL;
+    char err[1024], *def_out = NULL;
     const char *in;
     FILE *sf = NULL;
     int c, n = 0, rc = 2;
@@ -901,39 +956,8 @@ int plot_main(int argc, char **argv)
     }
     for (int k = 0; k < n; k++)
         result_init(&runs[k].r);
-    if (o.labels) {
-        int k = 0;
-
-        labels = strdup(o.labels);
-        for (tok = labels ? strtok_r(labels, ",", &save) : NULL; tok && k < n;
-             tok = strtok_r(NULL, ",", &save))
-            runs[k++].label = strdup(tok);
-        if (k != n || tok) {
-            fprintf(stderr, "lfbench plot: --label has %d name%s for %d file%s\n",
-                    k + (tok != NULL), k + (tok != NULL) == 1 ? "" : "s", n, n == 1 ? "" : "s");
-            goto out;
-        }
-    }
-    for (int k = 0; k < n; k++) {
-        const char *path = argv[optind + k];
-
-        if (result_read_json(path, &runs[k].r, err, sizeof(err)) < 0) {
-            fprintf(stderr, "lfbench plot: %s\n", err);
-            goto out;
-        }
-        runs[k].t0 = load_start(&runs[k].r);
-        if (!runs[k].label)
-            runs[k].label = label_of(path);
-        if (!runs[k].label) {
-            fprintf(stderr, "lfbench plot: %s\n", strerror(ENOMEM));
-            goto out;
-        }
-        if (!runs[k].r.nseries && !(runs[k].r.lat && runs[k].r.lat->count) && !runs[k].r.nsteps) {
-            fprintf(stderr, "lfbench plot: %s: no latencies to plot (no request completed)\n",
-                    path);
-            goto out;
-        }
-    }
+    if (read_runs(runs, n, argv + optind, o.labels) < 0)
+        goto out;
 
     if (o.script) {
         bool std = !strcmp(o.script, "-");
@@ -974,7 +998,6 @@ out:
         free(runs[k].label);
     }
     free(runs);
-    free(labels);
     free(h);
     free(def_out);
     return rc;

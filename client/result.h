@@ -1,5 +1,6 @@
-/* result: one lfbench run's results (or several runs merged), as the summary prints them and
- * --json writes them; read back from --json files by `lfbench merge` and `lfbench plot`. */
+/* result: one lfbench run's results (or several runs merged), as the summary prints them
+ * (result.c) and --json writes them (result_json.c); read back from --json files by
+ * `lfbench merge` (merge.c) and `lfbench plot`. */
 #ifndef LFE_RESULT_H
 #define LFE_RESULT_H
 
@@ -8,24 +9,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bcount.h"
 #include "bopt.h"
-#include "engine.h"
 #include "hist.h"
 #include "kstat.h"
-
-/* A histogram in compact form: the non-empty buckets only (a second's latencies fill a few
- * hundred of hist's 4,480), for the per-second series and for --json. */
-struct hcompact {
-    uint64_t count, min, max; /* min is UINT64_MAX when empty */
-    double sum;
-    uint32_t n;    /* non-empty buckets */
-    uint16_t *idx; /* their indexes, ascending (hist_index) */
-    uint64_t *cnt; /* their counts */
-};
-
-int hcompact_from(struct hcompact *c, const struct hist *h);    /* 0 or -ENOMEM */
-void hcompact_add_to(const struct hcompact *c, struct hist *h); /* h += c */
-void hcompact_free(struct hcompact *c);
 
 /* One second of the run (the last may be shorter). */
 struct bsecond {
@@ -103,6 +90,15 @@ struct bresult {
 void result_init(struct bresult *r);
 void result_free(struct bresult *r);
 
+/* Whether the result is of --mode m ("long", "short"). */
+bool result_is_mode(const struct bresult *r, const char *m);
+
+/* The --ok-status its HTTP statuses were counted against ("2xx" when the file had none). */
+const char *result_ok_status(const struct bresult *r);
+
+/* Class k's latency: its own, or the total's when there is one class. */
+const struct hist *result_class_lat(const struct bresult *r, int k);
+
 /* The human summary (lfbench's stdout). */
 void result_print(FILE *f, const struct bresult *r);
 
@@ -112,8 +108,5 @@ int result_write_json(FILE *f, const struct bresult *r);
 
 /* Reads a file result_write_json wrote. Returns 0, or -1 with one line in err. */
 int result_read_json(const char *path, struct bresult *r, char *err, size_t errlen);
-
-/* dst += src: counts summed, histograms merged, series aligned by wall clock. */
-int result_merge(struct bresult *dst, const struct bresult *src);
 
 #endif /* LFE_RESULT_H */

@@ -37,15 +37,6 @@ void sweep_init(struct sweep *s, const struct bopt *o)
     s->threads = o->threads;
 }
 
-static uint64_t errors_of(const struct bcount *c)
-{
-    uint64_t n = 0;
-
-    for (int e = 0; e < ERR_KINDS; e++)
-        n += c->errors[e];
-    return n;
-}
-
 /* A rate printed the way the summary prints it. */
 static void rate_str(char *buf, size_t len, double r)
 {
@@ -55,7 +46,7 @@ static void rate_str(char *buf, size_t len, double r)
 /* The step's own verdict into st->kept; for --find-rate, why it broke into why. */
 static void step_verdict(const struct sweep *s, struct bstep *st, char *why, size_t len)
 {
-    uint64_t errors = errors_of(&st->c), n = st->lat ? st->lat->count : 0, rank;
+    uint64_t errors = bcount_errors(&st->c), n = st->lat ? st->lat->count : 0, rank;
     unsigned long long non2xx = st->c.http_non2xx, over = st->over_bound;
     char r[32];
 

@@ -7,8 +7,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "lfb_util.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,331 +25,40 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *lfbench, *lfepolld, *badserver;
-static int slow = 1;
-static pid_t server_pid;
-static int server_port;
-static char out[1 << 16]; /* lfbench's output of the last run */
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A port nothing listens on right now. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
-static bool port_open(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-
-    close(fd);
-    return ok;
-}
-
-/* Starts a server: argv with "PORT" (alone, or after "127.0.0.1:") replaced by a free port. */
-static void start_server(const char *const *argv)
-{
-    const char *args[16];
-    char port[16], hostport[32];
-    int n = 0, devnull;
-
-    server_port = free_port();
-    snprintf(port, sizeof(port), "%d", server_port);
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", server_port);
-    for (; *argv; argv++)
-        args[n++] = !strcmp(*argv, "PORT")             ? port
-                    : !strcmp(*argv, "127.0.0.1:PORT") ? hostport
-                                                       : *argv;
-    args[n] = NULL;
-    server_pid = fork();
-    assert_true(server_pid >= 0);
-    if (server_pid == 0) {
-        devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
-        execv(args[0], (char *const *)args);
-        _exit(127);
-    }
-    for (int i = 0; i < 500 && !port_open(server_port); i++)
-        sleep_ms(10);
-    assert_true(port_open(server_port));
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (server_pid > 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, NULL, 0);
-    }
-    server_pid = 0;
-    return 0;
-}
-
-/* Runs lfbench with args (NULL-terminated), target 127.0.0.1:port last; returns its exit
- * status; its stdout and stderr land in out. */
-static int bench(int port, ...)
-{
-    const char *args[48] = {lfbench};
-    char target[32], path[] = "/tmp/lfe-bench-XXXXXX";
-    int n = 1, fd = mkstemp(path), status;
-    va_list ap;
-    pid_t pid;
-    ssize_t len;
-
-    va_start(ap, port);
-    for (const char *a = va_arg(ap, const char *); a; a = va_arg(ap, const char *))
-        args[n++] = a;
-    va_end(ap);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-    args[n++] = target;
-    args[n] = NULL;
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        alarm(60 * (unsigned)slow); /* a hung client fails the test, not the suite */
-        execv(lfbench, (char *const *)args);
-        _exit(127);
-    }
-    waitpid(pid, &status, 0);
-    len = pread(fd, out, sizeof(out) - 1, 0);
-    out[len > 0 ? len : 0] = '\0';
-    close(fd);
-    unlink(path);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* A counter: the first word of a summary line ("requests     12"), else one within a line
- * ("mismatch 3"). A line's first word comes first: the kernel hints, which other tests running
- * in this network namespace can bring up, say "... connections were reset". */
-static long field(const char *name)
-{
-    char key[64];
-    const char *p;
-
-    snprintf(key, sizeof(key), "\n%s ", name);
-    if (strncmp(out, key + 1, strlen(key + 1)) == 0) /* -q: the result is the first line */
-        return atol(out + strlen(key + 1));
-    p = strstr(out, key);
-    if (!p) {
-        snprintf(key, sizeof(key), " %s ", name);
-        p = strstr(out, key);
-    }
-    if (!p)
-        return -1;
-    p += strlen(key);
-    while (*p == ' ')
-        p++;
-    return atol(p);
-}
-
-/* The file's contents, NUL-terminated, in a static buffer (then removed). */
-static const char *slurp(const char *path)
-{
-    static char buf[1 << 20];
-    int fd = open(path, O_RDONLY);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-
-    buf[n > 0 ? n : 0] = '\0';
-    if (fd >= 0)
-        close(fd);
-    unlink(path);
-    return buf;
-}
-
 /* A number from --json text ("\"unsent\": 12"): a top-level key, else the first of that name;
  * or -1. */
 static long jfield(const char *json, const char *name)
 {
-    char key[64];
-    const char *p;
+    double v = lfb_jtop(json, name);
 
-    snprintf(key, sizeof(key), "\n  \"%s\": ", name);
-    p = strstr(json, key);
-    if (!p) {
-        snprintf(key, sizeof(key), "\"%s\": ", name);
-        p = strstr(json, key);
-    }
-    return p ? atol(p + strlen(key)) : -1;
+    return isnan(v) ? -1 : (long)v;
 }
 
-/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. */
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i], len = c < 0x80             ? 1
-                                 : (c & 0xe0) == 0xc0 ? 2
-                                 : (c & 0xf0) == 0xe0 ? 3
-                                 : (c & 0xf8) == 0xf0 ? 4
-                                                      : 0;
-        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-        static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-
-        if (!len || i + len > n)
-            return false;
-        for (unsigned k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += len;
-    }
-    return true;
-}
-
-/* A strict JSON (RFC 8259) value parser: returns the end of the value at p, or NULL. */
-static const char *json_value(const char *p, int depth);
-
-static const char *json_ws(const char *p)
-{
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-        p++;
-    return p;
-}
-
-static const char *json_string(const char *p)
-{
-    if (*p++ != '"')
-        return NULL;
-    for (;;) {
-        unsigned char c = (unsigned char)*p++;
-        if (c == '"')
-            return p;
-        if (c < 0x20)
-            return NULL; /* a raw control character, or the end */
-        if (c != '\\')
-            continue;
-        c = (unsigned char)*p++;
-        if (c == 'u') {
-            unsigned v = 0;
-            for (int k = 0; k < 4; k++, p++) {
-                if (!strchr("0123456789abcdefABCDEF", *p) || !*p)
-                    return NULL;
-                v = v * 16 + (unsigned)(*p <= '9' ? *p - '0' : (*p | 0x20) - 'a' + 10);
-            }
-            if (v >= 0xdc00 && v <= 0xdfff)
-                return NULL;                  /* a low surrogate alone */
-            if (v >= 0xd800 && v <= 0xdbff) { /* a high surrogate: its low half follows */
-                if (p[0] != '\\' || p[1] != 'u' || strncasecmp(p + 2, "dc", 2) < 0 ||
-                    strncasecmp(p + 2, "e0", 2) >= 0 || !strchr("0123456789abcdefABCDEF", p[4]) ||
-                    !p[4] || !strchr("0123456789abcdefABCDEF", p[5]) || !p[5])
-                    return NULL;
-                p += 6;
-            }
-        } else if (!c || !strchr("\"\\/bfnrt", c)) {
-            return NULL;
-        }
-    }
-}
-
-static const char *json_value(const char *p, int depth)
-{
-    p = json_ws(p);
-    if (depth > 64)
-        return NULL;
-    if (*p == '{' || *p == '[') {
-        char close = *p == '{' ? '}' : ']';
-        p = json_ws(p + 1);
-        if (*p == close)
-            return p + 1;
-        for (;;) {
-            if (close == '}') {
-                if (!(p = json_string(json_ws(p))))
-                    return NULL;
-                p = json_ws(p);
-                if (*p++ != ':')
-                    return NULL;
-            }
-            if (!(p = json_value(p, depth + 1)))
-                return NULL;
-            p = json_ws(p);
-            if (*p == close)
-                return p + 1;
-            if (*p++ != ',')
-                return NULL;
-        }
-    }
-    if (*p == '"')
-        return json_string(p);
-    if (!strncmp(p, "true", 4) || !strncmp(p, "null", 4))
-        return p + 4;
-    if (!strncmp(p, "false", 5))
-        return p + 5;
-    if (*p == '-')
-        p++;
-    if (*p == '0')
-        p++;
-    else if (*p >= '1' && *p <= '9')
-        while (*p >= '0' && *p <= '9')
-            p++;
-    else
-        return NULL;
-    if (*p == '.') {
-        if (*++p < '0' || *p > '9')
-            return NULL;
-        while (*p >= '0' && *p <= '9')
-            p++;
-    }
-    if (*p == 'e' || *p == 'E') {
-        if (*++p == '+' || *p == '-')
-            p++;
-        if (*p < '0' || *p > '9')
-            return NULL;
-        while (*p >= '0' && *p <= '9')
-            p++;
-    }
-    return p;
-}
-
-/* Whether text is one valid JSON document in valid UTF-8. */
 static bool json_valid(const char *text)
 {
-    const char *end =
-        utf8_valid((const unsigned char *)text, strlen(text)) ? json_value(text, 0) : NULL;
-    return end && !*json_ws(end);
+    return lfb_json_valid(text, strlen(text));
 }
 
 static void expect_clean(int rc, long requests)
 {
-    if (rc != 0 || !strstr(out, "errors       0:") ||
-        (requests >= 0 && field("requests") != requests))
-        fail_msg("lfbench rc=%d, want 0 and no errors (%ld requests):\n%s", rc, requests, out);
+    if (rc != 0 || !strstr(lfb.out, "errors       0:") ||
+        (requests >= 0 && lfb_field("requests") != requests))
+        fail_msg("lfbench rc=%d, want 0 and no errors (%ld requests):\n%s", rc, requests, lfb.out);
 }
 
 static void test_long_against_lfepolld(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     char json[] = "/tmp/lfe-json-XXXXXX", key[64];
     static char buf[1 << 20]; /* the full histograms make it tens of kilobytes */
     int fd;
 
     (void)state;
-    start_server(srv);
+    lfb_start(srv);
     fd = mkstemp(json);
-    expect_clean(
-        bench(server_port, "-c", "50", "-t", "2", "-n", "20000", "-q", "--json", json, NULL),
-        20000);
+    expect_clean(lfb_bench(lfb.server_port, "-c", "50", "-t", "2", "-n", "20000", "-q", "--json",
+                           json, NULL),
+                 20000);
     /* --json holds the same figures as the summary */
     buf[read(fd, buf, sizeof(buf) - 1)] = '\0';
     close(fd);
@@ -359,90 +71,95 @@ static void test_long_against_lfepolld(void **state)
     assert_non_null(strstr(buf, "\"series\": ["));
     assert_true(buf[strlen(buf) - 2] == '}'); /* closed */
     assert_true(json_valid(buf));
-    expect_clean(bench(server_port, "-c", "20", "-d", "1", "--warmup", "0.3", "-q", NULL), -1);
-    assert_true(field("requests") > 100);
+    expect_clean(lfb_bench(lfb.server_port, "-c", "20", "-d", "1", "--warmup", "0.3", "-q", NULL),
+                 -1);
+    assert_true(lfb_field("requests") > 100);
 }
 
 /* Issue 25, item 3: both binaries say their version alike; lfbench --quiet prints the result and
  * errors only (no banner, no per-second line), and its times take units as lfepolld's do. */
 static void test_version_quiet_units(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     char want[64];
 
     (void)state;
-    assert_int_equal(bench(1, "--version", NULL), 0);
-    assert_string_equal(out, "lfbench 0.1.0\n");
-    assert_int_equal(bench(1, "-V", NULL), 0);
-    assert_string_equal(out, "lfbench 0.1.0\n");
-    start_server(srv);
-    snprintf(want, sizeof(want), "lfbench: 127.0.0.1:%d, long mode", server_port);
+    assert_int_equal(lfb_bench(1, "--version", NULL), 0);
+    assert_string_equal(lfb.out, "lfbench 0.1.0\n");
+    assert_int_equal(lfb_bench(1, "-V", NULL), 0);
+    assert_string_equal(lfb.out, "lfbench 0.1.0\n");
+    lfb_start(srv);
+    snprintf(want, sizeof(want), "lfbench: 127.0.0.1:%d, long mode", lfb.server_port);
     /* without --quiet: the banner and a line a second (the control: the needles are right) */
-    expect_clean(
-        bench(server_port, "-c", "4", "-d", "1500ms", "--warmup", "0.2s", "--timeout", "2s", NULL),
-        -1);
-    assert_non_null(strstr(out, want));
-    assert_non_null(strstr(out, " req/s  p99 "));
-    expect_clean(bench(server_port, "-c", "4", "-d", "1.5s", "--warmup", "200ms", "--timeout",
-                       "2000", "--quiet", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "-c", "4", "-d", "1500ms", "--warmup", "0.2s",
+                           "--timeout", "2s", NULL),
                  -1);
-    if (strncmp(out, "requests ", 9) != 0) /* the result is the first line */
-        fail_msg("--quiet: want the result first, got: %s", out);
-    if (strstr(out, want) || strstr(out, " req/s  p99 "))
-        fail_msg("--quiet printed progress: %s", out);
-    expect_clean(bench(server_port, "-c", "4", "-n", "500", "-q", "--timeout", "1s", NULL), 500);
-    if (strncmp(out, "requests ", 9) != 0 || strstr(out, want) || strstr(out, " req/s  p99 "))
-        fail_msg("-q printed progress: %s", out);
+    assert_non_null(strstr(lfb.out, want));
+    assert_non_null(strstr(lfb.out, " req/s  p99 "));
+    expect_clean(lfb_bench(lfb.server_port, "-c", "4", "-d", "1.5s", "--warmup", "200ms",
+                           "--timeout", "2000", "--quiet", NULL),
+                 -1);
+    if (strncmp(lfb.out, "requests ", 9) != 0) /* the result is the first line */
+        fail_msg("--quiet: want the result first, got: %s", lfb.out);
+    if (strstr(lfb.out, want) || strstr(lfb.out, " req/s  p99 "))
+        fail_msg("--quiet printed progress: %s", lfb.out);
+    expect_clean(lfb_bench(lfb.server_port, "-c", "4", "-n", "500", "-q", "--timeout", "1s", NULL),
+                 500);
+    if (strncmp(lfb.out, "requests ", 9) != 0 || strstr(lfb.out, want) ||
+        strstr(lfb.out, " req/s  p99 "))
+        fail_msg("-q printed progress: %s", lfb.out);
 }
 
 static void test_short_and_pipelined(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
 
     (void)state;
-    start_server(srv);
-    expect_clean(bench(server_port, "--mode", "short", "-c", "20", "-n", "3000", "-q", NULL), 3000);
-    assert_int_equal(field("connections"), 3000);
-    expect_clean(bench(server_port, "--pipeline", "8", "--size", "100000", "-c", "4", "-n", "400",
-                       "-q", NULL),
-                 400);
+    lfb_start(srv);
     expect_clean(
-        bench(server_port, "--mode", "short", "--linger0", "-c", "10", "-n", "500", "-q", NULL),
-        500);
+        lfb_bench(lfb.server_port, "--mode", "short", "-c", "20", "-n", "3000", "-q", NULL), 3000);
+    assert_int_equal(lfb_field("connections"), 3000);
+    expect_clean(lfb_bench(lfb.server_port, "--pipeline", "8", "--size", "100000", "-c", "4", "-n",
+                           "400", "-q", NULL),
+                 400);
+    expect_clean(lfb_bench(lfb.server_port, "--mode", "short", "--linger0", "-c", "10", "-n", "500",
+                           "-q", NULL),
+                 500);
 }
 
 static void test_open_loop_rate(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     long reqs;
 
     (void)state;
-    start_server(srv);
-    expect_clean(bench(server_port, "-R", "2000", "-d", "2", "-c", "10", "-q", NULL), -1);
-    reqs = field("requests");
+    lfb_start(srv);
+    expect_clean(lfb_bench(lfb.server_port, "-R", "2000", "-d", "2", "-c", "10", "-q", NULL), -1);
+    reqs = lfb_field("requests");
     assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
-    assert_non_null(strstr(out, "went out more than 1 ms behind"));
-    assert_int_equal(field("unsent"), 0);
+    assert_non_null(strstr(lfb.out, "went out more than 1 ms behind"));
+    assert_int_equal(lfb_field("unsent"), 0);
     /* Regression (open-loop LIFO free queue): due sends went to the connection freed last, so
      * two or three of the ten carried all the load and a stalled server thread went unseen. */
     {
-        const char *sp = strstr(out, "spread ");
+        const char *sp = strstr(lfb.out, "spread ");
         long lo = sp ? atol(sp + 7) : -1;
         if (lo < reqs / 10 / 2)
             fail_msg("want every connection to carry its share (>= %ld requests):\n%s", reqs / 20,
-                     out);
+                     lfb.out);
     }
     /* open loop with short connections: each due send is a new connection */
-    expect_clean(
-        bench(server_port, "--mode", "short", "-R", "500", "-d", "1", "-c", "10", "-q", NULL), -1);
-    assert_in_range(field("requests"), 450, 520);
-    assert_in_range(field("connections"), 450, 520);
+    expect_clean(lfb_bench(lfb.server_port, "--mode", "short", "-R", "500", "-d", "1", "-c", "10",
+                           "-q", NULL),
+                 -1);
+    assert_in_range(lfb_field("requests"), 450, 520);
+    assert_in_range(lfb_field("connections"), 450, 520);
 }
 
 /* A weighted mix of request files: latency per file, every response verified. */
 static void test_mix(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     char small[] = "/tmp/lfe-small-XXXXXX", big[] = "/tmp/lfe-big-XXXXXX", mix[128];
     static char blob[200000];
     int fs = mkstemp(small), fb = mkstemp(big);
@@ -454,44 +171,46 @@ static void test_mix(void **state)
     close(fs);
     close(fb);
     snprintf(mix, sizeof(mix), "%s:9,%s:1", small, big);
-    start_server(srv);
-    expect_clean(bench(server_port, "--mix", mix, "-c", "8", "-n", "2000", "-q", NULL), 2000);
-    assert_non_null(strstr(out, small)); /* a latency line per file */
-    assert_non_null(strstr(out, big));
+    lfb_start(srv);
+    expect_clean(lfb_bench(lfb.server_port, "--mix", mix, "-c", "8", "-n", "2000", "-q", NULL),
+                 2000);
+    assert_non_null(strstr(lfb.out, small)); /* a latency line per file */
+    assert_non_null(strstr(lfb.out, big));
     unlink(small);
     unlink(big);
 }
 
 static void test_mismatch_fails(void **state)
 {
-    const char *srv[] = {badserver, "PORT", "flip", "50", NULL};
+    const char *srv[] = {lfb.badserver, "PORT", "flip", "50", NULL};
 
     (void)state;
-    start_server(srv);
-    assert_int_equal(bench(server_port, "-c", "4", "-n", "2000", "-q", NULL), 1);
-    assert_true(field("mismatch") > 0);
-    assert_non_null(strstr(out, "did not match"));
+    lfb_start(srv);
+    assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-n", "2000", "-q", NULL), 1);
+    assert_true(lfb_field("mismatch") > 0);
+    assert_non_null(strstr(lfb.out, "did not match"));
     /* even when errors are allowed, a mismatch fails the run */
     assert_int_equal(
-        bench(server_port, "-c", "4", "-n", "2000", "--max-errors", "1000000", "-q", NULL), 1);
+        lfb_bench(lfb.server_port, "-c", "4", "-n", "2000", "--max-errors", "1000000", "-q", NULL),
+        1);
 }
 
 static void test_dropped_byte_is_lost(void **state)
 {
-    const char *srv[] = {badserver, "PORT", "drop", "100", NULL};
+    const char *srv[] = {lfb.badserver, "PORT", "drop", "100", NULL};
 
     (void)state;
-    start_server(srv);
-    assert_int_equal(bench(server_port, "-c", "4", "-n", "1000", "--timeout", "200", "--max-errors",
-                           "1000000", "-q", NULL),
+    lfb_start(srv);
+    assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-n", "1000", "--timeout", "200",
+                               "--max-errors", "1000000", "-q", NULL),
                      1);
-    assert_true(field("lost") > 0);
-    assert_true(field("timeout") > 0);
+    assert_true(lfb_field("lost") > 0);
+    assert_true(lfb_field("timeout") > 0);
     /* pipelined, the drop shifts the stream: mismatches */
-    assert_int_equal(bench(server_port, "-c", "4", "-n", "1000", "--pipeline", "4", "--timeout",
-                           "200", "-q", NULL),
+    assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-n", "1000", "--pipeline", "4",
+                               "--timeout", "200", "-q", NULL),
                      1);
-    assert_true(field("mismatch") > 0);
+    assert_true(lfb_field("mismatch") > 0);
 }
 
 /* Regression (issue 9, defect 14): one now_ns() per batch of up to 256 events stamped every
@@ -507,7 +226,7 @@ static void test_dropped_byte_is_lost(void **state)
 static void test_timestamps_per_event(void **state)
 {
     char cpu[16], path[] = "/tmp/lfe-json-XXXXXX";
-    const char *srv[] = {badserver, "PORT", "lifo", "200", cpu, NULL};
+    const char *srv[] = {lfb.badserver, "PORT", "lifo", "200", cpu, NULL};
     const char *j, *lat;
     cpu_set_t set;
     double min, p50;
@@ -528,19 +247,19 @@ static void test_timestamps_per_event(void **state)
         if (CPU_ISSET(c, &set))
             last = c;
     snprintf(cpu, sizeof(cpu), "%d", last);
-    start_server(srv);
+    lfb_start(srv);
     close(mkstemp(path));
-    expect_clean(
-        bench(server_port, "-c", "200", "--cpus", cpu, "-n", "40000", "-q", "--json", path, NULL),
-        40000);
-    j = slurp(path);
+    expect_clean(lfb_bench(lfb.server_port, "-c", "200", "--cpus", cpu, "-n", "40000", "-q",
+                           "--json", path, NULL),
+                 40000);
+    j = lfb_slurp(path);
     lat = strstr(j, "\"latency\": {");
     assert_non_null(lat);
     min = atof(strstr(lat, "\"min_us\": ") + 10);
     p50 = atof(strstr(lat, "\"p50_us\": ") + 10);
     if (!(min < 0.35 * p50))
         fail_msg("want the fastest sample well below the round time: min %.1f µs, p50 %.1f µs\n%s",
-                 min, p50, out);
+                 min, p50, lfb.out);
 }
 
 /* Regression (issue 9, defect 13): --mix class names were cut at 63 bytes, which could split a
@@ -548,7 +267,7 @@ static void test_timestamps_per_event(void **state)
  * parse. Now each name is whole and each invalid byte becomes U+FFFD. */
 static void test_json_always_valid_utf8(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     char dir[] = "/tmp/lfe-jXXXXXX", longname[256], badname[256], mix[600];
     char path[] = "/tmp/lfe-json-XXXXXX";
     /* overlong '/', a surrogate, past U+10FFFF, a cut 3-byte form, a lone 0xff; then a
@@ -586,11 +305,12 @@ static void test_json_always_valid_utf8(void **state)
         close(fd);
     }
     snprintf(mix, sizeof(mix), "%s:1,%s:1", longname, badname);
-    start_server(srv);
+    lfb_start(srv);
     close(mkstemp(path));
-    expect_clean(
-        bench(server_port, "--mix", mix, "-c", "2", "-n", "200", "-q", "--json", path, NULL), 200);
-    j = slurp(path);
+    expect_clean(lfb_bench(lfb.server_port, "--mix", mix, "-c", "2", "-n", "200", "-q", "--json",
+                           path, NULL),
+                 200);
+    j = lfb_slurp(path);
     if (!json_valid(j))
         fail_msg("--json is not valid UTF-8 JSON:\n%s", j);
     {
@@ -614,51 +334,52 @@ static void test_json_always_valid_utf8(void **state)
  * as unsent, and unsent fails the run. */
 static void test_open_loop_never_drops_a_due_send(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
-    const char *half[] = {badserver, "PORT", "stall", "500", NULL};
-    const char *pause[] = {badserver, "PORT", "stall", "300", "600", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *half[] = {lfb.badserver, "PORT", "stall", "500", NULL};
+    const char *pause[] = {lfb.badserver, "PORT", "stall", "300", "600", NULL};
     char path[] = "/tmp/lfe-json-XXXXXX";
     const char *j;
     long due, done, errs, unsent;
 
     (void)state;
     /* a connect rate below the send rate can never keep a short-mode schedule */
-    start_server(srv);
-    if (bench(server_port, "--mode", "short", "-R", "2000", "--connect-rate", "100", "-d", "1",
-              "-q", NULL) != 2 ||
-        !strstr(out, "--connect-rate 100 is below -R 2000"))
-        fail_msg("want --connect-rate below -R in short mode refused:\n%s", out);
-    teardown(NULL);
+    lfb_start(srv);
+    if (lfb_bench(lfb.server_port, "--mode", "short", "-R", "2000", "--connect-rate", "100", "-d",
+                  "1", "-q", NULL) != 2 ||
+        !strstr(lfb.out, "--connect-rate 100 is below -R 2000"))
+        fail_msg("want --connect-rate below -R in short mode refused:\n%s", lfb.out);
+    lfb_teardown(NULL);
 
     /* the server stops answering after 0.5 s of a 1 s run: the sends due after that never
      * went out, and must say so */
-    start_server(half);
+    lfb_start(half);
     close(mkstemp(path));
-    if (bench(server_port, "-R", "1000", "-d", "1", "-c", "10", "--timeout", "300", "-q", "--json",
-              path, NULL) != 1 ||
-        field("unsent") < 300 || !strstr(out, "never went out"))
-        fail_msg("want the sends due while the server stalled counted as unsent:\n%s", out);
-    unsent = field("unsent");
-    j = slurp(path);
+    if (lfb_bench(lfb.server_port, "-R", "1000", "-d", "1", "-c", "10", "--timeout", "300", "-q",
+                  "--json", path, NULL) != 1 ||
+        lfb_field("unsent") < 300 || !strstr(lfb.out, "never went out"))
+        fail_msg("want the sends due while the server stalled counted as unsent:\n%s", lfb.out);
+    unsent = lfb_field("unsent");
+    j = lfb_slurp(path);
     if (jfield(j, "unsent") != unsent)
         fail_msg("want \"unsent\": %ld in --json:\n%s", unsent, j);
-    teardown(NULL);
+    lfb_teardown(NULL);
 
     /* short mode, the server pauses for 0.3 s: when it answers again the connections free at
      * once and the due sends queued behind them wait for --connect-rate's tokens; not one may
      * go missing: due = completed + failed + unsent */
-    start_server(pause);
+    lfb_start(pause);
     close(mkstemp(path));
-    bench(server_port, "--mode", "short", "-R", "1000", "--connect-rate", "1000", "-c", "50", "-d",
-          "1.5", "--timeout", "3000", "--max-errors", "1000000", "-q", "--json", path, NULL);
-    j = slurp(path);
+    lfb_bench(lfb.server_port, "--mode", "short", "-R", "1000", "--connect-rate", "1000", "-c",
+              "50", "-d", "1.5", "--timeout", "3000", "--max-errors", "1000000", "-q", "--json",
+              path, NULL);
+    j = lfb_slurp(path);
     due = jfield(j, "intended");
     done = jfield(j, "requests");
     errs = jfield(j, "total");
     unsent = jfield(j, "unsent");
     if (due < 1400 || done < 0 || errs < 0 || due != done + errs + (unsent > 0 ? unsent : 0))
         fail_msg("want every due send accounted for: %ld due, %ld done, %ld failed, %ld unsent\n%s",
-                 due, done, errs, unsent, out);
+                 due, done, errs, unsent, lfb.out);
 }
 
 /* --busy-poll: the threads poll instead of sleeping, and the open-loop schedule is read each
@@ -668,78 +389,79 @@ static void test_open_loop_never_drops_a_due_send(void **state)
  * not judged "the client" (it would be, at 100% of a core). */
 static void test_busy_poll(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
-    const char *half[] = {badserver, "PORT", "stall", "500", NULL};
-    const char *early[] = {badserver, "PORT", "stall", "100", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *half[] = {lfb.badserver, "PORT", "stall", "500", NULL};
+    const char *early[] = {lfb.badserver, "PORT", "stall", "100", NULL};
     char path[] = "/tmp/lfe-json-XXXXXX", path2[] = "/tmp/lfe-json-XXXXXX";
     const char *j;
     long reqs;
 
     (void)state;
-    start_server(srv);
+    lfb_start(srv);
     close(mkstemp(path));
-    expect_clean(bench(server_port, "--busy-poll", "-R", "2000", "-d", "2", "-c", "10", "-q",
-                       "--json", path, NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--busy-poll", "-R", "2000", "-d", "2", "-c", "10",
+                           "-q", "--json", path, NULL),
                  -1);
-    reqs = field("requests");
+    reqs = lfb_field("requests");
     assert_in_range(reqs, 3600, 4100); /* 2 s at 2000/s */
-    assert_int_equal(field("unsent"), 0);
+    assert_int_equal(lfb_field("unsent"), 0);
     /* -q: no banner; the summary's busy-poll row says it */
-    if (!strstr(out, "\nbusy-poll ") || !strstr(out, "polled with nothing to do") ||
-        strstr(out, "saturated") || !strstr(out, "--busy-poll with 1 thread and no --cpus"))
+    if (!strstr(lfb.out, "\nbusy-poll ") || !strstr(lfb.out, "polled with nothing to do") ||
+        strstr(lfb.out, "saturated") || !strstr(lfb.out, "--busy-poll with 1 thread and no --cpus"))
         fail_msg("want the run said busy-polling, its idle polling apart from its CPU, and a "
                  "warning without --cpus:\n%s",
-                 out);
-    j = slurp(path);
+                 lfb.out);
+    j = lfb_slurp(path);
     if (!strstr(j, "\"busy_poll\": true") || !strstr(j, "\"poll_idle_seconds\": ") ||
         jfield(j, "intended") != reqs)
         fail_msg("want busy_poll and poll_idle_seconds in --json, intended == requests:\n%s", j);
-    expect_clean(bench(server_port, "--busy-poll", "--mode", "short", "-R", "500", "-d", "1", "-c",
-                       "10", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--busy-poll", "--mode", "short", "-R", "500", "-d",
+                           "1", "-c", "10", "-q", NULL),
                  -1);
-    assert_in_range(field("requests"), 450, 520);
-    expect_clean(bench(server_port, "--busy-poll", "-c", "10", "-n", "3000", "-q", NULL), 3000);
+    assert_in_range(lfb_field("requests"), 450, 520);
+    expect_clean(lfb_bench(lfb.server_port, "--busy-poll", "-c", "10", "-n", "3000", "-q", NULL),
+                 3000);
     /* a CPU per thread: no warning; two threads on one CPU: warned */
-    expect_clean(
-        bench(server_port, "--busy-poll", "--cpus", "0", "-c", "10", "-n", "1000", "-q", NULL),
-        1000);
-    if (strstr(out, "warning: --busy-poll"))
-        fail_msg("want no warning with a CPU per thread:\n%s", out);
-    expect_clean(bench(server_port, "--busy-poll", "-t", "2", "--cpus", "0", "-c", "10", "-n",
-                       "1000", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--busy-poll", "--cpus", "0", "-c", "10", "-n", "1000",
+                           "-q", NULL),
                  1000);
-    if (!strstr(out, "--busy-poll with 2 threads and fewer CPUs in --cpus"))
-        fail_msg("want a warning with two threads on one CPU:\n%s", out);
-    expect_clean(
-        bench(server_port, "--busy-poll", "--mode", "short", "-c", "10", "-n", "500", "-q", NULL),
-        500);
+    if (strstr(lfb.out, "warning: --busy-poll"))
+        fail_msg("want no warning with a CPU per thread:\n%s", lfb.out);
+    expect_clean(lfb_bench(lfb.server_port, "--busy-poll", "-t", "2", "--cpus", "0", "-c", "10",
+                           "-n", "1000", "-q", NULL),
+                 1000);
+    if (!strstr(lfb.out, "--busy-poll with 2 threads and fewer CPUs in --cpus"))
+        fail_msg("want a warning with two threads on one CPU:\n%s", lfb.out);
+    expect_clean(lfb_bench(lfb.server_port, "--busy-poll", "--mode", "short", "-c", "10", "-n",
+                           "500", "-q", NULL),
+                 500);
     /* a sweep at rates a core serves many times over: no step is the client's limit */
     close(mkstemp(path2));
-    if (bench(server_port, "--busy-poll", "--rate-sweep", "500:1000:500", "-d", "0.5", "-c", "10",
-              "-q", "--json", path2, NULL) != 0 ||
-        strstr(out, "the client: lfbench's CPU"))
-        fail_msg("want a low-rate busy-poll sweep not judged client-bound:\n%s", out);
-    j = slurp(path2);
+    if (lfb_bench(lfb.server_port, "--busy-poll", "--rate-sweep", "500:1000:500", "-d", "0.5", "-c",
+                  "10", "-q", "--json", path2, NULL) != 0 ||
+        strstr(lfb.out, "the client: lfbench's CPU"))
+        fail_msg("want a low-rate busy-poll sweep not judged client-bound:\n%s", lfb.out);
+    j = lfb_slurp(path2);
     if (!strstr(j, "\"cpu_percent\": ") || atof(strstr(j, "\"cpu_percent\": ") + 15) >= 50)
         fail_msg("want a step's cpu_percent to leave out idle polling:\n%s", j);
-    teardown(NULL);
+    lfb_teardown(NULL);
 
     /* the server stops answering after 0.5 s of a 1 s run: the sends due after that are unsent */
-    start_server(half);
-    if (bench(server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout", "300",
-              "-q", NULL) != 1 ||
-        field("unsent") < 300 || !strstr(out, "never went out"))
-        fail_msg("want the sends due while the server stalled counted as unsent:\n%s", out);
-    teardown(NULL);
+    lfb_start(half);
+    if (lfb_bench(lfb.server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout",
+                  "300", "-q", NULL) != 1 ||
+        lfb_field("unsent") < 300 || !strstr(lfb.out, "never went out"))
+        fail_msg("want the sends due while the server stalled counted as unsent:\n%s", lfb.out);
+    lfb_teardown(NULL);
 
     /* Regression: it stops after 0.1 s. The turns spent with sends due and every connection
      * waiting for it are polling, not the client's work; counted as work they made the run
      * "saturated" (94% of a core), blaming the client for the server's stall. */
-    start_server(early);
-    if (bench(server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout", "1000",
-              "-q", NULL) != 1 ||
-        field("unsent") < 500 || strstr(out, "saturated"))
-        fail_msg("want a client waiting on a stalled server not called saturated:\n%s", out);
+    lfb_start(early);
+    if (lfb_bench(lfb.server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout",
+                  "1000", "-q", NULL) != 1 ||
+        lfb_field("unsent") < 500 || strstr(lfb.out, "saturated"))
+        fail_msg("want a client waiting on a stalled server not called saturated:\n%s", lfb.out);
 }
 
 /* Regression (issue 9, defect 11): short mode stopped reading once a response verified, so bytes
@@ -750,20 +472,21 @@ static void test_busy_poll(void **state)
  * read and closed, and then they are not there to see (the README says so). */
 static void test_short_mode_reads_past_the_response(void **state)
 {
-    const char *big[] = {badserver, "PORT", "extra", "65536", "5", NULL};
-    const char *small[] = {badserver, "PORT", "extra", "64", "5", NULL};
+    const char *big[] = {lfb.badserver, "PORT", "extra", "65536", "5", NULL};
+    const char *small[] = {lfb.badserver, "PORT", "extra", "64", "5", NULL};
 
     (void)state;
-    start_server(small);
-    if (bench(server_port, "--mode", "short", "-c", "2", "-n", "300", "-q", NULL) != 1 ||
-        field("mismatch") != 300 || field("requests") != 0 || !strstr(out, "did not match"))
-        fail_msg("want all 300 responses followed by extra bytes as mismatches:\n%s", out);
-    teardown(NULL);
-    start_server(big);
-    if (bench(server_port, "--mode", "short", "--size", "65536", "-c", "2", "-n", "300",
-              "--max-errors", "1000000", "-q", NULL) != 1 ||
-        field("mismatch") < 200 || field("requests") + field("mismatch") != 300)
-        fail_msg("want the responses followed by extra bytes as mismatches:\n%s", out);
+    lfb_start(small);
+    if (lfb_bench(lfb.server_port, "--mode", "short", "-c", "2", "-n", "300", "-q", NULL) != 1 ||
+        lfb_field("mismatch") != 300 || lfb_field("requests") != 0 ||
+        !strstr(lfb.out, "did not match"))
+        fail_msg("want all 300 responses followed by extra bytes as mismatches:\n%s", lfb.out);
+    lfb_teardown(NULL);
+    lfb_start(big);
+    if (lfb_bench(lfb.server_port, "--mode", "short", "--size", "65536", "-c", "2", "-n", "300",
+                  "--max-errors", "1000000", "-q", NULL) != 1 ||
+        lfb_field("mismatch") < 200 || lfb_field("requests") + lfb_field("mismatch") != 300)
+        fail_msg("want the responses followed by extra bytes as mismatches:\n%s", lfb.out);
 }
 
 /* Regression (issue 9, defect 12): a response cut short by a close or a reset was counted as
@@ -772,7 +495,7 @@ static void test_short_mode_reads_past_the_response(void **state)
 static double latency_of(const char *pct)
 {
     char key[16];
-    const char *line = strstr(out, "\n  latency "), *p;
+    const char *line = strstr(lfb.out, "\n  latency "), *p;
 
     snprintf(key, sizeof(key), " %s ", pct);
     if (!line || !(p = strstr(line, key)))
@@ -788,7 +511,7 @@ static double latency_of(const char *pct)
  * --timeout: no error, every connection open before the window, and the latency the server's. */
 static void test_slow_opening_is_the_clients(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     const char *shim = getenv("LFE_FAULT_SHIM"), *asan = getenv("ASAN_OPTIONS");
     char asan_opts[512];
     const char *opened;
@@ -798,13 +521,13 @@ static void test_slow_opening_is_the_clients(void **state)
     (void)state;
     if (!shim)
         skip(); /* make test sets it */
-    start_server(srv);
+    lfb_start(srv);
     setenv("LD_PRELOAD", shim, 1);
     setenv("LFE_FAULT", "connect:slow:ms=15", 1);
     snprintf(asan_opts, sizeof(asan_opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
              asan ? ":" : "");
     setenv("ASAN_OPTIONS", asan_opts, 1);
-    rc = bench(server_port, "-c", "100", "--timeout", "500", "-R", "500", "-d", "1", NULL);
+    rc = lfb_bench(lfb.server_port, "-c", "100", "--timeout", "500", "-R", "500", "-d", "1", NULL);
     unsetenv("LD_PRELOAD");
     unsetenv("LFE_FAULT");
     if (asan)
@@ -813,16 +536,17 @@ static void test_slow_opening_is_the_clients(void **state)
         unsetenv("ASAN_OPTIONS");
     p99 = latency_of("p99");
     /* The premise: the shim did slow every connect (a lower bound: a slow machine only adds) */
-    opened = strstr(out, "connections open in ");
+    opened = strstr(lfb.out, "connections open in ");
     if (!opened || sscanf(opened, "connections open in %lf s", &open_s) != 1 || open_s < 1.2)
         fail_msg("want the opening to take 100 x 15 ms (the shim's slow connect), took %.2f s: "
                  "did the shim see lfbench's connect()?\n%s",
-                 opened ? open_s : -1.0, out);
-    if (rc != 0 || !strstr(out, "errors       0:") || !strstr(out, "opening      100 of 100") ||
-        field("requests") != 500 || p99 < 0 || p99 > 300000)
+                 opened ? open_s : -1.0, lfb.out);
+    if (rc != 0 || !strstr(lfb.out, "errors       0:") ||
+        !strstr(lfb.out, "opening      100 of 100") || lfb_field("requests") != 500 || p99 < 0 ||
+        p99 > 300000)
         fail_msg("want no timeouts, all 100 open before the window, 500 requests, p99 well under "
                  "the 1.5 s the opening took (p99 %.0f µs):\n%s",
-                 p99, out);
+                 p99, lfb.out);
 }
 
 /* Regression (issue 11): the tick took every waiting event before it looked for timeouts, in a
@@ -832,45 +556,49 @@ static void test_slow_opening_is_the_clients(void **state)
  * real one. */
 static void test_busy_tick_ends_the_run(void **state)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
     struct timespec t0, t1;
     double secs;
     int rc;
 
     (void)state;
-    start_server(srv);
+    lfb_start(srv);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = bench(server_port, "-c", "8000", "-d", "2", "-q", NULL);
+    rc = lfb_bench(lfb.server_port, "-c", "8000", "-d", "2", "-q", NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     /* the server answers at most a few hundred thousand a second here: 2 s cannot hold 4M;
      * 8,000 connections kept more than 256 events waiting at every tick here */
-    if (rc != 0 || secs > 20 * slow || field("requests") <= 0 || field("requests") > 4000000)
+    if (rc != 0 || secs > 20 * lfb.slow || lfb_field("requests") <= 0 ||
+        lfb_field("requests") > 4000000)
         fail_msg("want the 2 s run to end within seconds with a real count (%.1f s):\n%s", secs,
-                 out);
+                 lfb.out);
 }
 
 static void test_truncated_response_is_lost(void **state)
 {
-    const char *fin[] = {badserver, "PORT", "trunc", "10", NULL};
-    const char *rst[] = {badserver, "PORT", "truncrst", "10", NULL};
+    const char *fin[] = {lfb.badserver, "PORT", "trunc", "10", NULL};
+    const char *rst[] = {lfb.badserver, "PORT", "truncrst", "10", NULL};
 
     (void)state;
-    start_server(fin);
-    if (bench(server_port, "-c", "4", "-n", "1000", "--max-errors", "1000000", "-q", NULL) != 1 ||
-        field("closed") <= 0 || field("lost") != field("closed") ||
-        !strstr(out, "never came back whole"))
-        fail_msg("want each response cut short by a close lost, and the run failed:\n%s", out);
-    teardown(NULL);
-    start_server(rst);
-    if (bench(server_port, "-c", "4", "-n", "1000", "--max-errors", "1000000", "-q", NULL) != 1 ||
-        field("reset") + field("closed") <= 0 || field("lost") != field("reset") + field("closed"))
-        fail_msg("want each response cut short by a reset lost, and the run failed:\n%s", out);
+    lfb_start(fin);
+    if (lfb_bench(lfb.server_port, "-c", "4", "-n", "1000", "--max-errors", "1000000", "-q",
+                  NULL) != 1 ||
+        lfb_field("closed") <= 0 || lfb_field("lost") != lfb_field("closed") ||
+        !strstr(lfb.out, "never came back whole"))
+        fail_msg("want each response cut short by a close lost, and the run failed:\n%s", lfb.out);
+    lfb_teardown(NULL);
+    lfb_start(rst);
+    if (lfb_bench(lfb.server_port, "-c", "4", "-n", "1000", "--max-errors", "1000000", "-q",
+                  NULL) != 1 ||
+        lfb_field("reset") + lfb_field("closed") <= 0 ||
+        lfb_field("lost") != lfb_field("reset") + lfb_field("closed"))
+        fail_msg("want each response cut short by a reset lost, and the run failed:\n%s", lfb.out);
     /* short mode: the same */
-    if (bench(server_port, "--mode", "short", "-c", "4", "-n", "500", "--max-errors", "1000000",
-              "-q", NULL) != 1 ||
-        field("lost") <= 0 || field("lost") != field("reset") + field("closed"))
-        fail_msg("want each short response cut short lost, and the run failed:\n%s", out);
+    if (lfb_bench(lfb.server_port, "--mode", "short", "-c", "4", "-n", "500", "--max-errors",
+                  "1000000", "-q", NULL) != 1 ||
+        lfb_field("lost") <= 0 || lfb_field("lost") != lfb_field("reset") + lfb_field("closed"))
+        fail_msg("want each short response cut short lost, and the run failed:\n%s", lfb.out);
 }
 
 /* --mode long's promise (--help): a connection the server closes cleanly between requests is
@@ -880,77 +608,79 @@ static void test_truncated_response_is_lost(void **state)
  * instead of answering every 50th request. */
 static void test_clean_close_between_requests(void **state)
 {
-    const char *between[] = {badserver, "PORT", "between", "10", NULL};
-    const char *unanswered[] = {badserver, "PORT", "unanswered", "50", NULL};
-    const char *shed[] = {lfepolld, "--listen", "127.0.0.1:PORT", "--max-conns", "5", "-q", NULL};
+    const char *between[] = {lfb.badserver, "PORT", "between", "10", NULL};
+    const char *unanswered[] = {lfb.badserver, "PORT", "unanswered", "50", NULL};
+    const char *shed[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "--max-conns", "5",
+                          "-q",         NULL};
 
     (void)state;
-    start_server(between);
-    if (bench(server_port, "-c", "4", "-n", "2000", "-q", NULL) != 0 || field("requests") != 2000 ||
-        field("errors") != 0 || field("reconnects") < 150)
-        fail_msg("want 2,000 requests, no error, a reconnect every 10 requests:\n%s", out);
-    if (bench(server_port, "-R", "2000", "-c", "4", "-d", "1", "-q", NULL) != 0 ||
-        field("errors") != 0 || field("reconnects") < 100)
-        fail_msg("open loop: want no error, a reconnect every 10 requests:\n%s", out);
-    teardown(NULL);
-    start_server(unanswered);
-    if (bench(server_port, "-c", "4", "-n", "2000", "-q", NULL) != 1 || field("closed") < 20 ||
-        field("reconnects") != -1)
+    lfb_start(between);
+    if (lfb_bench(lfb.server_port, "-c", "4", "-n", "2000", "-q", NULL) != 0 ||
+        lfb_field("requests") != 2000 || lfb_field("errors") != 0 || lfb_field("reconnects") < 150)
+        fail_msg("want 2,000 requests, no error, a reconnect every 10 requests:\n%s", lfb.out);
+    if (lfb_bench(lfb.server_port, "-R", "2000", "-c", "4", "-d", "1", "-q", NULL) != 0 ||
+        lfb_field("errors") != 0 || lfb_field("reconnects") < 100)
+        fail_msg("open loop: want no error, a reconnect every 10 requests:\n%s", lfb.out);
+    lfb_teardown(NULL);
+    lfb_start(unanswered);
+    if (lfb_bench(lfb.server_port, "-c", "4", "-n", "2000", "-q", NULL) != 1 ||
+        lfb_field("closed") < 20 || lfb_field("reconnects") != -1)
         fail_msg("want every 50th request unanswered counted as closed, none a reconnect, and "
                  "the run failed:\n%s",
-                 out);
-    teardown(NULL);
+                 lfb.out);
+    lfb_teardown(NULL);
     /* a server shedding connections closes them before their first request: errors, not
      * reconnects (the attack on this change found 315 "reconnects" for 30 errors) */
-    start_server(shed);
-    if (bench(server_port, "-c", "20", "-R", "200", "-d", "1", "-q", NULL) != 1 ||
-        field("closed") <= 0 || field("reconnects") != -1)
+    lfb_start(shed);
+    if (lfb_bench(lfb.server_port, "-c", "20", "-R", "200", "-d", "1", "-q", NULL) != 1 ||
+        lfb_field("closed") <= 0 || lfb_field("reconnects") != -1)
         fail_msg("want connections shed before their first request counted as closed, none a "
                  "reconnect:\n%s",
-                 out);
+                 lfb.out);
 }
 
 static void test_reset_and_refused(void **state)
 {
-    const char *srv[] = {badserver, "PORT", "reset", "5", NULL};
+    const char *srv[] = {lfb.badserver, "PORT", "reset", "5", NULL};
     int nobody;
 
     (void)state;
-    start_server(srv);
-    assert_int_equal(bench(server_port, "-c", "4", "-d", "0.5", "-q", NULL), 1);
-    assert_true(field("reset") + field("closed") > 0);
-    assert_int_equal(field("mismatch"), 0);
-    assert_true(field("requests") > 0);
+    lfb_start(srv);
+    assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-d", "0.5", "-q", NULL), 1);
+    assert_true(lfb_field("reset") + lfb_field("closed") > 0);
+    assert_int_equal(lfb_field("mismatch"), 0);
+    assert_true(lfb_field("requests") > 0);
     /* Regression (open-loop free queue): connections that fail and reconnect again and again
      * while queued as free must not be queued twice (the queue would overflow). */
-    assert_int_equal(bench(server_port, "-R", "200", "-c", "4", "-d", "1", "-q", NULL), 1);
-    assert_true(field("reset") + field("closed") > 10);
-    assert_true(field("requests") > 0);
-    nobody = free_port();
-    assert_int_equal(bench(nobody, "-c", "2", "-d", "0.3", "-q", NULL), 1);
-    assert_true(field("refused") > 0);
-    assert_int_equal(field("requests"), 0);
+    assert_int_equal(lfb_bench(lfb.server_port, "-R", "200", "-c", "4", "-d", "1", "-q", NULL), 1);
+    assert_true(lfb_field("reset") + lfb_field("closed") > 10);
+    assert_true(lfb_field("requests") > 0);
+    nobody = lfb_free_port();
+    assert_int_equal(lfb_bench(nobody, "-c", "2", "-d", "0.3", "-q", NULL), 1);
+    assert_true(lfb_field("refused") > 0);
+    assert_int_equal(lfb_field("requests"), 0);
 }
 
 static void test_framings(void **state)
 {
-    const char *line[] = {badserver, "PORT", "line", NULL};
-    const char *len32[] = {badserver, "PORT", "len32", NULL};
+    const char *line[] = {lfb.badserver, "PORT", "line", NULL};
+    const char *len32[] = {lfb.badserver, "PORT", "len32", NULL};
     char req[] = "/tmp/lfe-req-XXXXXX";
     int fd = mkstemp(req);
 
     (void)state;
     assert_int_equal(write(fd, "GET key\n", 8), 8);
     close(fd);
-    start_server(line);
-    expect_clean(bench(server_port, "--expect", "line", "-c", "4", "-n", "2000", "-q", NULL), 2000);
-    expect_clean(bench(server_port, "--payload", req, "--expect", "bytes", "3", "-c", "4", "-n",
-                       "1000", "-q", NULL),
+    lfb_start(line);
+    expect_clean(
+        lfb_bench(lfb.server_port, "--expect", "line", "-c", "4", "-n", "2000", "-q", NULL), 2000);
+    expect_clean(lfb_bench(lfb.server_port, "--payload", req, "--expect", "bytes", "3", "-c", "4",
+                           "-n", "1000", "-q", NULL),
                  1000);
-    teardown(NULL);
-    start_server(len32);
-    expect_clean(bench(server_port, "--payload", req, "--expect", "len32", "-c", "4", "--pipeline",
-                       "4", "-n", "2000", "-q", NULL),
+    lfb_teardown(NULL);
+    lfb_start(len32);
+    expect_clean(lfb_bench(lfb.server_port, "--payload", req, "--expect", "len32", "-c", "4",
+                           "--pipeline", "4", "-n", "2000", "-q", NULL),
                  2000);
     unlink(req);
 }
@@ -960,8 +690,8 @@ static void test_framings(void **state)
  * with its hint and in --json. The counters are the namespace's: other traffic can only add. */
 static void test_counters_listen_overflow(void **state)
 {
-    const char *srv[] = {lfepolld,   "--listen", "127.0.0.1:PORT", "--backlog", "1",
-                         "--groups", "1",        "--workers",      "1",         "-q",
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "--backlog", "1",
+                         "--groups",   "1",        "--workers",      "1",         "-q",
                          NULL};
     char json[] = "/tmp/lfe-k-XXXXXX", buf[8192];
     int fd = mkstemp(json);
@@ -969,13 +699,14 @@ static void test_counters_listen_overflow(void **state)
     ssize_t n;
 
     (void)state;
-    start_server(srv);
-    kill(server_pid, SIGSTOP);
-    bench(server_port, "-c", "64", "-d", "0.5", "--timeout", "500", "-q", "--json", json, NULL);
-    kill(server_pid, SIGCONT);
-    p = strstr(out, "ListenOverflows +");
-    if (!p || atol(p + 17) <= 0 || !strstr(out, "hint         the accept queue overflowed"))
-        fail_msg("want ListenOverflows counted and its hint:\n%s", out);
+    lfb_start(srv);
+    kill(lfb.server_pid, SIGSTOP);
+    lfb_bench(lfb.server_port, "-c", "64", "-d", "0.5", "--timeout", "500", "-q", "--json", json,
+              NULL);
+    kill(lfb.server_pid, SIGCONT);
+    p = strstr(lfb.out, "ListenOverflows +");
+    if (!p || atol(p + 17) <= 0 || !strstr(lfb.out, "hint         the accept queue overflowed"))
+        fail_msg("want ListenOverflows counted and its hint:\n%s", lfb.out);
     n = pread(fd, buf, sizeof(buf) - 1, 0);
     buf[n > 0 ? n : 0] = '\0';
     close(fd);
@@ -984,62 +715,53 @@ static void test_counters_listen_overflow(void **state)
     if (!p || atol(p + 19) <= 0 || !strstr(buf, "\"hints\": [\"the accept queue overflowed"))
         fail_msg("want ListenOverflows and the hint in --json:\n%s", buf);
     /* and a clean run says nothing overflowed (unless other traffic here did) */
-    teardown(NULL);
-    start_server((const char *[]){lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL});
-    expect_clean(bench(server_port, "-c", "4", "-n", "400", "-q", NULL), 400);
-    assert_non_null(strstr(out, "kernel       ListenOverflows +"));
-    assert_non_null(strstr(out, "ActiveOpens +"));
+    lfb_teardown(NULL);
+    lfb_start((const char *[]){lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL});
+    expect_clean(lfb_bench(lfb.server_port, "-c", "4", "-n", "400", "-q", NULL), 400);
+    assert_non_null(strstr(lfb.out, "kernel       ListenOverflows +"));
+    assert_non_null(strstr(lfb.out, "ActiveOpens +"));
 }
 
 static void test_bad_usage(void **state)
 {
     (void)state;
-    assert_int_equal(bench(1, "--bogus", NULL), 2);
-    assert_non_null(strstr(out, "unknown option '--bogus'"));
-    assert_int_equal(bench(1, "-c", "5000000", NULL), 2); /* more than the ports or descriptors */
-    assert_non_null(strstr(out, "-c 5000000"));
-    assert_int_equal(bench(1, "--cpus", "1000", NULL), 2);
-    assert_non_null(strstr(out, "--cpus: CPU 1000 is not online"));
-    assert_int_equal(bench(1, "--payload", "/nonexistent", NULL), 2);
-    assert_non_null(strstr(out, "cannot read payload file '/nonexistent'"));
+    assert_int_equal(lfb_bench(1, "--bogus", NULL), 2);
+    assert_non_null(strstr(lfb.out, "unknown option '--bogus'"));
+    assert_int_equal(lfb_bench(1, "-c", "5000000", NULL),
+                     2); /* more than the ports or descriptors */
+    assert_non_null(strstr(lfb.out, "-c 5000000"));
+    assert_int_equal(lfb_bench(1, "--cpus", "1000", NULL), 2);
+    assert_non_null(strstr(lfb.out, "--cpus: CPU 1000 is not online"));
+    assert_int_equal(lfb_bench(1, "--payload", "/nonexistent", NULL), 2);
+    assert_non_null(strstr(lfb.out, "cannot read payload file '/nonexistent'"));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_long_against_lfepolld, teardown),
-        cmocka_unit_test_teardown(test_version_quiet_units, teardown),
-        cmocka_unit_test_teardown(test_short_and_pipelined, teardown),
-        cmocka_unit_test_teardown(test_open_loop_rate, teardown),
-        cmocka_unit_test_teardown(test_mix, teardown),
-        cmocka_unit_test_teardown(test_mismatch_fails, teardown),
-        cmocka_unit_test_teardown(test_dropped_byte_is_lost, teardown),
-        cmocka_unit_test_teardown(test_reset_and_refused, teardown),
-        cmocka_unit_test_teardown(test_truncated_response_is_lost, teardown),
-        cmocka_unit_test_teardown(test_slow_opening_is_the_clients, teardown),
-        cmocka_unit_test_teardown(test_busy_tick_ends_the_run, teardown),
-        cmocka_unit_test_teardown(test_short_mode_reads_past_the_response, teardown),
-        cmocka_unit_test_teardown(test_open_loop_never_drops_a_due_send, teardown),
-        cmocka_unit_test_teardown(test_busy_poll, teardown),
-        cmocka_unit_test_teardown(test_json_always_valid_utf8, teardown),
-        cmocka_unit_test_teardown(test_timestamps_per_event, teardown),
-        cmocka_unit_test_teardown(test_framings, teardown),
-        cmocka_unit_test_teardown(test_clean_close_between_requests, teardown),
-        cmocka_unit_test_teardown(test_counters_listen_overflow, teardown),
-        cmocka_unit_test_teardown(test_bad_usage, teardown),
+        cmocka_unit_test_teardown(test_long_against_lfepolld, lfb_teardown),
+        cmocka_unit_test_teardown(test_version_quiet_units, lfb_teardown),
+        cmocka_unit_test_teardown(test_short_and_pipelined, lfb_teardown),
+        cmocka_unit_test_teardown(test_open_loop_rate, lfb_teardown),
+        cmocka_unit_test_teardown(test_mix, lfb_teardown),
+        cmocka_unit_test_teardown(test_mismatch_fails, lfb_teardown),
+        cmocka_unit_test_teardown(test_dropped_byte_is_lost, lfb_teardown),
+        cmocka_unit_test_teardown(test_reset_and_refused, lfb_teardown),
+        cmocka_unit_test_teardown(test_truncated_response_is_lost, lfb_teardown),
+        cmocka_unit_test_teardown(test_slow_opening_is_the_clients, lfb_teardown),
+        cmocka_unit_test_teardown(test_busy_tick_ends_the_run, lfb_teardown),
+        cmocka_unit_test_teardown(test_short_mode_reads_past_the_response, lfb_teardown),
+        cmocka_unit_test_teardown(test_open_loop_never_drops_a_due_send, lfb_teardown),
+        cmocka_unit_test_teardown(test_busy_poll, lfb_teardown),
+        cmocka_unit_test_teardown(test_json_always_valid_utf8, lfb_teardown),
+        cmocka_unit_test_teardown(test_timestamps_per_event, lfb_teardown),
+        cmocka_unit_test_teardown(test_framings, lfb_teardown),
+        cmocka_unit_test_teardown(test_clean_close_between_requests, lfb_teardown),
+        cmocka_unit_test_teardown(test_counters_listen_overflow, lfb_teardown),
+        cmocka_unit_test_teardown(test_bad_usage, lfb_teardown),
     };
 
-    lfbench = getenv("LFBENCH");
-    lfepolld = getenv("LFEPOLLD");
-    badserver = getenv("BADSERVER");
-    if (!lfbench || !lfepolld || !badserver) {
-        fprintf(stderr, "set LFBENCH, LFEPOLLD and BADSERVER (make test does)\n");
+    if (lfb_init(true) < 0)
         return 1;
-    }
-    if (getenv("TEST_SLOW"))
-        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
-    signal(SIGPIPE, SIG_IGN);
-    if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_short*': run only those */
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

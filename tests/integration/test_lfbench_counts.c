@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "lfb_util.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <math.h>
@@ -23,141 +25,53 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *lfbench, *badserver;
-static int slow = 1;
-static pid_t server_pid;
-static int server_port;
-static char out[1 << 16];  /* lfbench's output of the last run */
-static char json[1 << 20]; /* ... and its --json */
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A port nothing listens on right now. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
-static bool port_open(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-
-    close(fd);
-    return ok;
-}
+static char json[1 << 20]; /* lfbench's --json of the last run (its output: lfb.out) */
 
 /* Starts badserver on a free port with args (NULL-terminated). */
 static void start_server(const char *first, ...)
 {
-    const char *args[16] = {badserver};
-    char port[16];
-    int n = 2, devnull;
+    const char *args[16] = {lfb.badserver, "PORT"};
+    int n = 2;
     va_list ap;
 
-    server_port = free_port();
-    snprintf(port, sizeof(port), "%d", server_port);
-    args[1] = port;
     va_start(ap, first);
     for (const char *a = first; a && n < 15; a = va_arg(ap, const char *))
         args[n++] = a;
     va_end(ap);
     args[n] = NULL;
-    server_pid = fork();
-    assert_true(server_pid >= 0);
-    if (server_pid == 0) {
-        devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
-        execv(args[0], (char *const *)args);
-        _exit(127);
-    }
-    for (int i = 0; i < 500 && !port_open(server_port); i++)
-        sleep_ms(10);
-    assert_true(port_open(server_port));
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (server_pid > 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, NULL, 0);
-    }
-    server_pid = 0;
-    return 0;
+    lfb_start(args);
 }
 
 /* Runs lfbench with args (NULL-terminated) and -q --json, target the server last; returns its
  * exit status; its stdout and stderr land in out, the --json in json. */
 static int bench(const char *first, ...)
 {
-    const char *args[48] = {lfbench};
-    char target[32], path[] = "/tmp/lfe-counts-XXXXXX", jpath[] = "/tmp/lfe-counts-json-XXXXXX";
-    int n = 1, fd = mkstemp(path), jfd = mkstemp(jpath), status;
+    const char *args[48] = {lfb.lfbench};
+    char target[32], jpath[] = "/tmp/lfe-counts-json-XXXXXX";
+    int n = 1, jfd = mkstemp(jpath), rc;
     va_list ap;
-    pid_t pid;
-    ssize_t len;
 
     va_start(ap, first);
     for (const char *a = first; a && n < 40; a = va_arg(ap, const char *))
         args[n++] = a;
     va_end(ap);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", server_port);
+    snprintf(target, sizeof(target), "127.0.0.1:%d", lfb.server_port);
     args[n++] = "-q";
     args[n++] = "--json";
     args[n++] = jpath;
     args[n++] = target;
     args[n] = NULL;
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        alarm(60 * (unsigned)slow); /* a hung client fails the test, not the suite */
-        execv(lfbench, (char *const *)args);
-        _exit(127);
-    }
-    waitpid(pid, &status, 0);
-    len = pread(fd, out, sizeof(out) - 1, 0);
-    out[len > 0 ? len : 0] = '\0';
-    len = pread(jfd, json, sizeof(json) - 1, 0);
-    json[len > 0 ? len : 0] = '\0';
-    close(fd);
+    rc = lfb_run(args, lfb.out, sizeof(lfb.out), 60 * (unsigned)lfb.slow);
+    lfb_read_back(jfd, json, sizeof(json));
     close(jfd);
-    unlink(path);
     unlink(jpath);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rc;
 }
 
 /* A number from the --json: a top-level key, else the first of that name; NAN if none. */
 static double jnum(const char *name)
 {
-    char key[64];
-    const char *p;
-
-    snprintf(key, sizeof(key), "\n  \"%s\": ", name);
-    p = strstr(json, key);
-    if (!p) {
-        snprintf(key, sizeof(key), "\"%s\": ", name);
-        p = strstr(json, key);
-    }
-    return p ? strtod(p + strlen(key), NULL) : NAN;
+    return lfb_jtop(json, name);
 }
 
 /* The requests badserver's nth mode answered in all (its FILE). */
@@ -184,7 +98,7 @@ static void expect_every_request_counted(const char *what, double sent)
         sent != done + errors || lost != 0)
         fail_msg("%s: want every request sent a response or an error, each: %.0f sent, %.0f "
                  "done, %.0f errors, %.0f lost:\n%s",
-                 what, sent, done, errors, lost, out);
+                 what, sent, done, errors, lost, lfb.out);
 }
 
 /* Regression (white-box review, defect 2): on a pipelined connection that closed, reset or timed
@@ -202,15 +116,15 @@ static void test_pipelined_failures_count_each_request(void **state)
     close(mkstemp(count));
     start_server("nth", "50", "64", "fin", count, NULL);
     if (bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1", NULL) != 1 ||
-        !strstr(out, "errors exceed --max-errors"))
-        fail_msg("want the closes to fail the run:\n%s", out);
+        !strstr(lfb.out, "errors exceed --max-errors"))
+        fail_msg("want the closes to fail the run:\n%s", lfb.out);
     expect_every_request_counted("open loop, FIN", jnum("sent"));
     if (jnum("requests") != answered(count))
         fail_msg("want every answer counted: %.0f done, the server answered %ld\n%s",
-                 jnum("requests"), answered(count), out);
+                 jnum("requests"), answered(count), lfb.out);
     bench("--pipeline", "8", "-n", "3000", "-c", "4", "--max-errors", "1000000", NULL);
     expect_every_request_counted("closed loop, FIN", 3000);
-    teardown(NULL);
+    lfb_teardown(NULL);
 
     start_server("nth", "50", "64", "rst", NULL);
     bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1", "--max-errors", "1000000", NULL);
@@ -218,15 +132,15 @@ static void test_pipelined_failures_count_each_request(void **state)
     bench("--pipeline", "8", "-n", "3000", "-c", "4", "--max-errors", "1000000", NULL);
     expect_every_request_counted("closed loop, reset", jnum("all_requests"));
     if (jnum("all_requests") != 3000)
-        fail_msg("want -n 3000 issued:\n%s", out);
-    teardown(NULL);
+        fail_msg("want -n 3000 issued:\n%s", lfb.out);
+    lfb_teardown(NULL);
 
     /* it stops answering for 0.5 s: every connection's requests time out, 8 at a time */
     start_server("stall", "300", "800", NULL);
     bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1.5", "--timeout", "200",
           "--max-errors", "1000000", NULL);
     if (jnum("timeout") < 8)
-        fail_msg("want timeouts:\n%s", out);
+        fail_msg("want timeouts:\n%s", lfb.out);
     expect_every_request_counted("open loop, timeout", jnum("sent"));
     unlink(count);
 }
@@ -248,9 +162,9 @@ static void test_responses_before_a_reset_are_counted(void **state)
               NULL);
         if (jnum("requests") != answered(count))
             fail_msg("want every answer the server wrote counted: %.0f done, %ld answered\n%s",
-                     jnum("requests"), answered(count), out);
+                     jnum("requests"), answered(count), lfb.out);
         expect_every_request_counted("open loop, reset behind the answers", jnum("sent"));
-        teardown(NULL);
+        lfb_teardown(NULL);
         if (k == 0)
             start_server("nth", "20", "64", "rst", count, NULL);
     }
@@ -270,13 +184,13 @@ static void test_schedule_is_the_window(void **state)
         jnum("intended") != 1000 || jnum("sent") != 1000 || jnum("requests") != 1000 ||
         jnum("unsent") != 0)
         fail_msg("want 1,000 due, sent and done in the measured second, none of the warm-up:\n%s",
-                 out);
+                 lfb.out);
     if (bench("-R", "10000", "-d", "0.5", "-c", "4", NULL) != 0 || jnum("intended") != 5000 ||
         jnum("requests") != 5000)
-        fail_msg("want 5,000 due and done in 0.5 s at 10,000/s:\n%s", out);
+        fail_msg("want 5,000 due and done in 0.5 s at 10,000/s:\n%s", lfb.out);
     if (bench("-R", "10000", "-d", "0.5", "-c", "4", "-t", "2", NULL) != 0 ||
         jnum("intended") != 5000 || jnum("requests") != 5000)
-        fail_msg("two threads: want 5,000 due and done in 0.5 s at 10,000/s:\n%s", out);
+        fail_msg("two threads: want 5,000 due and done in 0.5 s at 10,000/s:\n%s", lfb.out);
 }
 
 /* Regression (white-box review, defect 6): the closed loop went on issuing after -d ended until
@@ -296,8 +210,8 @@ static void test_closed_loop_stops_at_the_end(void **state)
         if (bench("-d", runs[k][1], "-c", "4", NULL) != 0 || jnum("requests") < 4 ||
             jnum("requests") > 16 || jnum("all_requests") > 16)
             fail_msg("want at most 4 requests a connection in %s s at %s ms each:\n%s", runs[k][1],
-                     runs[k][0], out);
-        teardown(NULL);
+                     runs[k][0], lfb.out);
+        lfb_teardown(NULL);
     }
 }
 
@@ -314,11 +228,11 @@ static void test_count_run_measures_its_requests(void **state)
         double sum;
 
         if (bench("-n", "10", "-c", "1", NULL) != 0 || jnum("requests") != 10)
-            fail_msg("want 10 requests:\n%s", out);
+            fail_msg("want 10 requests:\n%s", lfb.out);
         sum = jnum("mean_us") * jnum("samples") / 1e6;
         if (!(sum >= 0.2) || fabs(jnum("measured_s") - sum) > 0.002)
             fail_msg("want the measured window the 10 requests' %.4f s, to the ms: %.3f s\n%s", sum,
-                     jnum("measured_s"), out);
+                     jnum("measured_s"), lfb.out);
     }
 }
 
@@ -330,32 +244,23 @@ static void test_count_below_threads_ends(void **state)
     start_server("echo", NULL);
     if (bench("-n", "1", "-c", "2", "-t", "2", NULL) != 0 || jnum("requests") != 1 ||
         jnum("all_requests") != 1)
-        fail_msg("want -n 1 over two threads to end with 1 request:\n%s", out);
+        fail_msg("want -n 1 over two threads to end with 1 request:\n%s", lfb.out);
     if (bench("-n", "3", "-c", "8", "-t", "4", NULL) != 0 || jnum("requests") != 3)
-        fail_msg("want -n 3 over four threads to end with 3 requests:\n%s", out);
+        fail_msg("want -n 3 over four threads to end with 3 requests:\n%s", lfb.out);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_pipelined_failures_count_each_request, teardown),
-        cmocka_unit_test_teardown(test_responses_before_a_reset_are_counted, teardown),
-        cmocka_unit_test_teardown(test_schedule_is_the_window, teardown),
-        cmocka_unit_test_teardown(test_closed_loop_stops_at_the_end, teardown),
-        cmocka_unit_test_teardown(test_count_run_measures_its_requests, teardown),
-        cmocka_unit_test_teardown(test_count_below_threads_ends, teardown),
+        cmocka_unit_test_teardown(test_pipelined_failures_count_each_request, lfb_teardown),
+        cmocka_unit_test_teardown(test_responses_before_a_reset_are_counted, lfb_teardown),
+        cmocka_unit_test_teardown(test_schedule_is_the_window, lfb_teardown),
+        cmocka_unit_test_teardown(test_closed_loop_stops_at_the_end, lfb_teardown),
+        cmocka_unit_test_teardown(test_count_run_measures_its_requests, lfb_teardown),
+        cmocka_unit_test_teardown(test_count_below_threads_ends, lfb_teardown),
     };
 
-    lfbench = getenv("LFBENCH");
-    badserver = getenv("BADSERVER");
-    if (!lfbench || !badserver) {
-        fprintf(stderr, "set LFBENCH and BADSERVER (make test does)\n");
+    if (lfb_init(false) < 0)
         return 1;
-    }
-    if (getenv("TEST_SLOW"))
-        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
-    signal(SIGPIPE, SIG_IGN);
-    if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_schedule*': run only those */
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

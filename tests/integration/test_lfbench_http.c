@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "lfb_util.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,32 +28,8 @@
 
 #define NGINX "/usr/sbin/nginx"
 
-static const char *lfbench, *lfepolld, *badserver, *script;
-static int slow = 1;
-static pid_t server_pid;
-static int server_port;
-static char out[1 << 16];                      /* lfbench's output of the last run */
+static const char *script;
 static char tmpdir[] = "/tmp/lfe-http-XXXXXX"; /* request files, nginx's tree */
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A port nothing listens on right now. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
 
 static int connect_port(int port)
 {
@@ -65,111 +43,6 @@ static int connect_port(int port)
         return -1;
     }
     return fd;
-}
-
-/* Starts a server: argv with "PORT" (alone, or after "127.0.0.1:") replaced by a free port,
- * and "CONF" by tmpdir's nginx.conf written for that port. */
-static void start_server(const char *const *argv)
-{
-    const char *args[16];
-    char port[16], hostport[32];
-    int n = 0, devnull;
-
-    server_port = free_port();
-    snprintf(port, sizeof(port), "%d", server_port);
-    snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", server_port);
-    for (; *argv; argv++)
-        args[n++] = !strcmp(*argv, "PORT")             ? port
-                    : !strcmp(*argv, "127.0.0.1:PORT") ? hostport
-                                                       : *argv;
-    args[n] = NULL;
-    server_pid = fork();
-    assert_true(server_pid >= 0);
-    if (server_pid == 0) {
-        devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
-        execv(args[0], (char *const *)args);
-        _exit(127);
-    }
-    for (int i = 0; i < 500; i++) {
-        int fd = connect_port(server_port);
-        if (fd >= 0) {
-            close(fd);
-            return;
-        }
-        sleep_ms(10);
-    }
-    fail_msg("the server (%s) did not listen on %d", args[0], server_port);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (server_pid > 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, NULL, 0);
-    }
-    server_pid = 0;
-    return 0;
-}
-
-/* Runs lfbench with args (NULL-terminated), target 127.0.0.1:port last; returns its exit
- * status; its stdout and stderr land in out. A client that hangs is killed (SIGALRM). */
-static int bench(int port, ...)
-{
-    const char *args[48] = {lfbench};
-    char target[32], path[] = "/tmp/lfe-bench-XXXXXX";
-    int n = 1, fd = mkstemp(path), status;
-    va_list ap;
-    pid_t pid;
-    ssize_t len;
-
-    va_start(ap, port);
-    for (const char *a = va_arg(ap, const char *); a; a = va_arg(ap, const char *))
-        args[n++] = a;
-    va_end(ap);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-    args[n++] = target;
-    args[n] = NULL;
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        alarm(60 * (unsigned)slow);
-        execv(lfbench, (char *const *)args);
-        _exit(127);
-    }
-    waitpid(pid, &status, 0);
-    len = pread(fd, out, sizeof(out) - 1, 0);
-    out[len > 0 ? len : 0] = '\0';
-    close(fd);
-    unlink(path);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* A counter: the first word of a summary line ("requests     12"), else one within a line
- * ("mismatch 3"); -1 when absent. */
-static long field(const char *name)
-{
-    char key[64];
-    const char *p;
-
-    snprintf(key, sizeof(key), "\n%s ", name);
-    if (strncmp(out, key + 1, strlen(key + 1)) == 0) /* -q: the result is the first line */
-        return atol(out + strlen(key + 1));
-    p = strstr(out, key);
-    if (!p) {
-        snprintf(key, sizeof(key), " %s ", name);
-        p = strstr(out, key);
-    }
-    if (!p)
-        return -1;
-    p += strlen(key);
-    while (*p == ' ')
-        p++;
-    return atol(p);
 }
 
 /* The path of tmpdir/name, written with text (static buffer, one at a time per slot). */
@@ -190,29 +63,29 @@ static const char *write_file(int slot, const char *name, const char *text, size
 
 static void expect_clean(int rc, long requests)
 {
-    if (rc != 0 || !strstr(out, "errors       0:") ||
-        (requests >= 0 && field("requests") != requests))
-        fail_msg("lfbench rc=%d, want 0 and no errors (%ld requests):\n%s", rc, requests, out);
+    if (rc != 0 || !strstr(lfb.out, "errors       0:") ||
+        (requests >= 0 && lfb_field("requests") != requests))
+        fail_msg("lfbench rc=%d, want 0 and no errors (%ld requests):\n%s", rc, requests, lfb.out);
 }
 
 /* The summary's "reconnects N" and "http N" (non-2xx) lines; reconnects is printed only when
  * some happened. */
 static long reconnects(void)
 {
-    long r = field("reconnects");
+    long r = lfb_field("reconnects");
     return r < 0 ? 0 : r;
 }
 
 static void expect_non2xx(long want)
 {
-    if (field("http") != want)
-        fail_msg("want %ld non-2xx responses in the summary's http line:\n%s", want, out);
+    if (lfb_field("http") != want)
+        fail_msg("want %ld non-2xx responses in the summary's http line:\n%s", want, lfb.out);
 }
 
 static void start_hello(void)
 {
-    const char *srv[] = {lfepolld, "--listen", "127.0.0.1:PORT", "--lua", script, "-q", NULL};
-    start_server(srv);
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "--lua", script, "-q", NULL};
+    lfb_start(srv);
 }
 
 /* Keep-alive: one connection carries many requests, pipelined too; no reconnect. */
@@ -220,13 +93,13 @@ static void test_long_keepalive(void **state)
 {
     (void)state;
     start_hello();
-    expect_clean(
-        bench(server_port, "--expect", "http", "-c", "8", "-t", "2", "-n", "5000", "-q", NULL),
-        5000);
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "-c", "8", "-t", "2", "-n", "5000",
+                           "-q", NULL),
+                 5000);
     assert_int_equal(reconnects(), 0);
     expect_non2xx(0);
-    expect_clean(bench(server_port, "--expect", "http", "--pipeline", "16", "-c", "4", "-n", "8000",
-                       "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--pipeline", "16", "-c", "4", "-n",
+                           "8000", "-q", NULL),
                  8000);
     assert_int_equal(reconnects(), 0);
 }
@@ -240,18 +113,18 @@ static void test_connection_close(void **state)
 
     (void)state;
     start_hello();
-    expect_clean(bench(server_port, "--expect", "http", "--request", req, "-c", "4", "-n", "1000",
-                       "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", req, "-c", "4", "-n",
+                           "1000", "-q", NULL),
                  1000);
     assert_in_range(reconnects(), 1000, 1004); /* one a response (and not the last in flight) */
-    expect_clean(bench(server_port, "--expect", "http", "--request", req, "--pipeline", "4", "-c",
-                       "2", "-n", "400", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", req, "--pipeline", "4",
+                           "-c", "2", "-n", "400", "-q", NULL),
                  400);
     assert_in_range(reconnects(), 400, 402);
     /* HTTP/1.0 without keep-alive closes too */
     req = REQ(1, "http10.req", "GET / HTTP/1.0\r\n\r\n");
-    expect_clean(bench(server_port, "--expect", "http", "--request", req, "-c", "2", "-n", "200",
-                       "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", req, "-c", "2", "-n",
+                           "200", "-q", NULL),
                  200);
     assert_in_range(reconnects(), 200, 202);
 }
@@ -264,8 +137,8 @@ static void test_head(void **state)
 
     (void)state;
     start_hello();
-    expect_clean(bench(server_port, "--expect", "http", "--request", req, "--pipeline", "4",
-                       "--timeout", "2000", "-c", "2", "-n", "2000", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", req, "--pipeline", "4",
+                           "--timeout", "2000", "-c", "2", "-n", "2000", "-q", NULL),
                  2000);
 }
 
@@ -276,13 +149,13 @@ static void test_short_mode(void **state)
     (void)state;
     start_hello();
     /* keep-alive responses: the client closes after each */
-    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-c", "8", "-n", "1000",
-                       "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--mode", "short", "-c", "8", "-n",
+                           "1000", "-q", NULL),
                  1000);
-    assert_int_equal(field("connections"), 1000);
+    assert_int_equal(lfb_field("connections"), 1000);
     /* the server closes after each */
-    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "--request", req, "-c",
-                       "8", "-n", "1000", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--mode", "short", "--request", req,
+                           "-c", "8", "-n", "1000", "-q", NULL),
                  1000);
 }
 
@@ -292,20 +165,20 @@ static void test_open_loop(void **state)
 
     (void)state;
     start_hello();
-    expect_clean(
-        bench(server_port, "--expect", "http", "-R", "1000", "-d", "2", "-c", "10", "-q", NULL),
-        -1);
-    assert_in_range(field("requests"), 1800, 2050);
-    assert_int_equal(field("unsent"), 0);
-    expect_clean(bench(server_port, "--expect", "http", "--request", req, "-R", "500", "-d", "1",
-                       "-c", "10", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "-R", "1000", "-d", "2", "-c", "10",
+                           "-q", NULL),
                  -1);
-    assert_in_range(field("requests"), 450, 520);
+    assert_in_range(lfb_field("requests"), 1800, 2050);
+    assert_int_equal(lfb_field("unsent"), 0);
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", req, "-R", "500", "-d",
+                           "1", "-c", "10", "-q", NULL),
+                 -1);
+    assert_in_range(lfb_field("requests"), 450, 520);
     assert_true(reconnects() >= 450);
-    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-R", "500", "-d", "1",
-                       "-c", "10", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--mode", "short", "-R", "500",
+                           "-d", "1", "-c", "10", "-q", NULL),
                  -1);
-    assert_in_range(field("requests"), 450, 520);
+    assert_in_range(lfb_field("requests"), 450, 520);
 }
 
 /* One raw request to the server; the whole response up to the close, in buf. */
@@ -345,7 +218,7 @@ static void test_nginx(void **state)
         text[i] = "lfbench speaks HTTP/1.1\n"[i % 24];
     write_file(0, "www/index.html", text, 1000);
     write_file(0, "www/gz/big.txt", text, sizeof(text));
-    server_port = free_port();
+    lfb.server_port = lfb_free_port();
     /* no root paths: pid, logs and temp files in tmpdir; keepalive_requests low, so every
      * connection ends in a Connection: close */
     snprintf(conf, sizeof(conf),
@@ -357,96 +230,78 @@ static void test_nginx(void **state)
              "  scgi_temp_path %s/scgi;\n  keepalive_requests 100;\n"
              "  server {\n    listen 127.0.0.1:%d;\n    root %s/www;\n"
              "    location /gz/ { gzip on; gzip_min_length 0; gzip_types text/plain; }\n  }\n}\n",
-             tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, server_port, tmpdir);
+             tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, lfb.server_port, tmpdir);
     write_file(0, "nginx.conf", conf, strlen(conf));
     snprintf(path, sizeof(path), "%s/nginx.conf", tmpdir);
-    /* started here, not by start_server: the config names the port */
-    {
-        const char *args[] = {NGINX, "-p", tmpdir, "-c", path, "-e", "stderr", NULL};
-        int devnull;
-
-        server_pid = fork();
-        assert_true(server_pid >= 0);
-        if (server_pid == 0) {
-            devnull = open("/dev/null", O_WRONLY);
-            dup2(devnull, STDOUT_FILENO);
-            dup2(devnull, STDERR_FILENO);
-            execv(args[0], (char *const *)args);
-            _exit(127);
-        }
-        for (int i = 0; i < 500; i++) {
-            int fd = connect_port(server_port);
-            if (fd >= 0) {
-                close(fd);
-                break;
-            }
-            sleep_ms(10);
-        }
-    }
+    /* started on the port its config names */
+    lfb.server_pid =
+        lfb_start_server((const char *[]){NGINX, "-p", tmpdir, "-c", path, "-e", "stderr", NULL},
+                         &lfb.server_port, lfb.slow);
     get = REQ(1, "get.req", "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
     gz = REQ(2, "gz.req", "GET /gz/big.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n");
     missing = REQ(3, "missing.req", "GET /missing HTTP/1.1\r\nHost: t\r\n\r\n");
     /* the gzip response is chunked (else this test would not cover chunked from nginx) */
     fetch(
-        server_port,
+        lfb.server_port,
         "GET /gz/big.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
         resp, sizeof(resp));
     if (!strstr(resp, "Transfer-Encoding: chunked") || !strstr(resp, "Content-Encoding: gzip"))
         fail_msg("nginx did not answer chunked gzip:\n%.300s", resp);
-    fetch(server_port, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", resp,
+    fetch(lfb.server_port, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", resp,
           sizeof(resp));
     assert_non_null(strstr(resp, "Content-Length: 1000"));
 
-    expect_clean(bench(server_port, "--expect", "http", "--request", get, "-c", "4", "-n", "2000",
-                       "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", get, "-c", "4", "-n",
+                           "2000", "-q", NULL),
                  2000);
     expect_non2xx(0);
     assert_in_range(reconnects(), 16, 24); /* every 100th response closes its connection */
-    expect_clean(bench(server_port, "--expect", "http", "--request", gz, "--pipeline", "4", "-c",
-                       "4", "-n", "2000", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", gz, "--pipeline", "4",
+                           "-c", "4", "-n", "2000", "-q", NULL),
                  2000);
     assert_true(reconnects() >= 16);
     expect_non2xx(0);
     /* a 404 is a whole response: counted as non-2xx, not an error */
-    expect_clean(bench(server_port, "--expect", "http", "--request", missing, "-c", "2", "-n",
-                       "300", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", missing, "-c", "2",
+                           "-n", "300", "-q", NULL),
                  300);
     expect_non2xx(300);
     /* --ok-status: a 404 this server is asked for on purpose is an answer */
-    expect_clean(bench(server_port, "--expect", "http", "--request", missing, "--ok-status",
-                       "2xx,404", "-c", "2", "-n", "300", "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", missing, "--ok-status",
+                           "2xx,404", "-c", "2", "-n", "300", "-q", NULL),
                  300);
     expect_non2xx(0);
-    assert_non_null(strstr(out, "responses with a status other than 2xx,404"));
+    assert_non_null(strstr(lfb.out, "responses with a status other than 2xx,404"));
     /* ... and in a search, a 404 breaks every step unless --ok-status accepts it */
-    if (bench(server_port, "--expect", "http", "--request", missing, "-c", "4", "--find-rate",
-              "p99=200ms", "--rate-sweep", "100:200:100", "-d", "0.3", "-q", NULL) != 1 ||
-        !strstr(out, "found        no rate kept the bound: ") ||
-        !strstr(out, " responses had a status other than 2xx at 100/s"))
-        fail_msg("want no rate found for the 404s at 100/s:\n%s", out);
+    if (lfb_bench(lfb.server_port, "--expect", "http", "--request", missing, "-c", "4",
+                  "--find-rate", "p99=200ms", "--rate-sweep", "100:200:100", "-d", "0.3", "-q",
+                  NULL) != 1 ||
+        !strstr(lfb.out, "found        no rate kept the bound: ") ||
+        !strstr(lfb.out, " responses had a status other than 2xx at 100/s"))
+        fail_msg("want no rate found for the 404s at 100/s:\n%s", lfb.out);
     {
         unsigned long a = 0, b = 0;
-        sscanf(strstr(out, "found        no rate kept the bound: ") + 37, "%lu of %lu", &a, &b);
+        sscanf(strstr(lfb.out, "found        no rate kept the bound: ") + 37, "%lu of %lu", &a, &b);
         if (a == 0 || a != b)
-            fail_msg("want every response of the step counted (%lu of %lu):\n%s", a, b, out);
+            fail_msg("want every response of the step counted (%lu of %lu):\n%s", a, b, lfb.out);
     }
-    if (bench(server_port, "--expect", "http", "--request", missing, "--ok-status", "404", "-c",
-              "4", "--find-rate", "p99=200ms", "--rate-sweep", "100:200:100", "-d", "0.3", "-q",
-              NULL) != 0 ||
-        !strstr(out, "found        200 requests/s kept the bound: every rate up to the range's "
-                     "end (200/s) kept it"))
-        fail_msg("want 200/s found with --ok-status 404:\n%s", out);
+    if (lfb_bench(lfb.server_port, "--expect", "http", "--request", missing, "--ok-status", "404",
+                  "-c", "4", "--find-rate", "p99=200ms", "--rate-sweep", "100:200:100", "-d", "0.3",
+                  "-q", NULL) != 0 ||
+        !strstr(lfb.out, "found        200 requests/s kept the bound: every rate up to the range's "
+                         "end (200/s) kept it"))
+        fail_msg("want 200/s found with --ok-status 404:\n%s", lfb.out);
     /* a mix of the three; the default request (GET /) is a 200 of index.html too */
     {
         char mix[1024];
         snprintf(mix, sizeof(mix), "%s:2,%s:1,%s:1", get, gz, missing);
-        expect_clean(bench(server_port, "--expect", "http", "--mix", mix, "-c", "4", "-n", "2000",
-                           "-q", NULL),
+        expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--mix", mix, "-c", "4", "-n",
+                               "2000", "-q", NULL),
                      2000);
-        assert_in_range(field("http"), 300, 700);
+        assert_in_range(lfb_field("http"), 300, 700);
     }
-    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-c", "4", "-n", "300",
-                       "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--mode", "short", "-c", "4", "-n",
+                           "300", "-q", NULL),
                  300);
     expect_non2xx(0);
 }
@@ -455,18 +310,20 @@ static void test_nginx(void **state)
  * (each ends at the close, a reconnect). */
 static void test_badserver_wellformed(void **state)
 {
-    const char *chunked[] = {badserver, "PORT", "http", "chunked", NULL};
-    const char *eof[] = {badserver, "PORT", "http", "eof", NULL};
+    const char *chunked[] = {lfb.badserver, "PORT", "http", "chunked", NULL};
+    const char *eof[] = {lfb.badserver, "PORT", "http", "eof", NULL};
 
     (void)state;
-    start_server(chunked);
-    expect_clean(bench(server_port, "--expect", "http", "-c", "4", "-n", "2000", "-q", NULL), 2000);
-    teardown(state);
-    start_server(eof);
-    expect_clean(bench(server_port, "--expect", "http", "-c", "4", "-n", "500", "-q", NULL), 500);
+    lfb_start(chunked);
+    expect_clean(
+        lfb_bench(lfb.server_port, "--expect", "http", "-c", "4", "-n", "2000", "-q", NULL), 2000);
+    lfb_teardown(state);
+    lfb_start(eof);
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "-c", "4", "-n", "500", "-q", NULL),
+                 500);
     assert_in_range(reconnects(), 500, 504);
-    expect_clean(bench(server_port, "--expect", "http", "--mode", "short", "-c", "4", "-n", "300",
-                       "-q", NULL),
+    expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--mode", "short", "-c", "4", "-n",
+                           "300", "-q", NULL),
                  300);
 }
 
@@ -477,56 +334,32 @@ static void test_badserver_malformed(void **state)
 
     (void)state;
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-        const char *srv[] = {badserver, "PORT", "http", kinds[k], NULL};
+        const char *srv[] = {lfb.badserver, "PORT", "http", kinds[k], NULL};
         int rc;
 
-        start_server(srv);
-        rc = bench(server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout", "2000",
-                   "--max-errors", "1000000", "-q", NULL);
-        if (rc != 1 || field("mismatch") <= 0)
-            fail_msg("%s: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, out);
-        rc = bench(server_port, "--expect", "http", "--mode", "short", "-c", "2", "-n", "50",
-                   "--timeout", "2000", "-q", NULL);
-        if (rc != 1 || field("mismatch") <= 0)
-            fail_msg("%s short: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, out);
-        teardown(state);
+        lfb_start(srv);
+        rc = lfb_bench(lfb.server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout",
+                       "2000", "--max-errors", "1000000", "-q", NULL);
+        if (rc != 1 || lfb_field("mismatch") <= 0)
+            fail_msg("%s: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, lfb.out);
+        rc = lfb_bench(lfb.server_port, "--expect", "http", "--mode", "short", "-c", "2", "-n",
+                       "50", "--timeout", "2000", "-q", NULL);
+        if (rc != 1 || lfb_field("mismatch") <= 0)
+            fail_msg("%s short: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, lfb.out);
+        lfb_teardown(state);
     }
     /* a body cut short by the close: closed and lost, not a response */
     {
-        const char *srv[] = {badserver, "PORT", "http", "short", NULL};
+        const char *srv[] = {lfb.badserver, "PORT", "http", "short", NULL};
         int rc;
 
-        start_server(srv);
-        rc = bench(server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout", "2000",
-                   "--max-errors", "1000000", "-q", NULL);
-        if (rc != 1 || field("closed") <= 0 || field("lost") <= 0 || field("requests") != 0)
-            fail_msg("short body: want exit 1, closed and lost, got %d:\n%s", rc, out);
+        lfb_start(srv);
+        rc = lfb_bench(lfb.server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout",
+                       "2000", "--max-errors", "1000000", "-q", NULL);
+        if (rc != 1 || lfb_field("closed") <= 0 || lfb_field("lost") <= 0 ||
+            lfb_field("requests") != 0)
+            fail_msg("short body: want exit 1, closed and lost, got %d:\n%s", rc, lfb.out);
     }
-}
-
-/* A number from JSON text: the first "name": in it, or -1. */
-static double jnum(const char *json, const char *name)
-{
-    char key[64];
-    const char *p;
-
-    snprintf(key, sizeof(key), "\"%s\": ", name);
-    p = strstr(json, key);
-    return p ? strtod(p + strlen(key), NULL) : -1;
-}
-
-/* The file's contents, NUL-terminated, in a static buffer (then removed). */
-static const char *slurp(const char *path)
-{
-    static char buf[1 << 20];
-    int fd = open(path, O_RDONLY);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-
-    buf[n > 0 ? n : 0] = '\0';
-    if (fd >= 0)
-        close(fd);
-    unlink(path);
-    return buf;
 }
 
 /* Regression (white-box review, defect 1): --find-rate and --rate-sweep kept a step answered
@@ -536,66 +369,67 @@ static const char *slurp(const char *path)
  * the table, the found line and each step's --json say how many there were. */
 static void test_find_rate_counts_503(void **state)
 {
-    const char *srv[] = {badserver, "PORT", "http503", "500", NULL};
+    const char *srv[] = {lfb.badserver, "PORT", "http503", "500", NULL};
     char json[] = "/tmp/lfe-http-json-XXXXXX";
     const char *f, *j, *st;
     double found;
     int rc, steps = 0;
 
     (void)state;
-    start_server(srv);
+    lfb_start(srv);
     close(mkstemp(json));
-    rc = bench(server_port, "--expect", "http", "-c", "20", "--find-rate", "p99=50ms",
-               "--rate-sweep", "250:2000:250", "-d", "0.5", "--warmup", "0.2", "--json", json, "-q",
-               NULL);
-    f = strstr(out, "\nfound        ");
+    rc = lfb_bench(lfb.server_port, "--expect", "http", "-c", "20", "--find-rate", "p99=50ms",
+                   "--rate-sweep", "250:2000:250", "-d", "0.5", "--warmup", "0.2", "--json", json,
+                   "-q", NULL);
+    f = strstr(lfb.out, "\nfound        ");
     if (!f)
-        fail_msg("rc %d, no found line:\n%s", rc, out);
+        fail_msg("rc %d, no found line:\n%s", rc, lfb.out);
     found = strtod(f + 14, NULL);
     /* 500/s is within the server's rate (its bucket holds 50 ms of it): 250 on a machine slow
      * enough to bunch the sends */
     if (rc != 0 || found < 250 || found > 500 ||
         !strstr(f, " responses had a status other than 2xx at "))
         fail_msg("rc %d: want 250 to 500/s found, for the 503s:%s", rc,
-                 strstr(out, "\nsteps ") ? strstr(out, "\nsteps ") : out);
-    if (!strstr(out, "    non-2xx  kept\n"))
-        fail_msg("the steps table has no non-2xx column:\n%s", out);
+                 strstr(lfb.out, "\nsteps ") ? strstr(lfb.out, "\nsteps ") : lfb.out);
+    if (!strstr(lfb.out, "    non-2xx  kept\n"))
+        fail_msg("the steps table has no non-2xx column:\n%s", lfb.out);
     /* each step's --json: its count; a step with any is not kept, one at 1,000/s has half */
-    j = slurp(json);
+    j = lfb_slurp(json);
     st = strstr(j, "\"steps\": [");
     assert_non_null(st);
     for (const char *q = st; (q = strstr(q + 1, "{\"rate\": ")); steps++) {
-        double rate = jnum(q, "rate"), non2xx = jnum(q, "http_non2xx"), req = jnum(q, "requests");
+        double rate = lfb_jnum(q, "rate"), non2xx = lfb_jnum(q, "http_non2xx"),
+               req = lfb_jnum(q, "requests");
         const char *kept = strstr(q, "\"kept\": ");
 
         assert_non_null(kept);
-        if (non2xx < 0 || (non2xx > 0) != !strncmp(kept + 8, "false", 5) ||
+        if (!(non2xx >= 0) || (non2xx > 0) != !strncmp(kept + 8, "false", 5) ||
             (rate <= 250 && non2xx > 0) || (rate >= 1000 && non2xx < req * 0.3))
             fail_msg("step at %.0f/s: http_non2xx %.0f of %.0f, %.5s:\n%s", rate, non2xx, req,
-                     kept + 8, out);
+                     kept + 8, lfb.out);
     }
     assert_true(steps >= 4);
 
     /* the statuses the user names as answers: 503 is one, and the whole range keeps it */
-    rc = bench(server_port, "--expect", "http", "--ok-status", "2xx,503", "-c", "20", "--find-rate",
-               "p99=50ms", "--rate-sweep", "250:2000:250", "-d", "0.5", "--warmup", "0.2", "-q",
-               NULL);
-    if (rc != 0 || !strstr(out, "found        2000 requests/s kept the bound: every rate up to "
-                                "the range's end (2000/s) kept it"))
+    rc = lfb_bench(lfb.server_port, "--expect", "http", "--ok-status", "2xx,503", "-c", "20",
+                   "--find-rate", "p99=50ms", "--rate-sweep", "250:2000:250", "-d", "0.5",
+                   "--warmup", "0.2", "-q", NULL);
+    if (rc != 0 || !strstr(lfb.out, "found        2000 requests/s kept the bound: every rate up to "
+                                    "the range's end (2000/s) kept it"))
         fail_msg("rc %d: want 2000/s found with --ok-status 2xx,503:%s", rc,
-                 strstr(out, "\nsteps ") ? strstr(out, "\nsteps ") : out);
-    if (field("http") != 0 || !strstr(out, "other than 2xx,503, which break a step"))
-        fail_msg("want no response counted with --ok-status 2xx,503:\n%s", out);
+                 strstr(lfb.out, "\nsteps ") ? strstr(lfb.out, "\nsteps ") : lfb.out);
+    if (lfb_field("http") != 0 || !strstr(lfb.out, "other than 2xx,503, which break a step"))
+        fail_msg("want no response counted with --ok-status 2xx,503:\n%s", lfb.out);
 
     /* the staircase: a step with 503s is not kept, and its --json says how many */
     close(mkstemp(json));
-    rc = bench(server_port, "--expect", "http", "-c", "20", "--rate-sweep", "250:1000:750", "-d",
-               "0.5", "--warmup", "0.2", "--json", json, "-q", NULL);
-    j = slurp(json);
+    rc = lfb_bench(lfb.server_port, "--expect", "http", "-c", "20", "--rate-sweep", "250:1000:750",
+                   "-d", "0.5", "--warmup", "0.2", "--json", json, "-q", NULL);
+    j = lfb_slurp(json);
     st = strstr(j, "{\"rate\": 1000.000");
-    if (rc != 0 || !st || jnum(st, "http_non2xx") < 100 || !strstr(st, "\"kept\": false"))
-        fail_msg("rc %d: want the 1000/s step not kept, with its 503s counted:\n%s\n%s", rc, out,
-                 st ? st : j);
+    if (rc != 0 || !st || !(lfb_jnum(st, "http_non2xx") >= 100) || !strstr(st, "\"kept\": false"))
+        fail_msg("rc %d: want the 1000/s step not kept, with its 503s counted:\n%s\n%s", rc,
+                 lfb.out, st ? st : j);
 }
 
 /* Request files that are not one HTTP request: refused with one line naming the file. */
@@ -613,51 +447,41 @@ static void test_bad_request_files(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const char *req = write_file(0, "bad.req", bad[i].text, strlen(bad[i].text));
-        assert_int_equal(bench(1, "--expect", "http", "--request", req, NULL), 2);
-        if (!strstr(out, bad[i].needle) || !strstr(out, "bad.req"))
-            fail_msg("want '%s' naming bad.req:\n%s", bad[i].needle, out);
+        assert_int_equal(lfb_bench(1, "--expect", "http", "--request", req, NULL), 2);
+        if (!strstr(lfb.out, bad[i].needle) || !strstr(lfb.out, "bad.req"))
+            fail_msg("want '%s' naming bad.req:\n%s", bad[i].needle, lfb.out);
     }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_long_keepalive, teardown),
-        cmocka_unit_test_teardown(test_connection_close, teardown),
-        cmocka_unit_test_teardown(test_head, teardown),
-        cmocka_unit_test_teardown(test_short_mode, teardown),
-        cmocka_unit_test_teardown(test_open_loop, teardown),
-        cmocka_unit_test_teardown(test_nginx, teardown),
-        cmocka_unit_test_teardown(test_badserver_wellformed, teardown),
-        cmocka_unit_test_teardown(test_badserver_malformed, teardown),
-        cmocka_unit_test_teardown(test_bad_request_files, teardown),
-        cmocka_unit_test_teardown(test_find_rate_counts_503, teardown),
+        cmocka_unit_test_teardown(test_long_keepalive, lfb_teardown),
+        cmocka_unit_test_teardown(test_connection_close, lfb_teardown),
+        cmocka_unit_test_teardown(test_head, lfb_teardown),
+        cmocka_unit_test_teardown(test_short_mode, lfb_teardown),
+        cmocka_unit_test_teardown(test_open_loop, lfb_teardown),
+        cmocka_unit_test_teardown(test_nginx, lfb_teardown),
+        cmocka_unit_test_teardown(test_badserver_wellformed, lfb_teardown),
+        cmocka_unit_test_teardown(test_badserver_malformed, lfb_teardown),
+        cmocka_unit_test_teardown(test_bad_request_files, lfb_teardown),
+        cmocka_unit_test_teardown(test_find_rate_counts_503, lfb_teardown),
     };
     static char script_path[4096];
     int rc;
 
-    lfbench = getenv("LFBENCH");
-    lfepolld = getenv("LFEPOLLD");
-    badserver = getenv("BADSERVER");
-    if (!lfbench || !lfepolld || !badserver) {
-        fprintf(stderr, "set LFBENCH, LFEPOLLD and BADSERVER (make test does)\n");
+    if (lfb_init(true) < 0)
         return 1;
-    }
     /* lua/http_hello.lua beside the tests' working directory (the repository root) */
     if (!realpath("lua/http_hello.lua", script_path)) {
         fprintf(stderr, "run from the repository root: lua/http_hello.lua not found\n");
         return 1;
     }
     script = script_path;
-    if (getenv("TEST_SLOW"))
-        slow = atoi(getenv("TEST_SLOW")) > 0 ? atoi(getenv("TEST_SLOW")) : 1;
-    signal(SIGPIPE, SIG_IGN);
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         return 1;
     }
-    if (getenv("TEST_FILTER"))
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     {
         char cmd[256];

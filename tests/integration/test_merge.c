@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "lfb_util.h"
 
 #define NBUCKETS (2 * 128 + 33 * 128) /* layout "hdr-2" */
 
@@ -31,31 +32,16 @@ static pid_t bad_pid; /* a badserver, killed by teardown_bad */
 static pid_t start(const char *out_path, const char *const *args)
 {
     const char *argv[32] = {lfbench};
-    int n = 1;
+    int n = 1, fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     pid_t pid;
 
-    for (; *args; args++)
+    assert_true(fd >= 0);
+    for (; *args && n < 31; args++)
         argv[n++] = *args;
     argv[n] = NULL;
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        alarm(60 * (unsigned)slow);
-        execv(lfbench, (char *const *)argv);
-        _exit(127);
-    }
+    pid = lfb_spawn(argv, fd, fd, 60 * (unsigned)slow);
+    close(fd);
     return pid;
-}
-
-static int finish(pid_t pid)
-{
-    int status;
-
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* The file's contents (malloc'd, NUL-terminated). */
@@ -190,13 +176,13 @@ static void test_two_agents(void **state)
     pa = start(oa, (const char *const[]){"-q", "-d", "1", "-c", "4", "--json", a, port, NULL});
     pb = start(
         ob, (const char *const[]){"-q", "-d", "1", "-c", "6", "-t", "2", "--json", b, port, NULL});
-    rc = finish(pa);
+    rc = lfb_wait(pa);
     if (rc)
         fail_msg("lfbench A exited %d:\n%s", rc, (text = slurp(oa)));
-    rc = finish(pb);
+    rc = lfb_wait(pb);
     if (rc)
         fail_msg("lfbench B exited %d:\n%s", rc, (text = slurp(ob)));
-    rc = finish(start(om, (const char *const[]){"merge", "--json", m, a, b, NULL}));
+    rc = lfb_wait(start(om, (const char *const[]){"merge", "--json", m, a, b, NULL}));
     text = slurp(om);
     if (rc)
         fail_msg("lfbench merge exited %d:\n%s", rc, text);
@@ -241,7 +227,7 @@ static void test_two_agents(void **state)
     assert_non_null(strstr(text, want));
     free(text);
     /* the merged file merges again, with A: A's samples twice */
-    rc = finish(start(om, (const char *const[]){"merge", "-q", "--json", m, m, a, NULL}));
+    rc = lfb_wait(start(om, (const char *const[]){"merge", "-q", "--json", m, m, a, NULL}));
     assert_int_equal(rc, 0);
     text = slurp(m);
     assert_true(top(text, "requests") == 2 * top(ja, "requests") + top(jb, "requests"));
@@ -278,23 +264,8 @@ static void sleep_until(double t)
 
 static int teardown_bad(void **state)
 {
-    if (bad_pid > 0) {
-        kill(bad_pid, SIGKILL);
-        waitpid(bad_pid, NULL, 0);
-    }
-    bad_pid = 0;
+    lfb_stop_server(&bad_pid);
     return teardown(state);
-}
-
-/* A number from JSON text: the first "name": in it, or NAN. */
-static double jnum(const char *json, const char *name)
-{
-    char key[64];
-    const char *p;
-
-    snprintf(key, sizeof(key), "\"%s\": ", name);
-    p = strstr(json, key);
-    return p ? strtod(p + strlen(key), NULL) : NAN;
 }
 
 /* The walls of the seconds of json's series whose max latency is at least min_us, into w[]
@@ -310,11 +281,11 @@ static int slow_seconds(const char *json, double min_us, double *w, int max, dou
     for (const char *q = p; (q = strstr(q + 1, "{\"t\": ")); total++)
         ;
     for (const char *q = p; (q = strstr(q + 1, "{\"t\": ")); k++) {
-        double wall_s = jnum(q, "wall");
+        double wall_s = lfb_jnum(q, "wall");
 
         if (k < total - 1 && fabs(wall_s - round(wall_s)) > 1e-6 && !*off)
             *off = wall_s;
-        if (jnum(q, "max_us") >= min_us && n < max)
+        if (lfb_jnum(q, "max_us") >= min_us && n < max)
             w[n++] = wall_s;
     }
     return n;
@@ -363,13 +334,13 @@ static void test_stall_lands_in_one_second(void **state)
     sleep_until(k + 0.55);
     pb = start(o, (const char *const[]){"-q", "-R", "400", "-c", "40", "-d", "3.3", "--json", b,
                                         target, NULL});
-    rc = finish(pa);
+    rc = lfb_wait(pa);
     if (rc)
         fail_msg("lfbench A exited %d", rc);
-    rc = finish(pb);
+    rc = lfb_wait(pb);
     if (rc)
         fail_msg("lfbench B exited %d:\n%s", rc, (text = slurp(o)));
-    rc = finish(start(o, (const char *const[]){"merge", "-q", "--json", m, a, b, NULL}));
+    rc = lfb_wait(start(o, (const char *const[]){"merge", "-q", "--json", m, a, b, NULL}));
     if (rc)
         fail_msg("lfbench merge exited %d:\n%s", rc, (text = slurp(o)));
     ja = slurp(a);
@@ -408,24 +379,24 @@ static void test_bad_input(void **state)
     assert_int_equal(write(fd, "{\"version\": 2,\n  \"target\": [}", 29), 29);
     close(fd);
     close(mkstemp(o));
-    assert_int_equal(finish(start(o, (const char *const[]){"merge", g, NULL})), 2);
+    assert_int_equal(lfb_wait(start(o, (const char *const[]){"merge", g, NULL})), 2);
     text = slurp(o);
     assert_int_equal(count_lines(text), 1);
     assert_non_null(strstr(text, g));
     assert_non_null(strstr(text, ":2:14: expected a value, found '}'"));
     free(text);
-    assert_int_equal(finish(start(o, (const char *const[]){"merge", "/nonexistent.json", NULL})),
+    assert_int_equal(lfb_wait(start(o, (const char *const[]){"merge", "/nonexistent.json", NULL})),
                      2);
     text = slurp(o);
     assert_int_equal(count_lines(text), 1);
     assert_non_null(strstr(text, "/nonexistent.json: No such file or directory"));
     free(text);
-    assert_int_equal(finish(start(o, (const char *const[]){"merge", NULL})), 2);
+    assert_int_equal(lfb_wait(start(o, (const char *const[]){"merge", NULL})), 2);
     text = slurp(o);
     assert_int_equal(count_lines(text), 1);
     assert_non_null(strstr(text, "usage: lfbench merge"));
     free(text);
-    assert_int_equal(finish(start(o, (const char *const[]){"merge", "--bogus", g, NULL})), 2);
+    assert_int_equal(lfb_wait(start(o, (const char *const[]){"merge", "--bogus", g, NULL})), 2);
     text = slurp(o);
     assert_int_equal(count_lines(text), 1);
     free(text);

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "lfb_util.h"
+
 #include "hist.h"
 #include "result.h"
 
@@ -454,31 +456,6 @@ static void test_png_synthetic(void **state)
 
 /* --- a real run against lfepolld ------------------------------------------------------------ */
 
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
-static bool port_open(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-
-    close(fd);
-    return ok;
-}
-
 /* A percentile of a compact histogram, walked here rather than through hist_percentile: the min
  * at rank 1, the max at the last rank, else the midpoint of the bucket cut to [min, max]. */
 static double compact_pct(const struct hcompact *c, double p)
@@ -506,23 +483,11 @@ static double compact_pct(const struct hcompact *c, double p)
 /* Starts lfepolld on a free port of 127.0.0.1, its address in target; returns its pid. */
 static pid_t start_server(char *target, size_t size)
 {
-    int port = free_port();
-    pid_t srv;
+    int port = 0;
+    pid_t srv = lfb_start_server(
+        (const char *[]){lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL}, &port, slow);
 
     snprintf(target, size, "127.0.0.1:%d", port);
-    srv = fork();
-    assert_true(srv >= 0);
-    if (srv == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-
-        dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
-        execl(lfepolld, lfepolld, "--listen", target, "-q", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 500 * slow && !port_open(port); i++)
-        usleep(10000);
-    assert_true(port_open(port));
     return srv;
 }
 

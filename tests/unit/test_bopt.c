@@ -1,5 +1,6 @@
 /* Unit tests of lfbench's options: defaults, every flag, bad values rejected with their
- * message, targets and source ranges. */
+ * message, targets and source ranges; the option table against the parser, --help and
+ * man/lfbench.1 (run from the top of the checkout, as make test does). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,8 +8,10 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -428,6 +431,162 @@ static void test_version_quiet(void **state)
     expect_error("--quiet takes no value", parse("--quiet=yes", "127.0.0.1:1", NULL));
 }
 
+/* Every row of the option table is an option the parser knows (a value-taking one asks for its
+ * value by name; a flag is taken), and a prefix of a long name is not one: getopt_long would
+ * take "--conn" for --connect-rate, lfbench never did. */
+static void test_table_is_the_parser(void **state)
+{
+    char want[96];
+
+    (void)state;
+    for (size_t k = 0; k < bopt_noptions; k++) {
+        const struct bopt_option *op = &bopt_options[k];
+        char lname[64], sname[4];
+
+        if (!op->id)
+            continue;
+        snprintf(lname, sizeof(lname), "--%s", op->name ? op->name : "");
+        snprintf(sname, sizeof(sname), "-%c", op->letter);
+        for (int form = 0; form < 2; form++) {
+            const char *arg = form ? sname : lname;
+            enum bopt_result r;
+
+            if ((form && !op->letter) || (!form && !op->name))
+                continue;
+            if (op->arg) {
+                snprintf(want, sizeof(want), "%s needs a value", arg);
+                expect_error(want, parse(arg, NULL));
+                continue;
+            }
+            r = parse(arg, "127.0.0.1:1", NULL);
+            if (r == BOPT_ERROR)
+                fail_msg("%s: %s", arg, err);
+        }
+    }
+    expect_error("unknown option '--conn'", parse("--conn", "5", "127.0.0.1:1", NULL));
+    expect_error("unknown option '--json-s'", parse("--json-s", "f", "127.0.0.1:1", NULL));
+    expect_error("unknown option '--qui'", parse("--qui", "127.0.0.1:1", NULL));
+    expect_error("unknown option '-x'", parse("-x", "127.0.0.1:1", NULL));
+    expect_error("--linger0 takes no value (got '1')", parse("--linger0=1", "127.0.0.1:1", NULL));
+    expect_error("--cpus needs a value", parse("--cpus", NULL));
+    /* the target may come before options, and after "--" */
+    assert_int_equal(parse("127.0.0.1:1", "-c", "7", NULL), BOPT_RUN);
+    assert_int_equal(o.conns, 7);
+    assert_int_equal(parse("-c", "8", "--", "127.0.0.1:2", NULL), BOPT_RUN);
+    assert_int_equal(o.conns, 8);
+    assert_string_equal(o.target, "127.0.0.1:2");
+    assert_int_equal(parse("--expect", "bytes", "9", "127.0.0.1:1", "-c", "3", NULL), BOPT_RUN);
+    assert_int_equal(o.expect_bytes, 9);
+    assert_int_equal(o.conns, 3);
+    assert_int_equal(parse("--timeout=2s", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_int_equal(o.timeout_ms, 2000);
+}
+
+/* The escaped form a man page gives an option name: every '-' as "\-". */
+static void man_escape(char *buf, size_t len, const char *prefix, const char *name)
+{
+    size_t n = 0;
+
+    for (const char *s = prefix; *s && n + 3 < len; s++)
+        buf[n++] = '\\', buf[n++] = *s;
+    for (const char *s = name; *s && n + 3 < len; s++) {
+        if (*s == '-')
+            buf[n++] = '\\';
+        buf[n++] = *s;
+    }
+    buf[n] = '\0';
+}
+
+/* Whether tok stands in line as a whole word: not followed by a letter, a digit, "-" or "\-". */
+static bool has_token(const char *line, const char *tok)
+{
+    size_t len = strlen(tok);
+
+    for (const char *p = line; (p = strstr(p, tok)); p++) {
+        const char *e = p + len;
+        if (!isalnum((unsigned char)*e) && *e != '-' && strncmp(e, "\\-", 2))
+            return true;
+    }
+    return false;
+}
+
+/* man/lfbench.1 and --help against the table: every option in it is documented in both, under
+ * OPTIONS with a heading of its own, and every option a heading names is in the table. */
+static void test_man_page_and_help_cover_the_table(void **state)
+{
+    static char man[64 * 1024], help[16 * 1024], heads[16 * 1024];
+    FILE *f = fopen("man/lfbench.1", "r"), *out = fmemopen(help, sizeof(help) - 1, "w");
+    char *argv[] = {(char *)"lfbench", (char *)"--help", NULL}, *line, *save = NULL;
+    size_t n, hn = 0;
+    bool in_options = false, after_tp = false;
+
+    (void)state;
+    if (!f)
+        fail_msg("man/lfbench.1: %s (run from the top of the checkout)", strerror(errno));
+    n = fread(man, 1, sizeof(man) - 1, f);
+    fclose(f);
+    man[n] = '\0';
+    assert_non_null(out);
+    assert_int_equal(bopt_parse(&o, 2, argv, out, err, sizeof(err)), BOPT_EXIT);
+    fclose(out);
+    /* the headings of the OPTIONS section: the line after each .TP */
+    for (line = strtok_r(man, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(line, ".SH", 3))
+            in_options = !strcmp(line, ".SH OPTIONS");
+        else if (in_options && after_tp)
+            hn += (size_t)snprintf(heads + hn, sizeof(heads) - hn, "%s\n", line);
+        after_tp = !strcmp(line, ".TP");
+        assert_true(hn < sizeof(heads));
+    }
+    assert_true(hn > 0);
+    for (size_t k = 0; k < bopt_noptions; k++) {
+        const struct bopt_option *op = &bopt_options[k];
+        char tok[96], in_help[96];
+
+        if (!op->id)
+            continue;
+        if (op->name) {
+            man_escape(tok, sizeof(tok), "--", op->name);
+            if (!has_token(heads, tok))
+                fail_msg("lfbench(1) has no OPTIONS heading for --%s", op->name);
+            snprintf(in_help, sizeof(in_help), "--%s", op->name);
+            if (!has_token(help, in_help))
+                fail_msg("lfbench --help does not list --%s", op->name);
+        }
+        if (op->letter) {
+            snprintf(tok, sizeof(tok), "\\-%c", op->letter);
+            if (!has_token(heads, tok))
+                fail_msg("lfbench(1) has no OPTIONS heading for -%c", op->letter);
+            snprintf(in_help, sizeof(in_help), "\n  -%c", op->letter);
+            if (!strstr(help, in_help))
+                fail_msg("lfbench --help does not list -%c", op->letter);
+        }
+    }
+    /* and the other way: each option a heading names is one of the table's */
+    for (const char *p = heads; (p = strstr(p, "\\-")); p++) {
+        char name[64];
+        size_t len = 0;
+        bool dashdash = !strncmp(p, "\\-\\-", 4), found = false;
+        const char *q = p + (dashdash ? 4 : 2);
+
+        while (len + 1 < sizeof(name) && (isalnum((unsigned char)*q) || !strncmp(q, "\\-", 2))) {
+            if (*q == '\\')
+                q++;
+            name[len++] = *q++;
+        }
+        name[len] = '\0';
+        for (size_t k = 0; k < bopt_noptions && !found; k++) {
+            const struct bopt_option *op = &bopt_options[k];
+            found = op->id && (dashdash ? op->name && !strcmp(op->name, name)
+                                        : op->letter && len == 1 && op->letter == name[0]);
+        }
+        if (!found)
+            fail_msg("lfbench(1) documents %s%s, which lfbench does not take",
+                     dashdash ? "--" : "-", name);
+        p = q - 1;
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +599,8 @@ int main(void)
         cmocka_unit_test(test_run_options_good),
         cmocka_unit_test(test_durations_with_units),
         cmocka_unit_test(test_version_quiet),
+        cmocka_unit_test(test_table_is_the_parser),
+        cmocka_unit_test(test_man_page_and_help_cover_the_table),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 

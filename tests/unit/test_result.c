@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "merge.h"
 #include "result.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -293,7 +294,7 @@ static void test_merge_exact(void **state)
     (void)state;
     make(&a, 1700000000.25, 4, 500, "10.0.0.1:9000", u);
     make(&b, 1700000000.75, 5, 300, "10.0.0.2:9000", u);
-    assert_int_equal(result_merge(&a, &b), 0);
+    assert_int_equal(merge_result(&a, &b), 0);
     same_hist(a.lat, u);
     for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
         assert_int_equal(hist_percentile(a.lat, ps[i]), hist_percentile(u, ps[i]));
@@ -359,10 +360,10 @@ static void test_merge_associative(void **state)
     t1 = to_text(&c);
     read_text(t1, &c2);
     free(t1);
-    assert_int_equal(result_merge(&a, &b), 0);
-    assert_int_equal(result_merge(&a, &c), 0);
-    assert_int_equal(result_merge(&b2, &c2), 0);
-    assert_int_equal(result_merge(&a2, &b2), 0);
+    assert_int_equal(merge_result(&a, &b), 0);
+    assert_int_equal(merge_result(&a, &c), 0);
+    assert_int_equal(merge_result(&b2, &c2), 0);
+    assert_int_equal(merge_result(&a2, &b2), 0);
     t1 = to_text(&a);
     t2 = to_text(&a2);
     /* the targets' order follows the merge order; the rest must match byte for byte */
@@ -395,16 +396,16 @@ static void test_merge_refused(void **state)
     make(&b, 1700000000, 2, 10, "h2:1", NULL);
     free(b.expect);
     b.expect = strdup("line");
-    assert_int_equal(result_merge(&a, &b), -EINVAL);
+    assert_int_equal(merge_result(&a, &b), -EINVAL);
     assert_int_equal(a.agents, 1); /* unchanged */
     free(b.expect);
     b.expect = strdup("echo");
     b.steps[1].rate = 3000; /* another staircase */
-    assert_int_equal(result_merge(&a, &b), -EINVAL);
+    assert_int_equal(merge_result(&a, &b), -EINVAL);
     b.steps[1].rate = 2000;
     free(b.cls[1].name);
     b.cls[1].name = strdup("c.bin");
-    assert_int_equal(result_merge(&a, &b), -EINVAL);
+    assert_int_equal(merge_result(&a, &b), -EINVAL);
     result_free(&a);
     result_free(&b);
 }
