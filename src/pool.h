@@ -1,4 +1,5 @@
-/* pool: the structures shared by server.c, acceptor.c and worker.c (private to the pool). */
+/* pool: the structures shared by server.c, acceptor.c, worker.c and the idle sweep, and a
+ * connection's entry into and exit from the pool (pool.c). Private to the pool. */
 #ifndef LFE_POOL_H
 #define LFE_POOL_H
 
@@ -211,7 +212,10 @@ void __tsan_release(void *addr);
 void *acceptor_main(void *arg);
 void *worker_main(void *arg);
 
-/* Ends connection c (conn.c), owned by the calling thread, for why: the script of w hears it
+/* A new connection on fd, of kind's size, zeroed. NULL when memory runs out. Any thread. */
+struct conn *conn_new(int fd, enum conn_kind kind);
+
+/* Ends connection c, owned by the calling thread, for why: the script of w hears it
  * (on_close, if it saw the connection start), the fd -> conn slot is cleared, the descriptor
  * closed, the memory freed, the live counts of the server and of g (when given) go down, and w's
  * closed counter (when given) goes up. w: the owning worker, or the worker whose state main

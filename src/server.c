@@ -65,11 +65,6 @@
 
 #define STOP_GRACE_MS 300 /* past the drain timeout: joining workers, the last writes */
 
-void pool_kick(int efd)
-{
-    eventfd_write(efd, 1);
-}
-
 bool idle_take(struct server *s, int fd)
 {
     uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_ACQUIRE);
