@@ -69,7 +69,7 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args file opt topo net obuf conn pool stats metrics admin sdnotify takeover iplimit proxy dispatch frame shdict ctx script script_env lio \
+SRV_MODS := log args file opt topo net obuf conn pool idle stats report metrics admin sdnotify takeover iplimit proxy dispatch frame shdict ctx script script_env lio \
             lfelib lpattern lconn server acceptor worker tune
 SRV_MODS += pidfile
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o

@@ -1,4 +1,5 @@
 /* worker: a follower thread of one epoll group; takes events, runs the handler, re-arms. */
+#include "idle.h"
 #include "log.h"
 #include "net.h"
 #include "pool.h"
