@@ -27,11 +27,9 @@ struct conn *conn_new(int fd, enum conn_kind kind)
 void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why why,
                 struct worker *w)
 {
-    struct script *sc = w ? w->script : NULL;
-
     /* The script hears the end of every connection it saw start, and of no other. */
-    if (sc && (c->flags & CONN_STARTED))
-        script_on_close(sc, &lconn_of(c)->sc, why);
+    if (s->lua && w && (c->flags & CONN_STARTED))
+        script_on_close(w->script, &lconn_of(c)->sc, why);
     if (c->flags & (CONN_WRCLOSED | CONN_LINGER))
         __atomic_sub_fetch(&s->nwrclosed, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);

@@ -13,7 +13,6 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "iplimit.h"
-#include "lconn.h"
 #include "opt.h"
 #include "script.h"
 #include "stats.h"
@@ -42,7 +41,7 @@ struct worker {
     pthread_t tid;           /* the thread */
     char *buf;               /* WORKER_BUF bytes: where reads land */
     struct epoll_event *evs; /* opt->batch events per epoll_wait */
-    struct script *script;   /* Lua mode: this thread's lua_State; NULL in echo mode */
+    struct script *script;   /* Lua mode (srv->lua): this thread's lua_State; NULL in echo mode */
     struct outbuf lout;      /* Lua mode: replies gathered during one event */
     int next, n;             /* the batch: evs[next..n) are taken but not yet handled */
     bool stop;               /* the stop eventfd was in a batch */
@@ -88,7 +87,8 @@ struct server {
     size_t table_size;   /* RLIMIT_NOFILE: no fd reaches it */
     struct conn **table; /* fd -> connection; slots are atomic */
     cpu_set_t all_cpus;  /* union of the groups' CPUs: the accept thread's */
-    struct script_env *lua;  /* Lua mode: the script's shared environment */
+    struct script_env *lua;  /* the script's shared environment; "Lua mode?" is asked one way,
+                              * s->lua != NULL (a connection's kind follows it: conn_new) */
     int lua_connect_first;   /* atomic: register new connections for EPOLLOUT */
     uint64_t next_id;        /* accept thread: the last connection id given */
     struct iplimit *iplimit; /* --max-conns-per-ip: counts per address, or NULL */

@@ -25,7 +25,7 @@ void report_print_stats(struct server *s, FILE *f)
 
             stats_add_worker(&one, &g->workers[wi].st);
             stats_add_worker(&gs, &one);
-            if (g->workers[wi].script)
+            if (s->lua)
                 snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s lua_kb=%zu:", gi, wi,
                          s->plan->pin ? cpus : "any", script_mem(g->workers[wi].script) >> 10);
             else
@@ -65,7 +65,7 @@ int report_stalled(struct server *s, long limit_ms)
 
             /* A callback waiting in lfe.sleep or on a socket is not stuck: it may wait up to
              * --lua-wall-timeout-ms in all (no bound without it) */
-            if (w->script && script_waiting(w->script))
+            if (s->lua && script_waiting(w->script))
                 lim = s->opt->lua_wall_ms > 0 ? s->opt->lua_wall_ms + limit_ms : LONG_MAX / 2000000;
             /* busy is stored after busy_since: a busy worker's start time is its own */
             if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE) &&

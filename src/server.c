@@ -118,7 +118,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         goto out_nomem;
     /* Lua's lingering close needs the sweeper's clock even without --idle-timeout */
     s->idle_limit_ms = o->idle_ms ? o->idle_ms : LINGER_MS;
-    if ((o->idle_ms || o->lua || o->proxy) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
+    if ((o->idle_ms || s->lua || o->proxy) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
         goto out_nomem;
     /* written by the sweep only, for the few connections it finds past their time */
     if (o->idle_ms && !(s->idle_outq = calloc(s->table_size, sizeof(*s->idle_outq))))
@@ -155,7 +155,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
             w->evs = calloc((size_t)o->batch, sizeof(*w->evs));
             if (!w->buf || !w->evs)
                 goto out_nomem;
-            if (lua) {
+            if (s->lua) {
                 char name[24], why[512];
 
                 snprintf(name, sizeof(name), "%d.%d", gi, wi);
@@ -390,14 +390,14 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
                 continue; /* stays started: nothing it may touch is freed */
             }
             w->started = false;
-            if (!runner && w->script)
+            if (!runner && s->lua)
                 runner = w;
         }
     if (wedged) /* its connections may be in its hands: leave them to the exit */
         return wedged;
     left = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
     if (runner)
-        script_bind(runner->script); /* main runs on_close from here; the watchdog signals it */
+        script_env_bind(runner->script); /* main runs on_close from here; the watchdog signals it */
     for (size_t fd = 0; fd < s->table_size && left > 0; fd++) {
         struct conn *c = s->table[fd];
 

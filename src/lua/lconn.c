@@ -1,5 +1,5 @@
 /* lconn: a connection served by a Lua script: framing, callbacks, replies. */
-#include "lconn.h"
+#include "script.h"
 
 #include <errno.h>
 #include <linux/sockios.h>
