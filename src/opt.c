@@ -20,103 +20,109 @@
 /* Every option, written once: --help shows them in this order (opt_usage), the parser takes
  * their names and which of them take a value from here, and tests/unit/test_opt.c checks each
  * against man/lfepolld.8. X(ID, long name, short letter or 0, the value's name or NULL for a
- * flag, help): --help prints the help's lines after the first under it. What an option does to
- * struct opt is parse()'s case OPT_ID. */
+ * flag, setter, help): --help prints the help's lines after the first under it. What an option
+ * does to struct opt is its setter's case OPT_ID (a row whose setter has no case for it is an
+ * error at its first use, and test_opt's test_every_option_is_handled fails). */
 #define OPTIONS(X)                                                                                 \
-    X(LISTEN, "--listen", 0, "HOST:PORT",                                                          \
+    X(LISTEN, "--listen", 0, "HOST:PORT", set_accept,                                              \
       "address to listen on, repeatable; IPv6 as [ADDR]:PORT\n"                                    \
       "(default 127.0.0.1:9876; port 0 picks a free port)")                                        \
-    X(BACKLOG, "--backlog", 0, "N",                                                                \
+    X(BACKLOG, "--backlog", 0, "N", set_accept,                                                    \
       "listen backlog (default 65535; capped by net.core.somaxconn)")                              \
-    X(GROUPS, "--groups", 0, "N", "epoll groups (default: one per 4 CPUs of the plan)")            \
-    X(WORKERS, "--workers", 0, "N", "worker threads per group (default: the group's CPUs)")        \
-    X(CPUS, "--cpus", 0, "LIST", "CPUs to use, e.g. 0-3,8 (default: all this process may use)")    \
-    X(NO_PIN, "--no-pin", 0, NULL, "do not set CPU affinity on worker threads")                    \
-    X(MAX_CONNS, "--max-conns", 0, "N",                                                            \
+    X(GROUPS, "--groups", 0, "N", set_pool, "epoll groups (default: one per 4 CPUs of the plan)")  \
+    X(WORKERS, "--workers", 0, "N", set_pool,                                                      \
+      "worker threads per group (default: the group's CPUs)")                                      \
+    X(CPUS, "--cpus", 0, "LIST", set_pool,                                                         \
+      "CPUs to use, e.g. 0-3,8 (default: all this process may use)")                               \
+    X(NO_PIN, "--no-pin", 0, NULL, set_pool, "do not set CPU affinity on worker threads")          \
+    X(MAX_CONNS, "--max-conns", 0, "N", set_accept,                                                \
       "live connections; more are accepted and closed at once\n"                                   \
       "(default: what RLIMIT_NOFILE leaves, raised soft to hard)")                                 \
-    X(MAX_CONNS_PER_IP, "--max-conns-per-ip", 0, "N",                                              \
+    X(MAX_CONNS_PER_IP, "--max-conns-per-ip", 0, "N", set_accept,                                  \
       "live connections from one client address; more are closed\n"                                \
       "at once and counted (default 0: no limit)")                                                 \
-    X(MAX_PENDING, "--max-pending", 0, "BYTES",                                                    \
+    X(MAX_PENDING, "--max-pending", 0, "BYTES", set_pool,                                          \
       "output held per connection before reading pauses (default 1M)")                             \
-    X(IDLE_TIMEOUT, "--idle-timeout", 0, "TIME",                                                   \
+    X(IDLE_TIMEOUT, "--idle-timeout", 0, "TIME", set_pool,                                         \
       "close a connection on which nothing moved (no byte read,\n"                                 \
       "none taken) for TIME: 300, 30s, 500ms (default 0: never)")                                  \
-    X(PROXY_PROTOCOL, "--proxy-protocol", 0, NULL,                                                 \
+    X(PROXY_PROTOCOL, "--proxy-protocol", 0, NULL, set_accept,                                     \
       "every connection starts with a PROXY protocol v1 or v2\n"                                   \
       "header (HAProxy send-proxy); its client address is the\n"                                   \
       "peer's; a connection without one is closed")                                                \
-    X(PROXY_TIMEOUT, "--proxy-timeout", 0, "TIME",                                                 \
+    X(PROXY_TIMEOUT, "--proxy-timeout", 0, "TIME", set_accept,                                     \
       "time for that header to arrive whole after the accept,\n"                                   \
       "else the connection is closed: 5, 2.5s, 500ms (default 5s)")                                \
-    X(DRAIN_TIMEOUT, "--drain-timeout", 0, "TIME",                                                 \
+    X(DRAIN_TIMEOUT, "--drain-timeout", 0, "TIME", set_pool,                                       \
       "on SIGTERM/SIGINT, time for in-flight work: 5, 2.5s, 500ms\n"                               \
       "(default 5s)")                                                                              \
-    X(BATCH, "--batch", 0, "N", "events one worker takes per epoll_wait (default 16)")             \
-    X(DISPATCH, "--dispatch", 0, "rr|least",                                                       \
+    X(BATCH, "--batch", 0, "N", set_pool, "events one worker takes per epoll_wait (default 16)")   \
+    X(DISPATCH, "--dispatch", 0, "rr|least", set_pool,                                             \
       "group choice per connection: round-robin, or the less loaded\n"                             \
       "of two random groups (default rr)")                                                         \
-    X(LUA, "--lua", 0, "SCRIPT", "serve connections with this Lua 5.4 script (see lua/README.md)") \
-    X(LUA_MEM_MB, "--lua-mem-mb", 0, "N",                                                          \
+    X(LUA, "--lua", 0, "SCRIPT", set_lua,                                                          \
+      "serve connections with this Lua 5.4 script (see lua/README.md)")                            \
+    X(LUA_MEM_MB, "--lua-mem-mb", 0, "N", set_lua,                                                 \
       "memory cap per worker's Lua state, MiB; 0 = none (default 64)")                             \
-    X(LUA_TIMEOUT_MS, "--lua-timeout-ms", 0, "N",                                                  \
+    X(LUA_TIMEOUT_MS, "--lua-timeout-ms", 0, "N", set_lua,                                         \
       "abort a callback running longer; 0 = never (default 1000);\n"                               \
       "time waiting in lfe.sleep or a socket does not count")                                      \
-    X(LUA_WALL_TIMEOUT_MS, "--lua-wall-timeout-ms", 0, "N",                                        \
+    X(LUA_WALL_TIMEOUT_MS, "--lua-wall-timeout-ms", 0, "N", set_lua,                               \
       "end a callback taking longer, waits included; 0 = never\n"                                  \
       "(default 5000)")                                                                            \
-    X(LUA_IO_TIMEOUT_MS, "--lua-io-timeout-ms", 0, "N",                                            \
+    X(LUA_IO_TIMEOUT_MS, "--lua-io-timeout-ms", 0, "N", set_lua,                                   \
       "default timeout of lfe.connect and each socket call (1000)")                                \
-    X(LUA_SHARED_MB, "--lua-shared-mb", 0, "N", "capacity of lfe.shared, MiB (default 16)")        \
-    X(LUA_CTX_MB, "--lua-ctx-mb", 0, "N",                                                          \
+    X(LUA_SHARED_MB, "--lua-shared-mb", 0, "N", set_lua,                                           \
+      "capacity of lfe.shared, MiB (default 16)")                                                  \
+    X(LUA_CTX_MB, "--lua-ctx-mb", 0, "N", set_lua,                                                 \
       "conn.ctx kept in C for all connections together, MiB; a save\n"                             \
       "past it fails its callback (default 64; 1 MiB a connection)")                               \
-    X(LUA_UNSAFE, "--lua-unsafe", 0, NULL,                                                         \
+    X(LUA_UNSAFE, "--lua-unsafe", 0, NULL, set_lua,                                                \
       "open every standard library (io, os, package, debug...)")                                   \
-    X(CHECK_SYSCTL, "--check-sysctl", 0, NULL,                                                     \
+    X(CHECK_SYSCTL, "--check-sysctl", 0, NULL, set_process,                                        \
       "compare the kernel's network parameters with sysctl.conf,\n"                                \
       "print a row per key and the ceilings they set, exit 0 if\n"                                 \
       "all are right, 1 if not (uses --backlog and --listen)")                                     \
-    X(APPLY_SYSCTL, "--apply-sysctl", 0, NULL,                                                     \
+    X(APPLY_SYSCTL, "--apply-sysctl", 0, NULL, set_process,                                        \
       "as root: first set the keys that are not right (never\n"                                    \
       "lowering one already above), then check")                                                   \
-    X(SYSCTL_CONF, "--sysctl-conf", 0, "FILE",                                                     \
+    X(SYSCTL_CONF, "--sysctl-conf", 0, "FILE", set_process,                                        \
       "check against FILE instead of the built-in sysctl.conf")                                    \
-    X(ADMIN, "--admin", 0, "HOST:PORT",                                                            \
+    X(ADMIN, "--admin", 0, "HOST:PORT", set_process,                                               \
       "HTTP listener for GET /metrics (Prometheus), /health and\n"                                 \
       "/stats, on a thread of its own (default: none)")                                            \
-    X(CONFIG, "--config", 0, "FILE",                                                               \
+    X(CONFIG, "--config", 0, "FILE", set_process,                                                  \
       "options from FILE, one 'name = value' a line (long names,\n"                                \
       "no dashes; a flag alone or '= true'; # comments); the\n"                                    \
       "command line wins, and its --listen replaces the file's")                                   \
-    X(USER, "--user", 0, "NAME", "drop to NAME's uid and gid once the listeners are bound")        \
-    X(PID_FILE, "--pid-file", 0, "PATH",                                                           \
+    X(USER, "--user", 0, "NAME", set_process,                                                      \
+      "drop to NAME's uid and gid once the listeners are bound")                                   \
+    X(PID_FILE, "--pid-file", 0, "PATH", set_process,                                              \
       "write the pid to PATH once started (as --user: its directory\n"                             \
       "must be writable by it), remove it at exit; refuse to start\n"                              \
       "when PATH names a running lfepolld")                                                        \
-    X(TAKEOVER, "--takeover", 0, "PATH",                                                           \
+    X(TAKEOVER, "--takeover", 0, "PATH", set_process,                                              \
       "restart without refusing anyone: take the listening sockets\n"                              \
       "of the lfepolld serving PATH (it then drains and exits),\n"                                 \
       "and serve PATH for the next one")                                                           \
-    X(DEFER_ACCEPT, "--defer-accept", 0, NULL,                                                     \
+    X(DEFER_ACCEPT, "--defer-accept", 0, NULL, set_accept,                                         \
       "accept a connection once its first bytes came\n"                                            \
       "(TCP_DEFER_ACCEPT): cheaper short connections; a client\n"                                  \
       "that sends nothing waits in the kernel up to ~1 s")                                         \
-    X(REUSEPORT, "--reuseport", 0, NULL,                                                           \
+    X(REUSEPORT, "--reuseport", 0, NULL, set_accept,                                               \
       "SO_REUSEPORT on the listeners: several instances may share\n"                               \
       "a port (a closing one resets what waits in its queue)")                                     \
-    X(LOG_FORMAT, "--log-format", 0, "text|json",                                                  \
+    X(LOG_FORMAT, "--log-format", 0, "text|json", set_process,                                     \
       "log lines as text, or one JSON object each (default text)")                                 \
-    X(QUIET, "--quiet", 'q', NULL, "log warnings and errors only")                                 \
-    X(VERBOSE, "--verbose", 'v', NULL, "log debug detail")                                         \
-    X(HELP, "--help", 'h', NULL, "this text")                                                      \
-    X(VERSION, "--version", 'V', NULL, "version")
+    X(QUIET, "--quiet", 'q', NULL, set_process, "log warnings and errors only")                    \
+    X(VERBOSE, "--verbose", 'v', NULL, set_process, "log debug detail")                            \
+    X(HELP, "--help", 'h', NULL, set_process, "this text")                                         \
+    X(VERSION, "--version", 'V', NULL, set_process, "version")
 
-#define OPT_ENUM(id, name, letter, value, help) OPT_##id,
+#define OPT_ENUM(id, name, letter, value, set, help) OPT_##id,
 enum opt_id { OPTIONS(OPT_ENUM) OPT_COUNT };
 
-#define OPT_DEF(id, name, letter, value, help) {name, letter, value, help},
+#define OPT_DEF(id, name, letter, value, set, help) {name, letter, value, help},
 const struct opt_def opt_defs[] = {OPTIONS(OPT_DEF){NULL, 0, NULL, NULL}};
 
 static const char usage_head[] =
@@ -269,10 +275,320 @@ static const char *const *with_value(void)
     return names;
 }
 
+/* A row of OPTIONS whose setter has no case for it. */
+static enum opt_result unhandled(const char *name, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: lfepolld's option table names a setter that does not handle it",
+             name);
+    return OPT_ERROR;
+}
+
+/* Applies one of the Lua options (--lua and its scripts' states) to o. Returns OPT_RUN or
+ * OPT_ERROR (err filled); so do the setters below, and set_process may return OPT_EXIT. */
+static enum opt_result set_lua(struct opt *o, enum opt_id id, const char *name, const char *val,
+                               FILE *out, char *err, size_t errlen)
+{
+    long v;
+
+    (void)out;
+    switch (id) {
+    case OPT_LUA_UNSAFE:
+        o->lua_unsafe = true;
+        break;
+    case OPT_LUA:
+        if (!*val) {
+            snprintf(err, errlen, "--lua: give the path of a Lua script, e.g. lua/echo.lua");
+            return OPT_ERROR;
+        }
+        o->lua = val;
+        break;
+    case OPT_LUA_MEM_MB:
+    case OPT_LUA_SHARED_MB:
+    case OPT_LUA_CTX_MB: {
+        bool mem = name[6] == 'm';
+        if (parse_long(val, mem ? 0 : 1, 65536, &v) < 0) {
+            snprintf(err, errlen, "%s: '%s' is not a whole number of MiB from %d to 65536", name,
+                     val, mem ? 0 : 1);
+            return OPT_ERROR;
+        }
+        *(mem ? &o->lua_mem : name[6] == 's' ? &o->lua_shared : &o->lua_ctx) = (size_t)v << 20;
+        break;
+    }
+    case OPT_LUA_TIMEOUT_MS:
+        if (parse_long(val, 0, 3600000, &v) < 0) {
+            snprintf(err, errlen,
+                     "--lua-timeout-ms: '%s' is not a whole number of milliseconds from 0 "
+                     "to 3600000",
+                     val);
+            return OPT_ERROR;
+        }
+        o->lua_timeout_ms = (int)v;
+        break;
+    case OPT_LUA_WALL_TIMEOUT_MS:
+    case OPT_LUA_IO_TIMEOUT_MS: {
+        bool wall = name[6] == 'w';
+
+        if (parse_long(val, wall ? 0 : 1, 3600000, &v) < 0) {
+            snprintf(err, errlen,
+                     "%s: '%s' is not a whole number of milliseconds from %d to 3600000", name, val,
+                     wall ? 0 : 1);
+            return OPT_ERROR;
+        }
+        *(wall ? &o->lua_wall_ms : &o->lua_io_ms) = (int)v;
+        break;
+    }
+    default:
+        return unhandled(name, err, errlen);
+    }
+    return OPT_RUN;
+}
+
+/* Applies one of the options of the listeners and the accept thread (addresses, queue,
+ * shedding, PROXY headers) to o. */
+static enum opt_result set_accept(struct opt *o, enum opt_id id, const char *name, const char *val,
+                                  FILE *out, char *err, size_t errlen)
+{
+    long v;
+
+    (void)out;
+    switch (id) {
+    case OPT_LISTEN:
+        if (!hostport_ok(val)) {
+            snprintf(err, errlen,
+                     "--listen: '%s' is not HOST:PORT; write 127.0.0.1:9876 or [::1]:9876 "
+                     "(port 0-65535)",
+                     val);
+            return OPT_ERROR;
+        }
+        if (o->nlisten == OPT_MAX_LISTEN) {
+            snprintf(err, errlen, "--listen: at most %d addresses", OPT_MAX_LISTEN);
+            return OPT_ERROR;
+        }
+        o->listen[o->nlisten++] = val;
+        break;
+    case OPT_BACKLOG:
+        if (parse_long(val, 1, INT_MAX, &v) < 0) {
+            snprintf(err, errlen, "--backlog: '%s' is not an integer from 1 to %d", val, INT_MAX);
+            return OPT_ERROR;
+        }
+        o->backlog = (int)v;
+        o->backlog_set = true;
+        break;
+    case OPT_MAX_CONNS:
+        if (parse_long(val, 1, INT_MAX, &v) < 0) {
+            snprintf(err, errlen, "--max-conns: '%s' is not an integer from 1 to %d", val, INT_MAX);
+            return OPT_ERROR;
+        }
+        o->max_conns = v;
+        break;
+    case OPT_PROXY_TIMEOUT:
+        if (opt_parse_duration_ms(val, &v) < 0 || v < 1) {
+            snprintf(err, errlen,
+                     "--proxy-timeout: '%s' is not a duration of 1ms to 86400s; write 5, "
+                     "2.5s or 500ms",
+                     val);
+            return OPT_ERROR;
+        }
+        o->proxy_ms = (int)v;
+        break;
+    case OPT_PROXY_PROTOCOL:
+        o->proxy = true;
+        break;
+    case OPT_DEFER_ACCEPT:
+        o->defer_accept = true;
+        break;
+    case OPT_MAX_CONNS_PER_IP:
+        if (parse_long(val, 0, INT_MAX, &v) < 0) {
+            snprintf(err, errlen,
+                     "--max-conns-per-ip: '%s' is not an integer from 0 (no limit) to %d", val,
+                     INT_MAX);
+            return OPT_ERROR;
+        }
+        o->max_per_ip = v;
+        break;
+    case OPT_REUSEPORT:
+        o->reuseport = true;
+        break;
+    default:
+        return unhandled(name, err, errlen);
+    }
+    return OPT_RUN;
+}
+
+/* Applies one of the options of the pool's threads, and of what they hold per connection, to o. */
+static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name, const char *val,
+                                FILE *out, char *err, size_t errlen)
+{
+    long v;
+
+    (void)out;
+    switch (id) {
+    case OPT_NO_PIN:
+        o->pin = false;
+        break;
+    case OPT_GROUPS:
+    case OPT_WORKERS:
+        if (parse_long(val, 1, 1024, &v) < 0) {
+            snprintf(err, errlen, "%s: '%s' is not an integer from 1 to 1024", name, val);
+            return OPT_ERROR;
+        }
+        *(name[2] == 'g' ? &o->groups : &o->workers) = (int)v;
+        break;
+    case OPT_CPUS:
+        if (cpulist_parse(val, &o->cpus) < 0) {
+            snprintf(err, errlen,
+                     "--cpus: '%s' is not a CPU list; write e.g. 0-3,8 (CPUs below %d)", val,
+                     CPU_SETSIZE);
+            return OPT_ERROR;
+        }
+        o->have_cpus = true;
+        break;
+    case OPT_MAX_PENDING: {
+        size_t sz;
+        if (opt_parse_size(val, &sz) < 0 || sz < 1024 || sz > (1u << 30)) {
+            snprintf(err, errlen,
+                     "--max-pending: '%s' is not a size from 1K to 1G (e.g. 65536, 64K, 1M)", val);
+            return OPT_ERROR;
+        }
+        o->max_pending = sz;
+        break;
+    }
+    case OPT_DRAIN_TIMEOUT:
+        if (opt_parse_duration_ms(val, &v) < 0) {
+            snprintf(err, errlen, "--drain-timeout: '%s' is not a duration; write 5, 2.5s or 500ms",
+                     val);
+            return OPT_ERROR;
+        }
+        o->drain_ms = (int)v;
+        break;
+    case OPT_IDLE_TIMEOUT:
+        if (opt_parse_duration_ms(val, &v) < 0) {
+            snprintf(err, errlen,
+                     "--idle-timeout: '%s' is not a duration of 0 (never) to 86400s; write "
+                     "300, 30s or 500ms",
+                     val);
+            return OPT_ERROR;
+        }
+        o->idle_ms = (int)v;
+        break;
+    case OPT_BATCH:
+        if (parse_long(val, 1, 1024, &v) < 0) {
+            snprintf(err, errlen, "--batch: '%s' is not an integer from 1 to 1024", val);
+            return OPT_ERROR;
+        }
+        o->batch = (int)v;
+        break;
+    case OPT_DISPATCH:
+        if (!strcmp(val, "rr"))
+            o->dispatch = DISPATCH_RR;
+        else if (!strcmp(val, "least"))
+            o->dispatch = DISPATCH_LEAST;
+        else {
+            snprintf(err, errlen, "--dispatch: '%s' is not a policy; use rr or least", val);
+            return OPT_ERROR;
+        }
+        break;
+    default:
+        return unhandled(name, err, errlen);
+    }
+    return OPT_RUN;
+}
+
+/* Applies one of the options of the process around the pool (sysctl, admin, config, user, files,
+ * logging) to o, or prints --help or --version on out (OPT_EXIT). */
+static enum opt_result set_process(struct opt *o, enum opt_id id, const char *name, const char *val,
+                                   FILE *out, char *err, size_t errlen)
+{
+    switch (id) {
+    case OPT_HELP:
+        opt_usage(out);
+        return OPT_EXIT;
+    case OPT_VERSION:
+        fprintf(out, "lfepolld %s\n", LFE_VERSION);
+        return OPT_EXIT;
+    case OPT_QUIET:
+        o->verbosity = 0;
+        break;
+    case OPT_VERBOSE:
+        o->verbosity = 2;
+        break;
+    case OPT_CHECK_SYSCTL:
+        o->sysctl = o->sysctl > 1 ? o->sysctl : 1;
+        break;
+    case OPT_APPLY_SYSCTL:
+        o->sysctl = 2;
+        break;
+    case OPT_SYSCTL_CONF:
+        if (!*val) {
+            snprintf(err, errlen, "--sysctl-conf: give the path of a sysctl.conf");
+            return OPT_ERROR;
+        }
+        o->sysctl_conf = val;
+        break;
+    case OPT_CONFIG:
+        if (!*val) {
+            snprintf(err, errlen,
+                     "--config: give the path of a config file, e.g. "
+                     "/etc/lfepolld.conf");
+            return OPT_ERROR;
+        }
+        o->config = val;
+        break;
+    case OPT_USER:
+        if (!*val) {
+            snprintf(err, errlen, "--user: give a user name, e.g. nobody");
+            return OPT_ERROR;
+        }
+        o->user = val;
+        break;
+    case OPT_PID_FILE:
+        if (!*val) {
+            snprintf(err, errlen, "--pid-file: give a path, e.g. /run/lfepolld/lfepolld.pid");
+            return OPT_ERROR;
+        }
+        o->pid_file = val;
+        break;
+    case OPT_TAKEOVER:
+        if (!*val || strlen(val) >= 100) {
+            snprintf(err, errlen,
+                     "--takeover: give the path of a Unix socket (under 100 bytes), e.g. "
+                     "/run/lfepolld/takeover.sock");
+            return OPT_ERROR;
+        }
+        o->takeover = val;
+        break;
+    case OPT_ADMIN:
+        if (!hostport_ok(val)) {
+            snprintf(err, errlen,
+                     "--admin: '%s' is not HOST:PORT; write 127.0.0.1:9877 or [::1]:9877 "
+                     "(port 0-65535)",
+                     val);
+            return OPT_ERROR;
+        }
+        o->admin = val;
+        break;
+    case OPT_LOG_FORMAT:
+        if (strcmp(val, "text") && strcmp(val, "json")) {
+            snprintf(err, errlen, "--log-format: '%s' is not a format; use text or json", val);
+            return OPT_ERROR;
+        }
+        o->log_json = val[0] == 'j';
+        break;
+    default:
+        return unhandled(name, err, errlen);
+    }
+    return OPT_RUN;
+}
+
+#define OPT_SETTER(id, name, letter, value, set, help) set,
+static enum opt_result (*const setters[])(struct opt *, enum opt_id, const char *, const char *,
+                                          FILE *, char *, size_t) = {OPTIONS(OPT_SETTER)};
+
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                              size_t errlen)
 {
     const char *const *wv;
+    enum opt_result r;
 
     memset(o, 0, sizeof(*o));
     o->backlog = 65535;
@@ -294,8 +610,7 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     for (int i = 1; i < argc; i++) {
         const struct opt_def *d;
         struct arg a;
-        const char *name = a.name, *val;
-        long v;
+        const char *name = a.name;
 
         if (argv[i][0] != '-') {
             snprintf(err, errlen, "unexpected argument '%s': options start with --; see --help",
@@ -304,260 +619,13 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
         }
         if (args_next(argc, argv, &i, wv, "lfepolld", &a, err, errlen) < 0)
             return OPT_ERROR;
-        val = a.val;
         if (!(d = find(name))) {
             snprintf(err, errlen, "unknown option '%s'; see lfepolld --help", name);
             return OPT_ERROR;
         }
-
-        switch ((enum opt_id)(d - opt_defs)) {
-        case OPT_HELP:
-            opt_usage(out);
-            return OPT_EXIT;
-        case OPT_VERSION:
-            fprintf(out, "lfepolld %s\n", LFE_VERSION);
-            return OPT_EXIT;
-        case OPT_QUIET:
-            o->verbosity = 0;
-            break;
-        case OPT_VERBOSE:
-            o->verbosity = 2;
-            break;
-        case OPT_LUA_UNSAFE:
-            o->lua_unsafe = true;
-            break;
-        case OPT_LUA:
-            if (!*val) {
-                snprintf(err, errlen, "--lua: give the path of a Lua script, e.g. lua/echo.lua");
-                return OPT_ERROR;
-            }
-            o->lua = val;
-            break;
-        case OPT_LUA_MEM_MB:
-        case OPT_LUA_SHARED_MB:
-        case OPT_LUA_CTX_MB: {
-            bool mem = name[6] == 'm';
-            if (parse_long(val, mem ? 0 : 1, 65536, &v) < 0) {
-                snprintf(err, errlen, "%s: '%s' is not a whole number of MiB from %d to 65536",
-                         name, val, mem ? 0 : 1);
-                return OPT_ERROR;
-            }
-            *(mem ? &o->lua_mem : name[6] == 's' ? &o->lua_shared : &o->lua_ctx) = (size_t)v << 20;
-            break;
-        }
-        case OPT_LUA_TIMEOUT_MS:
-            if (parse_long(val, 0, 3600000, &v) < 0) {
-                snprintf(err, errlen,
-                         "--lua-timeout-ms: '%s' is not a whole number of milliseconds from 0 "
-                         "to 3600000",
-                         val);
-                return OPT_ERROR;
-            }
-            o->lua_timeout_ms = (int)v;
-            break;
-        case OPT_LUA_WALL_TIMEOUT_MS:
-        case OPT_LUA_IO_TIMEOUT_MS: {
-            bool wall = name[6] == 'w';
-
-            if (parse_long(val, wall ? 0 : 1, 3600000, &v) < 0) {
-                snprintf(err, errlen,
-                         "%s: '%s' is not a whole number of milliseconds from %d to 3600000", name,
-                         val, wall ? 0 : 1);
-                return OPT_ERROR;
-            }
-            *(wall ? &o->lua_wall_ms : &o->lua_io_ms) = (int)v;
-            break;
-        }
-        case OPT_CHECK_SYSCTL:
-            o->sysctl = o->sysctl > 1 ? o->sysctl : 1;
-            break;
-        case OPT_APPLY_SYSCTL:
-            o->sysctl = 2;
-            break;
-        case OPT_SYSCTL_CONF:
-            if (!*val) {
-                snprintf(err, errlen, "--sysctl-conf: give the path of a sysctl.conf");
-                return OPT_ERROR;
-            }
-            o->sysctl_conf = val;
-            break;
-        case OPT_NO_PIN:
-            o->pin = false;
-            break;
-        case OPT_LISTEN:
-            if (!hostport_ok(val)) {
-                snprintf(err, errlen,
-                         "--listen: '%s' is not HOST:PORT; write 127.0.0.1:9876 or [::1]:9876 "
-                         "(port 0-65535)",
-                         val);
-                return OPT_ERROR;
-            }
-            if (o->nlisten == OPT_MAX_LISTEN) {
-                snprintf(err, errlen, "--listen: at most %d addresses", OPT_MAX_LISTEN);
-                return OPT_ERROR;
-            }
-            o->listen[o->nlisten++] = val;
-            break;
-        case OPT_BACKLOG:
-            if (parse_long(val, 1, INT_MAX, &v) < 0) {
-                snprintf(err, errlen, "--backlog: '%s' is not an integer from 1 to %d", val,
-                         INT_MAX);
-                return OPT_ERROR;
-            }
-            o->backlog = (int)v;
-            o->backlog_set = true;
-            break;
-        case OPT_GROUPS:
-        case OPT_WORKERS:
-            if (parse_long(val, 1, 1024, &v) < 0) {
-                snprintf(err, errlen, "%s: '%s' is not an integer from 1 to 1024", name, val);
-                return OPT_ERROR;
-            }
-            *(name[2] == 'g' ? &o->groups : &o->workers) = (int)v;
-            break;
-        case OPT_CPUS:
-            if (cpulist_parse(val, &o->cpus) < 0) {
-                snprintf(err, errlen,
-                         "--cpus: '%s' is not a CPU list; write e.g. 0-3,8 (CPUs below %d)", val,
-                         CPU_SETSIZE);
-                return OPT_ERROR;
-            }
-            o->have_cpus = true;
-            break;
-        case OPT_MAX_CONNS:
-            if (parse_long(val, 1, INT_MAX, &v) < 0) {
-                snprintf(err, errlen, "--max-conns: '%s' is not an integer from 1 to %d", val,
-                         INT_MAX);
-                return OPT_ERROR;
-            }
-            o->max_conns = v;
-            break;
-        case OPT_MAX_PENDING: {
-            size_t sz;
-            if (opt_parse_size(val, &sz) < 0 || sz < 1024 || sz > (1u << 30)) {
-                snprintf(err, errlen,
-                         "--max-pending: '%s' is not a size from 1K to 1G (e.g. 65536, 64K, 1M)",
-                         val);
-                return OPT_ERROR;
-            }
-            o->max_pending = sz;
-            break;
-        }
-        case OPT_DRAIN_TIMEOUT:
-            if (opt_parse_duration_ms(val, &v) < 0) {
-                snprintf(err, errlen,
-                         "--drain-timeout: '%s' is not a duration; write 5, 2.5s or 500ms", val);
-                return OPT_ERROR;
-            }
-            o->drain_ms = (int)v;
-            break;
-        case OPT_IDLE_TIMEOUT:
-            if (opt_parse_duration_ms(val, &v) < 0) {
-                snprintf(err, errlen,
-                         "--idle-timeout: '%s' is not a duration of 0 (never) to 86400s; write "
-                         "300, 30s or 500ms",
-                         val);
-                return OPT_ERROR;
-            }
-            o->idle_ms = (int)v;
-            break;
-        case OPT_PROXY_TIMEOUT:
-            if (opt_parse_duration_ms(val, &v) < 0 || v < 1) {
-                snprintf(err, errlen,
-                         "--proxy-timeout: '%s' is not a duration of 1ms to 86400s; write 5, "
-                         "2.5s or 500ms",
-                         val);
-                return OPT_ERROR;
-            }
-            o->proxy_ms = (int)v;
-            break;
-        case OPT_PROXY_PROTOCOL:
-            o->proxy = true;
-            break;
-        case OPT_DEFER_ACCEPT:
-            o->defer_accept = true;
-            break;
-        case OPT_BATCH:
-            if (parse_long(val, 1, 1024, &v) < 0) {
-                snprintf(err, errlen, "--batch: '%s' is not an integer from 1 to 1024", val);
-                return OPT_ERROR;
-            }
-            o->batch = (int)v;
-            break;
-        case OPT_DISPATCH:
-            if (!strcmp(val, "rr"))
-                o->dispatch = DISPATCH_RR;
-            else if (!strcmp(val, "least"))
-                o->dispatch = DISPATCH_LEAST;
-            else {
-                snprintf(err, errlen, "--dispatch: '%s' is not a policy; use rr or least", val);
-                return OPT_ERROR;
-            }
-            break;
-        case OPT_CONFIG:
-            if (!*val) {
-                snprintf(err, errlen,
-                         "--config: give the path of a config file, e.g. "
-                         "/etc/lfepolld.conf");
-                return OPT_ERROR;
-            }
-            o->config = val;
-            break;
-        case OPT_USER:
-            if (!*val) {
-                snprintf(err, errlen, "--user: give a user name, e.g. nobody");
-                return OPT_ERROR;
-            }
-            o->user = val;
-            break;
-        case OPT_PID_FILE:
-            if (!*val) {
-                snprintf(err, errlen, "--pid-file: give a path, e.g. /run/lfepolld/lfepolld.pid");
-                return OPT_ERROR;
-            }
-            o->pid_file = val;
-            break;
-        case OPT_MAX_CONNS_PER_IP:
-            if (parse_long(val, 0, INT_MAX, &v) < 0) {
-                snprintf(err, errlen,
-                         "--max-conns-per-ip: '%s' is not an integer from 0 (no limit) to %d", val,
-                         INT_MAX);
-                return OPT_ERROR;
-            }
-            o->max_per_ip = v;
-            break;
-        case OPT_TAKEOVER:
-            if (!*val || strlen(val) >= 100) {
-                snprintf(err, errlen,
-                         "--takeover: give the path of a Unix socket (under 100 bytes), e.g. "
-                         "/run/lfepolld/takeover.sock");
-                return OPT_ERROR;
-            }
-            o->takeover = val;
-            break;
-        case OPT_REUSEPORT:
-            o->reuseport = true;
-            break;
-        case OPT_ADMIN:
-            if (!hostport_ok(val)) {
-                snprintf(err, errlen,
-                         "--admin: '%s' is not HOST:PORT; write 127.0.0.1:9877 or [::1]:9877 "
-                         "(port 0-65535)",
-                         val);
-                return OPT_ERROR;
-            }
-            o->admin = val;
-            break;
-        case OPT_LOG_FORMAT:
-            if (strcmp(val, "text") && strcmp(val, "json")) {
-                snprintf(err, errlen, "--log-format: '%s' is not a format; use text or json", val);
-                return OPT_ERROR;
-            }
-            o->log_json = val[0] == 'j';
-            break;
-        case OPT_COUNT:
-            break; /* not an option: find() never returns the end of the table */
-        }
+        r = setters[d - opt_defs](o, (enum opt_id)(d - opt_defs), name, a.val, out, err, errlen);
+        if (r != OPT_RUN)
+            return r;
     }
     if (o->nlisten == 0) {
         o->listen[o->nlisten++] = "127.0.0.1:9876";

@@ -352,6 +352,20 @@ static void test_table_is_help_and_man_page(void **state)
     free(help);
 }
 
+/* Every row of the table reaches a setter that handles it: its name, with a value when it takes
+ * one, parses or is refused for its value, never for want of a case (the setter a row names
+ * switches on the row's id). */
+static void test_every_option_is_handled(void **state)
+{
+    (void)state;
+    for (const struct opt_def *d = opt_defs; d->name; d++) {
+        enum opt_result r = d->value ? parse(d->name, "x", NULL) : parse(d->name, NULL);
+
+        if (r == OPT_ERROR && strstr(err, "does not handle"))
+            fail_msg("%s: %s", d->name, err);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_file_errors),
         cmocka_unit_test(test_table_is_help_and_man_page),
+        cmocka_unit_test(test_every_option_is_handled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
