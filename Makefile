@@ -74,9 +74,11 @@ ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
-SRV_MODS := log args file opt topo net obuf conn stats metrics admin sdnotify takeover iplimit proxy dispatch frame shdict ctx script script_env lio \
-            lfelib lpattern lconn server acceptor worker tune
-SRV_MODS += pidfile
+SRV_MODS := log args file opt topo net obuf conn pool idle stats report metrics admin sdnotify takeover iplimit proxy dispatch \
+            server acceptor worker tune pidfile
+# The Lua wing (src/lua/): the rest of the daemon includes include/script.h only.
+LUA_MODS := frame shdict ctx script script_env lio lfelib lpattern lstop lconn
+SRV_MODS += $(LUA_MODS:%=lua/%)
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
@@ -151,9 +153,10 @@ $(TOBJ)/client/%.o: client/%.c
 $(TOBJ)/libcli.a: $(CLI_TMODS:%=$(TOBJ)/client/%.o)
 	rm -f $@ && ar rcs $@ $^
 
+# Unit tests reach inside the Lua wing (its own headers, src/lua/) as they do inside client/.
 $(TOBJ)/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CPPFLAGS) -Iclient $(TEST_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CPPFLAGS) -Iclient -Isrc/lua $(TEST_CFLAGS) -c -o $@ $<
 
 $(TOBJ)/int_%.o: tests/integration/%.c
 	@mkdir -p $(@D)
@@ -372,7 +375,7 @@ sysctl-apply: $(LFEPOLLD)
 	$(LFEPOLLD) --apply-sysctl --sysctl-conf sysctl.conf
 
 # Every C file of the project, for clang-format (.clang-format).
-C_FILES = $(wildcard src/*.c src/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
+C_FILES = $(wildcard src/*.c src/*.h src/lua/*.c src/lua/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
             tests/unit/*.h tests/integration/*.c tests/integration/*.h tests/bench/*.c \
             tests/fault/*.c tests/soak/*.c tests/fuzz/*.c tests/fuzz/*.h tests/bench/peers/c/*.c \
             tests/bench/peers/c/*.h)
@@ -450,5 +453,5 @@ scaleout-test:
 # Fuzzing, fault injection and the soak run keep their rules beside their sources.
 -include tests/fuzz/fuzz.mk tests/fault/fault.mk tests/soak/soak.mk
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/client/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d $(TOBJ)/client/*.d \
-                   $(PEER_BIN)/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/src/lua/*.d $(BUILD)/client/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d \
+                   $(TOBJ)/src/lua/*.d $(TOBJ)/client/*.d $(PEER_BIN)/*.d)

@@ -1,5 +1,5 @@
-/* conn: a client connection: its life (conn_new, conn_close in pool.h), the socket I/O every
- * mode shares, and the byte-exact echo state machine. */
+/* conn: a client connection: the socket I/O every mode shares, and the byte-exact echo state
+ * machine. Its life (conn_new, conn_close) is the pool's: src/pool.h. */
 #ifndef LFE_CONN_H
 #define LFE_CONN_H
 
@@ -80,9 +80,6 @@ struct conn_io {
  * connection is finished (peer closed and everything echoed, or an error: counted in io->st)
  * and must be closed. Caller must own c. */
 uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io);
-
-/* A new connection on fd, of kind's size, zeroed. NULL when memory runs out. */
-struct conn *conn_new(int fd, enum conn_kind kind);
 
 /* Shared with the Lua state machine (lconn.c). */
 ssize_t conn_send_some(int fd, const char *p, size_t n); /* bytes taken (maybe 0) or -errno */

@@ -67,6 +67,20 @@ enum opt_result {
     OPT_ERROR = -1 /* bad input: err holds one line saying what is wrong and what to do */
 };
 
+/* One of lfepolld's options, as --help shows it; opt_defs lists them all (opt.c's table, the one
+ * place an option is written), in --help's order, and ends with a NULL name. */
+struct opt_def {
+    const char *name;  /* "--listen" */
+    char letter;       /* 'q' for -q, or 0 */
+    const char *value; /* the name of its value in --help ("HOST:PORT"), or NULL: a flag */
+    const char *help;  /* what --help says, a '\n' between its lines */
+};
+
+extern const struct opt_def opt_defs[];
+
+/* Writes --help's text, made from opt_defs, to out. */
+void opt_usage(FILE *out);
+
 /* Fills o with the defaults, then applies the --config file's options (when argv names one),
  * then argv: the command line wins, and a --listen there replaces the file's. No I/O but the
  * config file's read and --help/--version text on out. o's strings point into argv and into

@@ -44,37 +44,9 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
  * that races the FIN. A plain stop lets every client finish what it sends. */
 void server_handover(struct server *s);
 
-/* Prints counters: one line per worker, per group (with its accepted and live connections) and
- * in total, plus the accept thread's. Safe while the server runs. */
-void server_print_stats(struct server *s, FILE *f);
-
 /* SIGHUP in Lua mode: checks and publishes a new generation of the script (workers switch
  * between requests). Logs the outcome. Returns 0, or -1 when the old script stays. */
 int server_reload(struct server *s);
-
-/* Workers that have been inside one batch of events (a callback, say) for longer than limit_ms
- * now: 0 while every worker comes back in time. Reads only atomics the workers store (no lock,
- * nothing written): safe from any thread while the server runs. */
-int server_stalled(struct server *s, long limit_ms);
-
-/* Live connections now. Any thread. */
-long server_live(struct server *s);
-
-/* --idle-timeout, from main's loop and its drain: shuts down (SHUT_RDWR) every connection that
- * has been armed without an event for the timeout at now_ms (CLOCK_MONOTONIC) and has none
- * waiting to be taken (poll); a worker then closes it as "idle". Runs at most every half tick
- * (a quarter of the timeout, 50 ms to 1 s); a no-op without the option. Returns how many it shut
- * down. Main thread only. */
-long server_sweep_idle(struct server *s, long now_ms);
-
-/* Whether a load balancer should send traffic here: true while serving; false, with the reason
- * in why, while draining or while server_stalled(s, stall_ms) is non-zero. Any thread. */
-bool server_healthy(struct server *s, long stall_ms, char *why, size_t len);
-
-/* Writes every counter, live count and service-time histogram in the Prometheus text format
- * (metrics.h), plus the process's own figures. Reads only what the threads publish: no lock on
- * their path. Any thread, while the server runs. */
-void server_write_metrics(struct server *s, FILE *f);
 
 /* Frees everything. The server must be stopped (or never started). */
 void server_free(struct server *s);

@@ -1,4 +1,5 @@
 /* acceptor: the accept threads; each drains its listen queues and hands connections to groups. */
+#include "idle.h"
 #include "log.h"
 #include "net.h"
 #include "pool.h"

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "net.h"
+#include "report.h"
 #include "server.h"
 
 #include <errno.h>
@@ -217,11 +218,11 @@ static void serve(struct admin *a, struct aconn *c, size_t end)
     if ((q = strchr(path, '?')))
         *q = '\0'; /* a scraper may add parameters: none changes the page */
     if (strcmp(path, "/metrics") == 0) {
-        answer_page(a, c, server_write_metrics, METRICS_CONTENT_TYPE, head);
+        answer_page(a, c, report_write_metrics, METRICS_CONTENT_TYPE, head);
     } else if (strcmp(path, "/stats") == 0) {
-        answer_page(a, c, server_print_stats, text, head);
+        answer_page(a, c, report_print_stats, text, head);
     } else if (strcmp(path, "/health") == 0) {
-        bool ok = server_healthy(a->s, a->stall_ms, why, sizeof(why));
+        bool ok = report_healthy(a->s, a->stall_ms, why, sizeof(why));
         int n = snprintf(body, sizeof(body), "%s\n", why);
 
         answer(c, ok ? 200 : 503, ok ? "OK" : "Service Unavailable", text, NULL, body, (size_t)n,

@@ -1,14 +1,11 @@
-/* conn: a client connection: where it is created and destroyed (conn_new, conn_close), the
- * socket I/O every mode shares, and the byte-exact echo state machine. */
+/* conn: a client connection's socket I/O, which every mode shares, and the byte-exact echo
+ * state machine. Where a connection is created and destroyed is the pool's (pool.c). */
 #include "conn.h"
 
-#include "lconn.h"
 #include "log.h"
-#include "pool.h"
 #include "sysc.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -90,49 +87,6 @@ enum conn_why conn_why_io(int err)
 {
     return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT ? CONN_WHY_RESET
                                                                  : CONN_WHY_IO_ERROR;
-}
-
-struct conn *conn_new(int fd, enum conn_kind kind)
-{
-    struct conn *c = calloc(1, kind == CONN_LUA ? sizeof(struct lconn) : sizeof(struct conn));
-
-    if (!c)
-        return NULL;
-    c->fd = fd;
-    if (kind == CONN_LUA)
-        lconn_of(c)->sc.fd = fd;
-    return c;
-}
-
-void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why why,
-                struct worker *w)
-{
-    struct script *sc = w ? w->script : NULL;
-
-    /* The script hears the end of every connection it saw start, and of no other. */
-    if (sc && (c->flags & CONN_STARTED))
-        script_on_close(sc, &lconn_of(c)->sc, why);
-    if (c->flags & (CONN_WRCLOSED | CONN_LINGER))
-        __atomic_sub_fetch(&s->nwrclosed, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
-    if (s->iplimit)
-        iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[c->fd], __ATOMIC_RELAXED));
-    /* No EPOLL_CTL_DEL first: the registration is disarmed (its EPOLLONESHOT event was delivered
-     * to this worker and not re-armed) or was never made, so no other thread can be handed it,
-     * and close() of the only reference to the socket removes it from the epoll set. One
-     * syscall less per connection. */
-    sysc_close(c->fd);
-    obuf_free(&c->out);
-    if (s->lua)
-        lconn_release(lconn_of(c));
-    free(c);
-    if (g)
-        __atomic_sub_fetch(&g->live, 1, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&s->live, 1, __ATOMIC_RELAXED);
-    if (w)
-        STAT_ADD(&w->st, closed, 1);
-    if (__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED))
-        pool_kick_paused(s); /* a descriptor came free: a paused accept thread may resume */
 }
 
 ssize_t conn_read_some(struct conn *c, char *buf, size_t n)

@@ -1,9 +1,11 @@
 /* main: lfepolld's start-up, signal handling and shutdown. */
 #include "admin.h"
+#include "idle.h"
 #include "log.h"
 #include "net.h"
 #include "opt.h"
 #include "pidfile.h"
+#include "report.h"
 #include "script.h"
 #include "sdnotify.h"
 #include "server.h"
@@ -153,7 +155,7 @@ static void print_stats(void)
 
     if (!f)
         return;
-    server_print_stats(srv, f);
+    report_print_stats(srv, f);
     fclose(f);
     if (log_json) { /* each line its own JSON object, like every other line */
         for (char *line = text, *nl; line < text + len; line = nl + 1) {
@@ -182,7 +184,7 @@ static int drain_wait(void)
 
     if (sig == SIGUSR1)
         print_stats();
-    server_sweep_idle(srv, mono_ms()); /* a client that never reads must not hold the drain */
+    idle_sweep(srv, mono_ms()); /* a client that never reads must not hold the drain */
     return sig == SIGINT || sig == SIGTERM;
 }
 
@@ -691,19 +693,19 @@ int main(int argc, char **argv)
                      (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000);
             sdnotify_send(msg);
             server_reload(srv);
-            notify_ready(server_live(srv));
+            notify_ready(report_live(srv));
         } else if (sig == SIGINT || sig == SIGTERM) {
             log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
             break;
         }
-        server_sweep_idle(srv, now);
+        idle_sweep(srv, now);
         if (wd_ms && now >= next_wd) {
-            if (server_stalled(srv, stall) == 0) {
+            if (report_stalled(srv, stall) == 0) {
                 sdnotify_send("WATCHDOG=1");
                 next_wd = now + wd_ms;
             }
         }
-        if ((live = server_live(srv)) != last_live) {
+        if ((live = report_live(srv)) != last_live) {
             char msg[64];
 
             snprintf(msg, sizeof(msg), "STATUS=serving, %ld connection%s", live,

@@ -25,8 +25,9 @@
  * Idle timeout (--idle-timeout). An armed connection belongs to no thread, so main's sweep only
  * claims it (a CAS on a per-fd word), shuts it down (SHUT_RDWR: epoll reports EPOLLHUP) and hands
  * it back; the worker epoll hands it to closes it. Idle means nothing moved: no event it is armed
- * for, and no fall of its send queue (judge). The words and their states are in pool.h; the same
- * sweep ends lingering Lua closes and PROXY headers past --proxy-timeout, by their dates.
+ * for, and no fall of its send queue. The words, their states and the sweep are idle.h's and
+ * idle.c's; the same sweep ends lingering Lua closes and PROXY headers past --proxy-timeout, by
+ * their dates.
  *
  * Stop. SIGTERM: draining = 1, the accept thread exits and main closes the listeners; workers go
  * on serving. Main waits until the pool is quiet (no output pending, no worker inside a batch,
@@ -44,148 +45,23 @@
  */
 #include "server.h"
 
+#include "idle.h"
 #include "log.h"
-#include "metrics.h"
 #include "net.h"
 #include "pool.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <linux/sockios.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define STOP_GRACE_MS 300 /* past the drain timeout: joining workers, the last writes */
-
-void pool_kick_paused(struct server *s)
-{
-    for (int i = 0; i < s->nacc; i++)
-        if (__atomic_load_n(&s->acc[i].paused, __ATOMIC_RELAXED))
-            pool_kick(s->acc[i].wakefd);
-}
-
-void pool_kick(int efd)
-{
-    eventfd_write(efd, 1);
-}
-
-bool idle_take(struct server *s, int fd)
-{
-    uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_ACQUIRE);
-
-    for (;;) {
-        if ((v & 3) == IDLE_CLAIMED) { /* the sweeper is inside one shutdown(2): wait it out */
-            sched_yield();
-            v = __atomic_load_n(&s->idle[fd], __ATOMIC_ACQUIRE);
-            continue;
-        }
-        /* the date stays: a connection re-armed with it (idle_rearm) keeps its deadline */
-        if (__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_OWNED, false,
-                                        __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
-            return (v & 3) == IDLE_EXPIRED;
-    }
-}
-
-/* The word a claimed connection past its time (expired), or one a drain looks at, is handed
- * back with; 0: it is idle, shut it down. The caller holds the claim on fd, word v: no thread
- * owns the connection, none can until it is handed back, so fd is still its, and so is c (only
- * an owner frees one); its fields are those its last owner wrote before the arm. */
-static uint64_t judge(struct server *s, long fd, uint64_t v, long now, bool expired)
-{
-    struct conn *c = __atomic_load_n(&s->table[fd], __ATOMIC_ACQUIRE);
-    struct pollfd p = {.fd = (int)fd};
-    bool linger = c && (c->flags & CONN_LINGER), header = c && (c->flags & CONN_PROXY);
-    int outq = 0;
-
-    /* A lingering one's time runs from its window's start, whatever the peer sends (lconn.c):
-     * its window starts again while the peer is still taking the reply (up to LINGER_TOTAL_MS
-     * after its FIN), and during a stop it ends as soon as the peer has every byte of it. */
-    if (linger) {
-        struct lconn *lc = lconn_of(c);
-
-        if (ioctl((int)fd, SIOCOUTQ, &outq) < 0)
-            outq = 0; /* the socket failed: nothing more to deliver */
-        if (!expired && outq)
-            return v; /* not yet: as it was */
-        if (outq > 0 && outq < lc->linger_outq && now - lc->linger_since < LINGER_TOTAL_MS) {
-            lc->linger_outq = outq; /* it took some: a new window */
-            lc->linger_ms = now;
-            return idle_word(idle_linger_date(s, now), IDLE_ARMED);
-        }
-        return 0;
-    }
-    if (!expired)
-        return v;
-    /* An event waiting for a worker that has not taken it yet (a long batch, a ready list) is
-     * not idleness; only what the connection is armed for is an event: input it stopped reading
-     * (at --max-pending, or after its end) would wake no worker and would keep it for ever. A
-     * header's deadline stands whatever comes: handed back as it was, looked at again. */
-    if (c && !(c->flags & CONN_NOREAD))
-        p.events |= POLLIN | POLLRDHUP;
-    if (c && obuf_len(&c->out) && !header)
-        p.events |= POLLOUT;
-    if (poll(&p, 1, 0) > 0)
-        return header ? v : idle_word(now, IDLE_ARMED);
-    /* The peer taking what the kernel still holds for it moves nothing the server can see but
-     * the send queue. A queue shorter than at the last look at this same date is progress; a
-     * first look at a queue that is not empty cannot tell, and gives it one more period. */
-    if (s->idle_outq && !header && ioctl((int)fd, SIOCOUTQ, &outq) == 0 && outq > 0) {
-        struct idle_outq *seen = &s->idle_outq[fd];
-
-        if (seen->word != v || outq < seen->outq) {
-            seen->word = idle_word(now, IDLE_ARMED);
-            seen->outq = outq;
-            return seen->word;
-        }
-    }
-    return 0;
-}
-
-long server_sweep_idle(struct server *s, long now)
-{
-    long hi = __atomic_load_n(&s->fd_hi, __ATOMIC_RELAXED), n = 0;
-    uint64_t limit = (uint64_t)s->idle_limit_ms, bnow = (uint64_t)(now + IDLE_BIAS);
-    long tick = s->idle_limit_ms / 4;
-    bool draining = __atomic_load_n(&s->draining, __ATOMIC_ACQUIRE);
-
-    /* without --idle-timeout only lingering connections and PROXY headers are watched */
-    if (!s->idle || now < s->next_sweep_ms ||
-        (!s->opt->idle_ms && !s->opt->proxy && !__atomic_load_n(&s->nwrclosed, __ATOMIC_RELAXED)))
-        return 0;
-    tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
-    if (draining)
-        tick = 50; /* a stop waits for lingering connections: look at them often */
-    s->next_sweep_ms = now + tick / 2; /* main calls each tick; a drain every 10 ms */
-    for (long fd = 0; fd <= hi && (size_t)fd < s->table_size; fd++) {
-        uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_RELAXED), back;
-        bool expired;
-
-        if ((v & 3) != IDLE_ARMED || bnow < (v >> 2))
-            continue;
-        expired = bnow - (v >> 2) >= limit;
-        if (!expired && !draining)
-            continue;
-        if (!__atomic_compare_exchange_n(&s->idle[fd], &v, (v & ~(uint64_t)3) | IDLE_CLAIMED, false,
-                                         __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-            continue; /* a worker took it meanwhile: it was not idle */
-        if ((back = judge(s, fd, v, now, expired))) {
-            __atomic_store_n(&s->idle[fd], back, __ATOMIC_RELEASE);
-            continue;
-        }
-        shutdown((int)fd, SHUT_RDWR);
-        __atomic_store_n(&s->idle[fd], (v & ~(uint64_t)3) | IDLE_EXPIRED, __ATOMIC_RELEASE);
-        n++;
-    }
-    return n;
-}
 
 /* n zeroed elements of size, aligned to 64 bytes (struct server, group and worker hold
  * cache-line-aligned counters; calloc promises 16). NULL when memory runs out. */
@@ -282,7 +158,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         goto out_nomem;
     /* Lua's lingering close needs the sweeper's clock even without --idle-timeout */
     s->idle_limit_ms = o->idle_ms ? o->idle_ms : LINGER_MS;
-    if ((o->idle_ms || o->lua || o->proxy) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
+    if ((o->idle_ms || s->lua || o->proxy) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
         goto out_nomem;
     /* written by the sweep only, for the few connections it finds past their time */
     if (o->idle_ms && !(s->idle_outq = calloc(s->table_size, sizeof(*s->idle_outq))))
@@ -319,7 +195,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
             w->evs = calloc((size_t)o->batch, sizeof(*w->evs));
             if (!w->buf || !w->evs)
                 goto out_nomem;
-            if (lua) {
+            if (s->lua) {
                 char name[24], why[512];
 
                 snprintf(name, sizeof(name), "%d.%d", gi, wi);
@@ -581,14 +457,14 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
                 continue; /* stays started: nothing it may touch is freed */
             }
             w->started = false;
-            if (!runner && w->script)
+            if (!runner && s->lua)
                 runner = w;
         }
     if (wedged) /* its connections may be in its hands: leave them to the exit */
         return wedged;
     left = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
     if (runner)
-        script_bind(runner->script); /* main runs on_close from here; the watchdog signals it */
+        script_env_bind(runner->script); /* main runs on_close from here; the watchdog signals it */
     for (size_t fd = 0; fd < s->table_size && left > 0; fd++) {
         struct conn *c = s->table[fd];
 
@@ -605,192 +481,6 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
                  unasked);
     __atomic_store_n(&s->live, 0, __ATOMIC_RELAXED);
     return 0;
-}
-
-void server_print_stats(struct server *s, FILE *f)
-{
-    struct worker_stats total = {0};
-    struct accept_stats acc = {0};
-    char prefix[192], cpus[64];
-
-    for (int gi = 0; gi < s->ngroups; gi++) {
-        struct group *g = &s->groups[gi];
-        struct worker_stats gs = {0};
-
-        cpulist_format(&g->cpus, cpus, sizeof(cpus));
-        for (int wi = 0; wi < g->nworkers; wi++) {
-            struct worker_stats one = {0};
-
-            stats_add_worker(&one, &g->workers[wi].st);
-            stats_add_worker(&gs, &one);
-            if (g->workers[wi].script)
-                snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s lua_kb=%zu:", gi, wi,
-                         s->plan->pin ? cpus : "any", script_mem(g->workers[wi].script) >> 10);
-            else
-                snprintf(prefix, sizeof(prefix), "stats: worker %d.%d cpus=%s:", gi, wi,
-                         s->plan->pin ? cpus : "any");
-            stats_print_worker(f, prefix, &one);
-        }
-        snprintf(prefix, sizeof(prefix), "stats: group %d live=%ld dispatched=%llu:", gi,
-                 __atomic_load_n(&g->live, __ATOMIC_RELAXED),
-                 (unsigned long long)__atomic_load_n(&g->accepted, __ATOMIC_RELAXED));
-        stats_print_worker(f, prefix, &gs);
-        stats_add_worker(&total, &gs);
-    }
-    snprintf(prefix, sizeof(prefix),
-             "stats: total live=%ld:", __atomic_load_n(&s->live, __ATOMIC_RELAXED));
-    stats_print_worker(f, prefix, &total);
-    for (int i = 0; i < s->nacc; i++) {
-        struct accept_stats one = {0};
-
-        stats_snap_accept(&one, &s->acc[i].st);
-        if (s->nacc > 1) {
-            snprintf(prefix, sizeof(prefix), "stats: accept thread %d:", i);
-            stats_print_accept(f, prefix, &one);
-        }
-        stats_snap_accept(&acc, &one);
-    }
-    stats_print_accept(f, "stats: accept:", &acc);
-    if (s->lua)
-        script_env_print(s->lua, f);
-    fflush(f);
-}
-
-int server_stalled(struct server *s, long limit_ms)
-{
-    struct timespec ts;
-    int64_t now;
-    int n = 0;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    now = ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    for (int gi = 0; gi < s->ngroups; gi++)
-        for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
-            struct worker *w = &s->groups[gi].workers[wi];
-
-            long lim = limit_ms;
-
-            /* A callback waiting in lfe.sleep or on a socket is not stuck: it may wait up to
-             * --lua-wall-timeout-ms in all (no bound without it) */
-            if (w->script && script_waiting(w->script))
-                lim = s->opt->lua_wall_ms > 0 ? s->opt->lua_wall_ms + limit_ms : LONG_MAX / 2000000;
-            /* busy is stored after busy_since: a busy worker's start time is its own */
-            if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE) &&
-                now - __atomic_load_n(&w->busy_since_ns, __ATOMIC_RELAXED) > lim * 1000000LL)
-                n++;
-        }
-    return n;
-}
-
-long server_live(struct server *s)
-{
-    return __atomic_load_n(&s->live, __ATOMIC_RELAXED);
-}
-
-bool server_healthy(struct server *s, long stall_ms, char *why, size_t len)
-{
-    int n;
-
-    if (__atomic_load_n(&s->draining, __ATOMIC_ACQUIRE)) {
-        snprintf(why, len, "draining: stopping, not accepting");
-        return false;
-    }
-    if ((n = server_stalled(s, stall_ms)) > 0) {
-        snprintf(why, len, "%d worker%s inside one batch for more than %ld ms (a callback stuck?)",
-                 n, n == 1 ? "" : "s", stall_ms);
-        return false;
-    }
-    snprintf(why, len, "ok");
-    return true;
-}
-
-#define W_FAMILY(name, help)                                                                       \
-    metrics_family(f, "lfepolld_worker_" #name "_total", "counter", "Per worker: " help ".");      \
-    for (int gi = 0; gi < s->ngroups; gi++)                                                        \
-        for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {                                      \
-            snprintf(lab, sizeof(lab), "group=\"%d\",worker=\"%d\"", gi, wi);                      \
-            metrics_u64(f, "lfepolld_worker_" #name "_total", lab,                                 \
-                        __atomic_load_n(&s->groups[gi].workers[wi].st.name, __ATOMIC_RELAXED));    \
-        }
-#define A_FAMILY(name, help)                                                                       \
-    metrics_family(f, "lfepolld_accept_" #name "_total", "counter",                                \
-                   "Per accept thread: " help ".");                                                \
-    for (int ti = 0; ti < s->nacc; ti++) {                                                         \
-        snprintf(lab, sizeof(lab), "thread=\"%d\"", ti);                                           \
-        metrics_u64(f, "lfepolld_accept_" #name "_total", lab,                                     \
-                    __atomic_load_n(&s->acc[ti].st.name, __ATOMIC_RELAXED));                       \
-    }
-
-void server_write_metrics(struct server *s, FILE *f)
-{
-    char lab[64];
-
-    metrics_family(f, "lfepolld_build_info", "gauge", "lfepolld's version; always 1.");
-    fprintf(f, "lfepolld_build_info{version=\"%s\",mode=\"%s\"} 1\n", LFE_VERSION,
-            s->lua ? "lua" : "echo");
-    metrics_family(f, "lfepolld_connections", "gauge", "Live connections per epoll group.");
-    for (int gi = 0; gi < s->ngroups; gi++) {
-        snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
-        metrics_u64(f, "lfepolld_connections", lab,
-                    (uint64_t)__atomic_load_n(&s->groups[gi].live, __ATOMIC_RELAXED));
-    }
-    metrics_family(f, "lfepolld_connections_max", "gauge",
-                   "The live connection limit (--max-conns, or what RLIMIT_NOFILE leaves).");
-    metrics_u64(f, "lfepolld_connections_max", NULL, (uint64_t)s->max_conns);
-    metrics_family(f, "lfepolld_connections_pending_output", "gauge",
-                   "Connections with output waiting for the client to read it.");
-    metrics_u64(f, "lfepolld_connections_pending_output", NULL,
-                (uint64_t)__atomic_load_n(&s->npending, __ATOMIC_RELAXED));
-    metrics_family(f, "lfepolld_group_dispatched_total", "counter",
-                   "Connections the accept threads handed to each epoll group.");
-    for (int gi = 0; gi < s->ngroups; gi++) {
-        snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
-        metrics_u64(f, "lfepolld_group_dispatched_total", lab,
-                    __atomic_load_n(&s->groups[gi].accepted, __ATOMIC_RELAXED));
-    }
-    metrics_family(f, "lfepolld_draining", "gauge", "1 once a stop began (SIGTERM), else 0.");
-    metrics_u64(f, "lfepolld_draining", NULL,
-                (uint64_t)__atomic_load_n(&s->draining, __ATOMIC_RELAXED));
-    metrics_family(f, "lfepolld_accept_paused", "gauge",
-                   "Accept threads paused (out of descriptors or memory): 0 to --accept-threads.");
-    metrics_u64(f, "lfepolld_accept_paused", NULL,
-                (uint64_t)__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED));
-    metrics_family(f, "lfepolld_workers_busy", "gauge",
-                   "Workers inside a batch of events at the moment of the scrape.");
-    {
-        uint64_t busy = 0;
-
-        for (int gi = 0; gi < s->ngroups; gi++)
-            for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
-                busy +=
-                    (uint64_t)__atomic_load_n(&s->groups[gi].workers[wi].busy, __ATOMIC_RELAXED);
-        metrics_u64(f, "lfepolld_workers_busy", NULL, busy);
-    }
-    WORKER_STATS(W_FAMILY)
-    ACCEPT_STATS(A_FAMILY)
-    metrics_family(f, "lfepolld_service_seconds", "histogram",
-                   "Per epoll group: time from the epoll_wait return that took an event to its "
-                   "re-arm or close, seconds.");
-    for (int gi = 0; gi < s->ngroups; gi++) {
-        struct svc_hist h = {0};
-
-        for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
-            stats_add_svc(&h, &s->groups[gi].workers[wi].svc);
-        snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
-        metrics_svc(f, "lfepolld_service_seconds", lab, &h);
-    }
-    if (s->lua) {
-        metrics_family(f, "lfepolld_lua_memory_bytes", "gauge",
-                       "Memory of each worker's Lua state, bytes.");
-        for (int gi = 0; gi < s->ngroups; gi++)
-            for (int wi = 0; wi < s->groups[gi].nworkers; wi++) {
-                snprintf(lab, sizeof(lab), "group=\"%d\",worker=\"%d\"", gi, wi);
-                metrics_u64(f, "lfepolld_lua_memory_bytes", lab,
-                            script_mem(s->groups[gi].workers[wi].script));
-            }
-        script_env_metrics(s->lua, f);
-    }
-    metrics_process(f, "/proc/self", "/proc/stat");
 }
 
 int server_reload(struct server *s)

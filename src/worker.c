@@ -1,4 +1,5 @@
 /* worker: a follower thread of one epoll group; takes events, runs the handler, re-arms. */
+#include "idle.h"
 #include "log.h"
 #include "net.h"
 #include "pool.h"
@@ -58,7 +59,7 @@ static bool proxy_admit(struct worker *w, struct conn *c, const struct proxy_hdr
         }
         __atomic_store_n(&s->ipslot[c->fd], slot, __ATOMIC_RELAXED);
     }
-    if (w->script && h->family != AF_UNSPEC) {
+    if (s->lua && h->family != AF_UNSPEC) {
         net_addr_name(&peer, name, sizeof(name));
         lconn_of(c)->sc.peer = strdup(name); /* NULL (no memory): conn.peer shows the proxy */
     }
@@ -206,7 +207,7 @@ static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const s
         goto rearm;
     }
     had = obuf_len(&c->out) != 0;
-    if (w->script) {
+    if (s->lua) {
         uint32_t was = c->flags;
 
         want = lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why);
@@ -353,8 +354,8 @@ void *worker_main(void *arg)
     struct timespec t0, t1;
     int64_t start, last, end;
 
-    if (w->script) {
-        script_bind(w->script);
+    if (s->lua) {
+        script_env_bind(w->script);
         script_set_wait_hook(w->script, give_back_rest, w);
     }
     while (!w->stop) {
@@ -371,7 +372,7 @@ void *worker_main(void *arg)
         start = last = t0.tv_sec * 1000000000LL + t0.tv_nsec;
         __atomic_store_n(&w->busy_since_ns, start, __ATOMIC_RELAXED);
         __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
-        if (w->script)
+        if (s->lua)
             script_refresh(w->script); /* between requests: a reloaded script starts here */
         w->n = n;
         for (w->next = 0; w->next < w->n;) {

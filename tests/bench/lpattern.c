@@ -2,10 +2,10 @@
  * the cost of the step budget. Each case is a Lua loop of calls, run in two states (stock, and
  * lpattern installed with a stop flag that stays clear); REPS rounds, the two states in turns
  * (which goes first alternates), per case the median of each; an empty loop's median is taken
- * off both before the ratio. src/lpattern.c is compiled as lfepolld compiles it (-O2 -g):
- *   mkdir -p build/bench && cc -O2 -g -std=c11 -D_GNU_SOURCE -Iinclude \
+ * off both before the ratio. src/lua/lpattern.c is compiled as lfepolld compiles it (-O2 -g):
+ *   mkdir -p build/bench && cc -O2 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lua \
  *     $(pkg-config --cflags lua5.4) -o build/bench/lpattern tests/bench/lpattern.c \
- *     src/lpattern.c $(pkg-config --libs lua5.4)
+ *     src/lua/lpattern.c $(pkg-config --libs lua5.4)
  *   build/bench/lpattern [REPS [aa]]     (REPS default 21; aa: stock in both states, the
  *                                         harness's own bias and noise) */
 #include <lauxlib.h>

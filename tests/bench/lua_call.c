@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     }
     if (script_env_start(e) < 0)
         return 1;
-    script_bind(sc);
+    script_env_bind(sc);
     for (int round = 0; round < 5; round++) { /* best of 5: the machine is shared */
         double t0 = now_ns(), ns;
 

@@ -3,10 +3,8 @@
 # tests/fault/test_fault.c. Both run in `make test`, sanitizer builds included.
 # Included by the Makefile (which supplies TOBJ, the cmocka rules, the harness objects).
 
-# The accept thread's unit tests follow the unit-test pattern rule (tests/unit/test_acceptor.c).
-# `unit` and `integration` listed their binaries before this file was read: added here too.
-UNIT_BINS += $(TOBJ)/test_acceptor
-unit: $(TOBJ)/test_acceptor
+# The accept thread's unit tests (tests/unit/test_acceptor.c) are in the Makefile's UNIT list.
+# `integration` listed its binaries before this file was read: added here too.
 integration: $(TOBJ)/test_fault
 
 # The shim is built plain (no sanitizer: it only forwards calls) and preloaded into lfepolld by

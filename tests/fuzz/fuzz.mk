@@ -20,7 +20,7 @@ FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_LIBS := $(FUZZ_BUILD)/libcli.a $(FUZZ_BUILD)/libsrv.a
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CPPFLAGS = -D_GNU_SOURCE -Iinclude -Iclient -Itests/fuzz $(LUA_CFLAGS) \
+FUZZ_CPPFLAGS = -D_GNU_SOURCE -Iinclude -Isrc/lua -Iclient -Itests/fuzz $(LUA_CFLAGS) \
                 -DFUZZ_LUA_DIR='"$(CURDIR)/lua"' -DFUZZ_DIR='"$(CURDIR)/tests/fuzz"'
 # The daemon's own files keep their warnings but never fail the fuzz build on one clang sees
 # and gcc does not; the fuzz targets themselves follow WERROR.
@@ -66,7 +66,7 @@ fuzz-deps: deps
 	  fi; \
 	}
 
--include $(wildcard $(FUZZ_BUILD)/obj/*/*.d $(FUZZ_BUILD)/obj/tests/fuzz/*.d)
+-include $(wildcard $(FUZZ_BUILD)/obj/*/*.d $(FUZZ_BUILD)/obj/src/lua/*.d $(FUZZ_BUILD)/obj/tests/fuzz/*.d)
 
 clean: fuzz-clean
 .PHONY: fuzz-clean

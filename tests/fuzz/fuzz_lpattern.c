@@ -1,5 +1,5 @@
-/* fuzz_lpattern: the pattern functions scripts run on client bytes (src/lpattern.c: find, match,
- * gmatch, gsub with a stop flag), against Lua 5.4's own.
+/* fuzz_lpattern: the pattern functions scripts run on client bytes (src/lua/lpattern.c: find,
+ * match, gmatch, gsub with a stop flag), against Lua 5.4's own.
  *
  * The input is a call: the function, its subject and pattern (any bytes), init, find's plain or
  * gsub's count, gsub's replacement (a string from the input, a table, a function). It runs in a

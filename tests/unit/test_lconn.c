@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "../../src/pool.h" /* conn_close and the pool it updates */
-#include "lconn.h"
 #include "log.h"
 #include "mock_sys.h"
+#include "script.h" /* struct lconn */
 
 static size_t scanned; /* bytes handed to memchr/memmem */
 

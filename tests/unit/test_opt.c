@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -284,6 +285,87 @@ static void test_config_file_errors(void **state)
     unlink(conf("", 0));
 }
 
+/* The option table is the one list: --help prints a line for each entry, and lfepolld(8) has
+ * an item (.TP, then the name as --help spells it, with its value) for each entry and for no
+ * other option. Run from the top of the tree (make test does). */
+static void test_table_is_help_and_man_page(void **state)
+{
+    char *help = NULL, *man = NULL, *p;
+    size_t hlen = 0, mlen = 0;
+    FILE *f = open_memstream(&help, &hlen);
+    int items = 0, n = 0;
+
+    (void)state;
+    assert_non_null(f);
+    opt_usage(f);
+    fclose(f);
+    f = fopen("man/lfepolld.8", "r");
+    if (!f)
+        fail_msg("man/lfepolld.8: %s (run from the top of the tree)", strerror(errno));
+    man = malloc(1 << 20);
+    assert_non_null(man);
+    mlen = fread(man, 1, (1 << 20) - 1, f);
+    man[mlen] = '\0';
+    fclose(f);
+    for (const struct opt_def *d = opt_defs; d->name; d++, n++) {
+        char line[160], esc[80], item[200];
+        size_t k = 0;
+
+        for (const char *c = d->name; *c && k + 2 < sizeof(esc); c++) {
+            if (*c == '-')
+                esc[k++] = '\\';
+            esc[k++] = *c;
+        }
+        esc[k] = '\0';
+        if (d->letter) {
+            snprintf(line, sizeof(line), "\n  -%c, %s ", d->letter, d->name);
+            snprintf(item, sizeof(item), "\n.TP\n.BR \\-%c \", \" %s\n", d->letter, esc);
+        } else if (d->value) {
+            snprintf(line, sizeof(line), "\n  %s %s ", d->name, d->value);
+            snprintf(item, sizeof(item), " %s \" %s\"\n", esc, d->value);
+        } else {
+            snprintf(line, sizeof(line), "\n  %s ", d->name);
+            snprintf(item, sizeof(item), "\n.TP\n.B %s\n", esc);
+        }
+        if (!strstr(help, line))
+            fail_msg("--help has no line for %s", d->name);
+        if (d->value && !d->letter) { /* .BI or .BR, right after a .TP */
+            char bi[220], br[220];
+
+            snprintf(bi, sizeof(bi), "\n.TP\n.BI%s", item);
+            snprintf(br, sizeof(br), "\n.TP\n.BR%s", item);
+            if (!strstr(man, bi) && !strstr(man, br))
+                fail_msg("lfepolld(8) has no item for %s %s", d->name, d->value);
+        } else if (!strstr(man, item)) {
+            fail_msg("lfepolld(8) has no item for %s", d->name);
+        }
+    }
+    /* ...and no item for an option the table does not have */
+    for (p = man; (p = strstr(p, "\n.TP\n.B")); p += 5) {
+        const char *q = strchr(p + 5, ' ');
+
+        if (q && q[1] == '\\' && q[2] == '-')
+            items++;
+    }
+    assert_int_equal(items, n);
+    free(man);
+    free(help);
+}
+
+/* Every row of the table reaches a setter that handles it: its name, with a value when it takes
+ * one, parses or is refused for its value, never for want of a case (the setter a row names
+ * switches on the row's id). */
+static void test_every_option_is_handled(void **state)
+{
+    (void)state;
+    for (const struct opt_def *d = opt_defs; d->name; d++) {
+        enum opt_result r = d->value ? parse(d->name, "x", NULL) : parse(d->name, NULL);
+
+        if (r == OPT_ERROR && strstr(err, "does not handle"))
+            fail_msg("%s: %s", d->name, err);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +378,8 @@ int main(void)
         cmocka_unit_test(test_error_quoting_newline_is_one_line),
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_file_errors),
+        cmocka_unit_test(test_table_is_help_and_man_page),
+        cmocka_unit_test(test_every_option_is_handled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -370,7 +370,7 @@ static void test_timeout(void **state)
     e = env_of(text, &o, err);
     sc = script_new(e, "0.0", &st, err, sizeof(err));
     assert_int_equal(script_env_start(e), 0);
-    script_bind(sc);
+    script_env_bind(sc);
     t0 = mono_ms();
     assert_int_equal(data(sc, &c, "spin", &out), SCRIPT_TIMEOUT);
     took = mono_ms() - t0;
@@ -615,7 +615,7 @@ static void test_timeout_bounds_pattern_matching(void **state)
     e = env_of(text, &o, err);
     sc = script_new(e, "0.0", &st, err, sizeof(err));
     assert_int_equal(script_env_start(e), 0);
-    script_bind(sc);
+    script_env_bind(sc);
     for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
         long t0 = mono_ms();
         assert_int_equal(data(sc, &c, calls[i], &out), SCRIPT_TIMEOUT);
@@ -686,7 +686,7 @@ static void test_stdlib_loops_stop(void **state)
     assert_non_null(e);
     sc = script_new(e, "0.0", &st, err, sizeof(err));
     assert_int_equal(script_env_start(e), 0);
-    script_bind(sc);
+    script_env_bind(sc);
     assert_int_equal(data(sc, &c, "works", &out), SCRIPT_OK);
     out_is(&out, "true ab-ab-ab true true");
     for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {

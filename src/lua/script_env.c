@@ -28,6 +28,7 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 static __thread struct script *tls_sc; /* the script this thread runs, for the signal handler */
 static int timeout_signal;             /* SIGRTMIN, set at start */
@@ -327,7 +328,16 @@ void script_env_free(struct script_env *e)
     free(e);
 }
 
-void script_bind(struct script *sc)
+void script_env_stop(struct script_env *e, long deadline_ms)
+{
+    if (!e)
+        return;
+    __atomic_store_n(&e->stop_deadline_ms, deadline_ms > 0 ? deadline_ms : 1, __ATOMIC_RELEASE);
+    if (e->stopfd >= 0)
+        eventfd_write(e->stopfd, 1);
+}
+
+void script_env_bind(struct script *sc)
 {
     __atomic_store_n(&sc->tid, pthread_self(), __ATOMIC_RELAXED);
     tls_sc = sc;

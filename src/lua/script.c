@@ -663,3 +663,14 @@ void script_conn_peer(const struct script_conn *c, char *buf, size_t len)
     else
         net_peer_name(c ? c->fd : -1, buf, len);
 }
+
+void script_set_wait_hook(struct script *sc, void (*fn)(void *), void *arg)
+{
+    sc->wait_hook = fn;
+    sc->wait_arg = arg;
+}
+
+bool script_waiting(struct script *sc)
+{
+    return __atomic_load_n(&sc->blocked, __ATOMIC_ACQUIRE) != 0;
+}

@@ -1,5 +1,5 @@
 /* lconn: a connection served by a Lua script: framing, callbacks, replies. */
-#include "lconn.h"
+#include "script.h"
 
 #include <errno.h>
 #include <linux/sockios.h>
@@ -144,7 +144,7 @@ static void run_buffered(struct lconn *lc, const struct conn_io *io, struct scri
  *   - then the replies are followed by a FIN (shutdown SHUT_WR), and input is read and dropped
  *     until the peer's FIN, or an error, or LINGER_MAX bytes once every reply byte has been
  *     acknowledged (a peer that keeps sending loses nothing of ours then), or LINGER_MS after
- *     the FIN (--idle-timeout if shorter: main's sweeper, pool.h), however the peer behaves;
+ *     the FIN (--idle-timeout if shorter: main's sweeper, idle.c), however the peer behaves;
  *     a window the sweeper starts again each time it finds the peer has taken more of the
  *     reply, up to LINGER_TOTAL_MS after the FIN.
  * Only when a reset could cost something: a peer that sent nothing more and has every reply

@@ -741,17 +741,6 @@ void lio_open(lua_State *L, struct lstate *ls)
     lua_pop(L, 1);
 }
 
-void script_set_wait_hook(struct script *sc, void (*fn)(void *), void *arg)
-{
-    sc->wait_hook = fn;
-    sc->wait_arg = arg;
-}
-
-bool script_waiting(struct script *sc)
-{
-    return __atomic_load_n(&sc->blocked, __ATOMIC_ACQUIRE) != 0;
-}
-
 void lio_call_begin(struct script *sc, bool in_close)
 {
     sc->in_close = in_close;
@@ -772,15 +761,6 @@ void lio_free(struct script *sc)
     free(sc->pool);
     sc->pool = NULL;
     sc->npool = 0;
-}
-
-void script_env_stop(struct script_env *e, long deadline_ms)
-{
-    if (!e)
-        return;
-    __atomic_store_n(&e->stop_deadline_ms, deadline_ms > 0 ? deadline_ms : 1, __ATOMIC_RELEASE);
-    if (e->stopfd >= 0)
-        eventfd_write(e->stopfd, 1);
 }
 
 int lio_env_init(struct script_env *e)
