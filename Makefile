@@ -31,6 +31,7 @@ TEST_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify o
 TEST_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
 TEST_PKGS += haproxy # tests/integration/test_hygiene.c: a real PROXY protocol sender
 TEST_PKGS += nftables # tests/scaleout: the kernel balancer
+TEST_PKGS += curl iproute2 # tests/integration/test_docs_examples.sh: the documents' examples
 DEB_PKGS := $(RUN_PKGS) $(TEST_PKGS)
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
@@ -94,7 +95,8 @@ INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/te
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
             $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
-            tests/integration/test_install.sh tests/integration/test_newcomer.sh
+            tests/integration/test_install.sh tests/integration/test_newcomer.sh \
+            tests/integration/test_docs_examples.sh
 BADSERVER := $(TOBJ)/badserver
 
 .PHONY: all run test unit integration deps deps-run bench format format-check format-deps install \
