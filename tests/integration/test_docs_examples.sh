@@ -64,7 +64,7 @@ awk -v out="$dir/blocks" '
         sub(/^<!-- runnable(: )?/, "", args); sub(/ ?-->[ \t]*$/, "", args)
         next
     }
-    /<!-- *runnable/ { fail("malformed marker (<!-- runnable --> or <!-- runnable: lfepolld ARGS -->)") }
+    /<!-- *run/ { fail("malformed marker (<!-- runnable --> or <!-- runnable: lfepolld ARGS -->)") }
     END { if (want) fail("<!-- runnable --> at the end of the file") }
 ' "${docs[@]}"
 n=$(find "$dir/blocks" -name '*.sh' | wc -l)
@@ -90,7 +90,7 @@ done
 if [ -z "$msg" ] && [ "$n" -gt 0 ]; then
     echo "[       OK ] test_docs_markers"; passed=$((passed + 1))
 else
-    printf '%s' "$msg"; echo "[  FAILED  ] test_docs_markers"; failed+=(test_docs_markers)
+    printf '%s\n' "$msg"; echo "[  FAILED  ] test_docs_markers"; failed+=(test_docs_markers)
 fi
 
 # The clone: the checkout's top-level entries by symbolic link (so what a block writes stays in
@@ -123,7 +123,7 @@ if [ -n "$daemon" ]; then
     eval "exec ./$daemon" 2>"$block.log" &
     pid=$!
     for _ in $(seq $((100 * slow))); do
-        grep -q 'listening on' "$block.log" && break
+        grep -q 'listening on' "$block.log" 2>/dev/null && break
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
