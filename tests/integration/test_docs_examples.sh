@@ -9,7 +9,8 @@
 #
 # Each block runs with bash -e -o pipefail, in a directory that looks like a fresh clone (the
 # checkout's files, ./lfepolld and ./lfbench the binaries under test), inside a network namespace
-# and a pid namespace of its own: the documented default ports (9876, 9877) are always free there,
+# and a pid namespace of its own (with its own /proc, which LeakSanitizer reads): the documented
+# default ports (9876, 9877) are always free there,
 # nothing outside is reached, and every process a block leaves behind dies with the namespace.
 # lfepolld and lfbench are not on PATH (a fresh clone has them only as ./lfepolld, ./lfbench). A
 # daemon the test started must then stop on SIGTERM and exit 0. Each block is bounded in time
@@ -70,8 +71,8 @@ awk -v out="$dir/blocks" '
 n=$(find "$dir/blocks" -name '*.sh' | wc -l)
 
 # The namespaces: as root, or as an unprivileged user mapped to root in a user namespace.
-ns=(unshare --net --pid --fork --kill-child)
-[ "$(id -u)" = 0 ] || ns=(unshare --user --map-root-user --net --pid --fork --kill-child)
+ns=(unshare --net --pid --mount-proc --fork --kill-child)
+[ "$(id -u)" = 0 ] || ns=(unshare --user --map-root-user --net --pid --mount-proc --fork --kill-child)
 echo "[==========] Running $((n + 1)) test(s)."
 if ! "${ns[@]}" ip link set lo up 2>/dev/null; then
     echo "[ RUN      ] test_docs_examples"
