@@ -32,11 +32,12 @@ TEST_PKGS += systemd # tests/integration/test_units.sh: systemd-analyze verify o
 TEST_PKGS += man-db # tests/integration/test_install.sh: man -l on the man pages
 TEST_PKGS += haproxy # tests/integration/test_hygiene.c: a real PROXY protocol sender
 TEST_PKGS += nftables # tests/scaleout: the kernel balancer
-# What the benchmark peers need (tests/bench/peers/; make test runs the C ones). Go and Rust
-# are optional: without them make peers skips those two peers, saying so.
-BENCH_PKGS := libuv1-dev # tests/bench/peers/c/uv_echo.c
-BENCH_PKGS += liburing-dev # tests/bench/peers/c/uring_echo.c
-DEB_PKGS := $(RUN_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
+TEST_PKGS += curl iproute2 # tests/integration/test_docs_examples.sh: the documents' examples
+# The benchmark peers (tests/bench/peers/; make test runs the C ones). Go and Rust are
+# optional: without them make peers skips those two peers, saying so.
+TEST_PKGS += libuv1-dev # tests/bench/peers/c/uv_echo.c
+TEST_PKGS += liburing-dev # tests/bench/peers/c/uring_echo.c
+DEB_PKGS := $(RUN_PKGS) $(TEST_PKGS)
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
         -Wmissing-prototypes -Wold-style-definition -Wformat=2 -Wvla
@@ -102,7 +103,8 @@ INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/te
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
             $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
-            tests/integration/test_install.sh tests/integration/test_newcomer.sh
+            tests/integration/test_install.sh tests/integration/test_newcomer.sh \
+            tests/integration/test_docs_examples.sh
 INT_BINS += tests/integration/test_peers.sh
 BADSERVER := $(TOBJ)/badserver
 

@@ -1,7 +1,8 @@
 -- compute.lua: the workload of seed 001. A request is an 8-byte little-endian loop count; the
 -- reply is 8 bytes, the little-endian double the loop below ends with. Counts of 10,000 are the
 -- small requests (a few hundred microseconds); millions make the big ones (tens of ms).
--- Drive it with: lfbench --mix small.bin:99,big.bin:1 --expect bytes 8
+-- Drive it with (examples/ has the two requests):
+--   ./lfbench --mix examples/small.bin:99,examples/big.bin:1 --expect bytes 8 127.0.0.1:9876
 local unpack, pack = string.unpack, string.pack
 
 return {

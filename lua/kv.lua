@@ -6,7 +6,8 @@
 --   INCR key [n]       <new value>    (a missing key counts from 0; n defaults to 1)
 --
 -- Lines end with \n (a \r before it is dropped). Errors: "ERROR <why>". Try it:
---   lfepolld --lua lua/kv.lua &  printf 'SET a 1\nINCR a 41\nGET a\n' | nc -q1 127.0.0.1 9876
+--   ./lfepolld --lua lua/kv.lua, then in bash: exec 3<>/dev/tcp/127.0.0.1/9876;
+--   printf 'SET a 1\nINCR a 41\nGET a\n' >&3; head -n 3 <&3   (lua/README.md)
 local shared = lfe.shared
 local find, sub, upper = string.find, string.sub, string.upper
 
