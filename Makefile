@@ -76,7 +76,7 @@ ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
 SRV_MODS := log args file opt topo net obuf conn pool idle stats report metrics admin sdnotify takeover iplimit proxy dispatch \
-            server acceptor worker tune pidfile
+            server acceptor worker tune pidfile listeners
 # The Lua wing (src/lua/): the rest of the daemon includes include/script.h only.
 LUA_MODS := frame shdict ctx script script_env lio lfelib lpattern lstop lconn
 SRV_MODS += $(LUA_MODS:%=lua/%)
@@ -104,7 +104,7 @@ INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/te
             $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
             tests/integration/test_install.sh tests/integration/test_newcomer.sh \
-            tests/integration/test_docs_examples.sh
+            tests/integration/test_docs_examples.sh tests/integration/test_fastopen.sh
 INT_BINS += tests/integration/test_peers.sh
 BADSERVER := $(TOBJ)/badserver
 

@@ -22,6 +22,7 @@ enum {
     O_TIMEOUT,
     O_CONNECT_RATE,
     O_LINGER0,
+    O_FASTOPEN,
     O_BUSY_POLL,
     O_SIZE,
     O_PAYLOAD,
@@ -68,6 +69,10 @@ const struct bopt_option bopt_options[] = {
      "at most N new connections per second (short mode with -R: at\n"
      "least RATE)"},
     {O_LINGER0, 0, "linger0", NULL, "close with SO_LINGER {1,0}: a reset instead of a FIN"},
+    {O_FASTOPEN, 0, "fastopen", NULL,
+     "TCP Fast Open: a connection's first request goes in its SYN\n"
+     "once the server's cookie is cached (needs net.ipv4.tcp_fastopen\n"
+     "with bit 1, the default, and a server that takes it)"},
     {O_BUSY_POLL, 0, "busy-poll", NULL,
      "threads never sleep: each polls its sockets and its send\n"
      "schedule in a loop, using all of its CPU; with -R no timer\n"
@@ -507,6 +512,9 @@ static int take_load(struct bopt *o, struct given *g, int id, const char *val, c
         break;
     case O_LINGER0:
         o->linger0 = true;
+        break;
+    case O_FASTOPEN:
+        o->fastopen = true;
         break;
     case O_BUSY_POLL:
         o->busy_poll = true;

@@ -38,6 +38,7 @@ struct bopt {
     double rate;         /* -R total requests per second, 0 = closed loop */
     double connect_rate; /* --connect-rate new connections per second, 0 = no cap */
     bool linger0;        /* --linger0 */
+    bool fastopen;       /* --fastopen: TCP_FASTOPEN_CONNECT on every connection */
     bool busy_poll;      /* --busy-poll: threads poll, never sleep */
     size_t size;         /* --size of generated payloads */
     struct bclass cls[BOPT_MAX_CLASSES];      /* --payload (1 class) or --mix */

@@ -59,6 +59,7 @@ struct opt {
     bool proxy;                         /* --proxy-protocol: a PROXY header opens each connection */
     int proxy_ms;                       /* --proxy-timeout: the header's deadline after accept */
     bool defer_accept;                  /* --defer-accept: TCP_DEFER_ACCEPT on the listeners */
+    int fastopen;                       /* --fastopen N: TCP_FASTOPEN queue per listener, 0 off */
 };
 
 enum opt_result {

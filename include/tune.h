@@ -18,7 +18,8 @@ enum tune_check {
     TUNE_MAX,   /* every field at most */
     TUNE_EQ,    /* exactly */
     TUNE_RANGE, /* "LO HI": covers at least the recommended range */
-    TUNE_HAS    /* a list of ports and ranges ("9876,20000-20010") containing the recommended */
+    TUNE_HAS,   /* a list of ports and ranges ("9876,20000-20010") containing the recommended */
+    TUNE_BITS   /* a bit mask with every bit of the recommendation set (others may be too) */
 };
 
 enum tune_status { TUNE_OK, TUNE_LOW, TUNE_HIGH, TUNE_MISSING, TUNE_READONLY };

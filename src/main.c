@@ -1,6 +1,7 @@
 /* main: lfepolld's start-up, signal handling and shutdown. */
 #include "admin.h"
 #include "idle.h"
+#include "listeners.h"
 #include "log.h"
 #include "net.h"
 #include "opt.h"
@@ -274,22 +275,14 @@ static int nworkers_of(const struct plan *p)
     return n;
 }
 
-int main(int argc, char **argv)
+/* Parses the command line and readies the process: logging, --check-sysctl, SIGPIPE, a
+ * --pid-file already live, RLIMIT_NOFILE raised soft to hard (rl: what it is then). Returns -1
+ * to go on, or the exit status. */
+static int start_up(struct opt *o, int argc, char **argv, struct rlimit *rl)
 {
-    struct opt o;
-    struct topo *t = NULL;
-    struct script_env *lua = NULL;
-    struct plan p = {0};
-    struct rlimit rl;
-    cpu_set_t allowed;
-    char err[512], cpus[256];
-    int lfds[OPT_MAX_LFDS], nlisten = 0, rc = 1, nthreads = 0, nheld, activated, naccept;
-    int lfirst[OPT_MAX_LISTEN]; /* --listen i's first socket (its shard 0) */
-    int taken[TAKEOVER_MAX_FDS], ntaken = 0, tconn = -1, reused = 0, admin_fd = -1;
-    bool pid_written = false;
-    long reserved, max_conns, somaxconn, stall, wd_ms, tick_ms, next_wd = 0, last_live = 0;
+    char err[512];
 
-    switch (opt_parse(&o, argc, argv, stdout, err, sizeof(err))) {
+    switch (opt_parse(o, argc, argv, stdout, err, sizeof(err))) {
     case OPT_EXIT:
         return 0;
     case OPT_ERROR:
@@ -298,381 +291,265 @@ int main(int argc, char **argv)
     case OPT_RUN:
         break;
     }
-    log_threshold = o.verbosity == 0 ? LOG_WARN : o.verbosity == 1 ? LOG_INFO : LOG_DEBUG;
-    log_json = o.log_json;
-    if (o.sysctl)
-        return check_sysctl(&o);
+    log_threshold = o->verbosity == 0 ? LOG_WARN : o->verbosity == 1 ? LOG_INFO : LOG_DEBUG;
+    log_json = o->log_json;
+    if (o->sysctl)
+        return check_sysctl(o);
     signal(SIGPIPE, SIG_IGN); /* a vanished peer is an EPIPE, never a signal */
     /* Before anything is bound: a second start with the same --pid-file says why in one line.
      * A --takeover successor replaces its predecessor's file, which it finds live. */
-    if (o.pid_file && !o.takeover && pidfile_check(o.pid_file, err, sizeof(err)) < 0) {
+    if (o->pid_file && !o->takeover && pidfile_check(o->pid_file, err, sizeof(err)) < 0) {
         fprintf(stderr, "lfepolld: %s\n", err);
         return 2;
     }
-
     /* The soft descriptor limit is often 1024; the hard one is what an admin granted. */
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rlim_t soft = rl.rlim_cur;
-        rl.rlim_cur = rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+    if (getrlimit(RLIMIT_NOFILE, rl) == 0 && rl->rlim_cur < rl->rlim_max) {
+        rlim_t soft = rl->rlim_cur;
+
+        rl->rlim_cur = rl->rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, rl) < 0) {
             log_warn("cannot raise RLIMIT_NOFILE from %llu to %llu: %s", (unsigned long long)soft,
-                     (unsigned long long)rl.rlim_max, strerror(errno));
-            getrlimit(RLIMIT_NOFILE, &rl);
+                     (unsigned long long)rl->rlim_max, strerror(errno));
+            getrlimit(RLIMIT_NOFILE, rl);
         }
     }
+    return -1;
+}
 
-    t = malloc(sizeof(*t));
+/* The CPU plan from the topology, the affinity mask (allowed) and the options, with main kept
+ * on the planned CPUs. Returns 0, or the exit status with its line printed. */
+static int plan_cpus(const struct opt *o, struct plan *p, cpu_set_t *allowed)
+{
+    struct topo *t = malloc(sizeof(*t));
+    char err[512];
+    int rc;
+
     if (!t || topo_read("/sys/devices/system/cpu", t) < 0) {
         fprintf(stderr, "lfepolld: cannot read the CPU topology from /sys/devices/system/cpu: %s\n",
                 strerror(errno));
-        goto out;
+        free(t);
+        return 1;
     }
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) {
+    if (sched_getaffinity(0, sizeof(*allowed), allowed) < 0) {
         fprintf(stderr, "lfepolld: sched_getaffinity: %s\n", strerror(errno));
-        goto out;
+        free(t);
+        return 1;
     }
-    /* The default plan (docs/bench.md, "Many cores"). Echo: a group per CPU, one worker each; no
-     * echo ever waits, so a group of several workers isolates nothing, and each epoll fd then
-     * has one waiter (8 CPUs, long connections: 1.13x the requests of groups of 4 for 0.88x the
-     * CPU). Lua: groups of PLAN_GROUP_CPUS, since a handler may wait (lfe.sleep, a socket) and
-     * the other workers of its group go on serving its connections. */
-    if (plan_make(t, &allowed, o.have_cpus ? &o.cpus : NULL, o.groups,
-                  o.workers || o.groups || o.lua ? o.workers : 1, o.pin, &p, err,
-                  sizeof(err)) < 0) {
+    /* The default plan (docs/architecture.md, "The default plan"). Echo: a group per CPU, one
+     * worker each; no echo ever waits, so a group of several workers isolates nothing, and
+     * each epoll fd then has one waiter (8 CPUs, long connections: 1.13x the requests of
+     * groups of 4 for 0.88x the CPU). Lua: groups of PLAN_GROUP_CPUS, since a handler may wait
+     * (lfe.sleep, a socket) and the other workers of its group go on serving its connections. */
+    rc = plan_make(t, allowed, o->have_cpus ? &o->cpus : NULL, o->groups,
+                   o->workers || o->groups || o->lua ? o->workers : 1, o->pin, p, err, sizeof(err));
+    free(t);
+    if (rc < 0) {
         fprintf(stderr, "lfepolld: %s\n", err);
-        rc = 2;
-        goto out;
+        return 2;
     }
-
     /* Main (and the threads it starts unpinned: the Lua watchdog) stays inside the CPUs the
      * plan uses, so --cpus 0 means every thread of the process on CPU 0. */
-    if (p.pin || o.have_cpus) {
+    if (p->pin || o->have_cpus) {
         cpu_set_t used;
 
         CPU_ZERO(&used);
-        for (int gi = 0; gi < p.ngroups; gi++)
-            CPU_OR(&used, &used, &p.cpus[gi]);
+        for (int gi = 0; gi < p->ngroups; gi++)
+            CPU_OR(&used, &used, &p->cpus[gi]);
         if (CPU_COUNT(&used) && sched_setaffinity(0, sizeof(used), &used) < 0) {
             fprintf(stderr, "lfepolld: cannot keep the main thread on the planned CPUs: %s\n",
                     strerror(errno));
-            rc = 2;
-            goto out;
+            return 2;
         }
     }
+    return 0;
+}
 
-    if (sdnotify_init(err, sizeof(err)) < 0 ||
-        (activated = sdnotify_listen_fds(OPT_MAX_LISTEN, err, sizeof(err))) < 0) {
-        fprintf(stderr, "lfepolld: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    if (activated && !o.listen_default) {
-        fprintf(stderr,
-                "lfepolld: %d socket%s handed over by systemd ($LISTEN_FDS) and --listen "
-                "both given: drop --listen (the .socket unit's ListenStream= decides)\n",
-                activated, activated == 1 ? "" : "s");
-        rc = 2;
-        goto out;
-    }
-    somaxconn = net_somaxconn();
-    for (int i = 0; i < activated; i++) /* socket activation: used as they are */
-        lfds[nlisten++] = SD_LISTEN_FDS_START + i;
-    if (o.takeover && !activated &&
-        (ntaken = takeover_receive(o.takeover, taken, TAKEOVER_MAX_FDS, &tconn, err, sizeof(err))) <
-            0) {
-        fprintf(stderr, "lfepolld: %s\n", err);
-        goto out;
-    }
-    naccept = o.accept_threads ? o.accept_threads : accept_threads_for(&p);
-    if (!activated && o.nlisten * naccept > OPT_MAX_LFDS) {
-        fprintf(stderr,
-                "lfepolld: %d --listen addresses with %d accept threads need %d listening "
-                "sockets; at most %d: fewer addresses or a lower --accept-threads\n",
-                o.nlisten, naccept, o.nlisten * naccept, OPT_MAX_LFDS);
-        rc = 2;
-        goto out_close;
-    }
-    for (int i = 0; i < o.nlisten && !activated; i++) {
-        int first = nlisten, fd;
+/* Everything that needs root is done once the listeners are bound: then the admin listener,
+ * PATH's socket (it listens before the drop: its credentials are what a successor checks),
+ * the drop to --user, and the --pid-file, written as that user (root never writes into a
+ * directory the user may own). Returns 0, or the exit status with its line printed. */
+static int become_user(const struct opt *o, struct listeners *l, bool *pid_written)
+{
+    char err[512];
 
-        lfirst[i] = nlisten;
-        /* every socket the running instance handed over bound where this --listen asks, all of
-         * its shards, whatever our count: closing one would reset what waits in its queue */
-        for (int k = 0; k < ntaken; k++)
-            if (taken[k] >= 0 && takeover_match(taken[k], o.listen[i]) && nlisten < OPT_MAX_LFDS) {
-                lfds[nlisten++] = taken[k];
-                taken[k] = -1;
-                reused++;
-            }
-        if (nlisten == first && (naccept == 1 || o.reuseport)) {
-            fd = net_listen_reuseport(o.listen[i], o.backlog, o.reuseport, err, sizeof(err));
-            if (fd < 0) {
-                fprintf(stderr, "lfepolld: %s\n", err);
-                goto out_close;
-            }
-            lfds[nlisten++] = fd;
-        } else if (nlisten == first) {
-            /* Shards: SO_REUSEPORT without --reuseport must not join a group another
-             * process of our uid listens in; the claim says "port in use" first. */
-            int claim = net_claim(o.listen[i], err, sizeof(err));
-
-            if (claim < 0) {
-                fprintf(stderr, "lfepolld: %s\n", err);
-                goto out_close;
-            }
-            fd = net_listen_shard(claim, o.backlog, err, sizeof(err));
-            close(claim);
-            if (fd < 0) {
-                fprintf(stderr, "lfepolld: %s\n", err);
-                goto out_close;
-            }
-            lfds[nlisten++] = fd;
-        } else if (naccept > nlisten - first && !net_reuseport(lfds[first])) {
-            log_info("%s: handed over without SO_REUSEPORT, so no shard can join it: %d of %d "
-                     "accept threads serve it (a restart without --takeover shards it)",
-                     o.listen[i], nlisten - first, naccept);
-            continue;
-        }
-        /* one socket per accept thread, the kernel spreading connections over them */
-        while (nlisten - first < naccept && nlisten < OPT_MAX_LFDS) {
-            fd = net_listen_shard(lfds[first], o.backlog, err, sizeof(err));
-            if (fd < 0) {
-                fprintf(stderr, "lfepolld: %s\n", err);
-                goto out_close;
-            }
-            lfds[nlisten++] = fd;
-        }
-    }
-    for (int k = 0; k < ntaken && o.admin && admin_fd < 0; k++)
-        if (taken[k] >= 0 && takeover_match(taken[k], o.admin)) { /* its --admin listener */
-            admin_fd = taken[k];
-            taken[k] = -1;
-        }
-    for (int k = 0; k < ntaken; k++)
-        if (taken[k] >= 0)
-            close(taken[k]); /* bound where no --listen of ours asks: the old one's alone */
-    for (int i = 0; i < nlisten && o.defer_accept && !activated; i++) {
-        int secs = 1; /* TCP_DEFER_ACCEPT: accept once the first bytes came (1 s of SYN-ACK
-                       * retries, then the connection is accepted without them) */
-
-        if (setsockopt(lfds[i], IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) < 0)
-            log_warn("--defer-accept: setsockopt(TCP_DEFER_ACCEPT): %s; accepting as usual",
-                     strerror(errno));
-    }
-
-    /* Everything that needs root is done: the listeners are bound (the admin one too), the
-     * running instance's are taken over. The rest runs as --user, the script first. */
-    if (o.admin && admin_fd < 0 && (admin_fd = net_listen(o.admin, 64, err, sizeof(err))) < 0) {
+    if (o->admin && l->admin_fd < 0 &&
+        (l->admin_fd = net_listen(o->admin, 64, err, sizeof(err))) < 0) {
         fprintf(stderr, "lfepolld: --admin: %s\n", err);
-        goto out_close;
+        return 1;
     }
-    /* PATH's socket listens before the drop: its credentials are what a successor checks. */
-    if (o.takeover) {
+    if (o->takeover) {
         uid_t uid;
         gid_t gid;
 
-        user_ids(o.user, &uid, &gid);
-        tko = takeover_open(o.takeover, uid, gid, err, sizeof(err));
-        if (!tko) {
+        user_ids(o->user, &uid, &gid);
+        if (!(tko = takeover_open(o->takeover, uid, gid, err, sizeof(err)))) {
             fprintf(stderr, "lfepolld: %s\n", err);
-            if (tconn >= 0)
-                close(tconn); /* the predecessor goes on */
-            goto out_close;
+            return 1;
         }
     }
-    if (o.user) {
-        if (drop_privileges(o.user, err, sizeof(err)) < 0) {
+    if (o->user) {
+        if (drop_privileges(o->user, err, sizeof(err)) < 0) {
             fprintf(stderr, "lfepolld: %s\n", err);
-            rc = 2;
-            goto out_close;
+            return 2;
         }
-        log_info("running as user %s (uid %d, gid %d)", o.user, (int)getuid(), (int)getgid());
+        log_info("running as user %s (uid %d, gid %d)", o->user, (int)getuid(), (int)getgid());
     }
-    /* After the drop: written as --user, the file is removed as it at exit; root never writes
-     * into a directory the user may own. */
-    if (o.pid_file) {
-        if (pidfile_write(o.pid_file, err, sizeof(err)) < 0) {
+    if (o->pid_file) {
+        if (pidfile_write(o->pid_file, err, sizeof(err)) < 0) {
             fprintf(stderr, "lfepolld: %s\n", err);
-            rc = 2;
-            goto out_close;
+            return 2;
         }
-        pid_written = true;
+        *pid_written = true;
     }
-    if (o.lua && !(lua = load_lua(&o, &rc)))
-        goto out_close;
-    /* warnings after the errors that stop the start: a broken script is its one line */
-    if (!activated) {
+    return 0;
+}
+
+/* The warnings of a start that goes on (after the errors that stop one: a broken script is
+ * its one line): a listen port a client's connect() may take, and the accept queue the
+ * kernel cuts. */
+static void warn_at_start(const struct opt *o, const struct listeners *l)
+{
+    long somaxconn = net_somaxconn();
+
+    if (!l->activated) {
         int firsts[OPT_MAX_LISTEN];
 
-        for (int i = 0; i < o.nlisten; i++)
-            firsts[i] = lfds[lfirst[i]];
-        tune_warn_exposed("/proc/sys", o.listen, firsts, o.nlisten);
+        for (int i = 0; i < o->nlisten; i++)
+            firsts[i] = l->fds[l->first[i]];
+        tune_warn_exposed("/proc/sys", o->listen, firsts, o->nlisten);
     }
     /* A backlog the user chose and the kernel cuts is a warning; the default cut by a stock
      * kernel's somaxconn is every start's news, so it is said once, at info. */
-    if (somaxconn > 0 && o.backlog > somaxconn && o.backlog_set)
+    if (somaxconn > 0 && o->backlog > somaxconn && o->backlog_set)
         log_warn("--backlog %d exceeds net.core.somaxconn %ld: the kernel caps the accept queue "
                  "at %ld; raise it with sysctl -w net.core.somaxconn=%d",
-                 o.backlog, somaxconn, somaxconn, o.backlog);
-    else if (somaxconn > 0 && o.backlog > somaxconn)
+                 o->backlog, somaxconn, somaxconn, o->backlog);
+    else if (somaxconn > 0 && o->backlog > somaxconn)
         log_info("accept queue %ld per listener: net.core.somaxconn %ld caps the default backlog "
                  "%d; for bursts of connects raise it (sudo make sysctl-apply, or sysctl -w "
                  "net.core.somaxconn=%d)",
-                 somaxconn, somaxconn, o.backlog, o.backlog);
+                 somaxconn, somaxconn, o->backlog, o->backlog);
+}
 
-    /* What this process holds now, plus two fds per group and two for the accept thread, plus
-     * slack for /proc reads and logging, plus what the admin thread and the workers' Lua
-     * sockets may hold: the rest of RLIMIT_NOFILE is for connections, so that at --max-conns
-     * /health still answers and lfe.connect still connects. */
-    reserved = count_open_fds() + 2L * p.ngroups + 2L * naccept + 8 + (o.admin ? ADMIN_FDS : 0);
-    if (o.lua) {
-        long lua_fds = (long)SCRIPT_FDS * nworkers_of(&p);
+/* The connection budget: what this process holds now, plus two fds per group and per accept
+ * thread, plus slack for /proc reads and logging, plus what the admin thread and the workers'
+ * Lua sockets may hold; the rest of RLIMIT_NOFILE is for connections, so that at --max-conns
+ * /health still answers and lfe.connect still connects. --max-conns above it is warned of. */
+static long conn_budget(const struct opt *o, const struct plan *p, const struct rlimit *rl,
+                        int naccept)
+{
+    long reserved =
+             count_open_fds() + 2L * p->ngroups + 2L * naccept + 8 + (o->admin ? ADMIN_FDS : 0),
+         max_conns;
 
-        if (lua_fds > (long)rl.rlim_cur / 2) {
+    if (o->lua) {
+        long lua_fds = (long)SCRIPT_FDS * nworkers_of(p);
+
+        if (lua_fds > (long)rl->rlim_cur / 2) {
             log_warn("RLIMIT_NOFILE %llu: the %ld descriptors the workers' lfe.connect sockets "
                      "may hold (%d each) would leave few for connections; %ld are kept for "
                      "them, and lfe.connect fails with EMFILE past that: raise ulimit -n",
-                     (unsigned long long)rl.rlim_cur, lua_fds, SCRIPT_FDS, (long)rl.rlim_cur / 2);
-            lua_fds = (long)rl.rlim_cur / 2;
+                     (unsigned long long)rl->rlim_cur, lua_fds, SCRIPT_FDS, (long)rl->rlim_cur / 2);
+            lua_fds = (long)rl->rlim_cur / 2;
         }
         reserved += lua_fds;
     }
-    max_conns = (long)rl.rlim_cur - reserved;
+    max_conns = (long)rl->rlim_cur - reserved;
     if (max_conns < 1)
         max_conns = 1;
-    if (o.max_conns) {
-        if (o.max_conns > max_conns)
+    if (o->max_conns) {
+        if (o->max_conns > max_conns)
             log_warn("--max-conns %ld exceeds the %ld connections RLIMIT_NOFILE %llu leaves; "
                      "accepting pauses when descriptors run out: raise ulimit -n",
-                     o.max_conns, max_conns, (unsigned long long)rl.rlim_cur);
-        max_conns = o.max_conns;
+                     o->max_conns, max_conns, (unsigned long long)rl->rlim_cur);
+        max_conns = o->max_conns;
     }
+    return max_conns;
+}
 
-    srv = server_new(&o, &p, lfds, nlisten, naccept, max_conns, lua, err, sizeof(err));
-    nheld = nlisten;
-    nlisten = 0; /* the server owns them now, even on failure */
-    if (!srv) {
-        fprintf(stderr, "lfepolld: %s\n", err);
-        goto out;
+/* --takeover: PATH is served for the next instance before the predecessor is told to go (if it
+ * cannot be, this instance stops and the predecessor goes on serving). Returns 0 or -1. */
+static int hand_over(struct listeners *l)
+{
+    int hand[OPT_MAX_LFDS + 1], nhand = 0;
+    char err[512];
+
+    for (int i = 0; i < l->n; i++)
+        hand[nhand++] = l->fds[i];
+    if (admin_listener(adm) >= 0)
+        hand[nhand++] = admin_listener(adm);
+    if (tko && takeover_serve(tko, hand, nhand, err, sizeof(err)) < 0) {
+        log_err("%s", err);
+        return -1;
     }
-
-    /* /health and the watchdog call a worker stuck past the Lua timeout (1 s where there is
-     * none) unresponsive */
-    stall = o.lua && o.lua_timeout_ms > 0 ? o.lua_timeout_ms : 1000;
-    if (o.admin) {
-        adm = admin_new(o.admin, admin_fd, srv, stall, err, sizeof(err));
-        admin_fd = -1; /* the admin's now, even on failure */
-        if (!adm) {
-            fprintf(stderr, "lfepolld: %s\n", err);
-            goto out;
-        }
-    }
-
-    block_signals();
-
-    if (server_start(srv) < 0)
-        goto out;
-    if (adm && (rc = admin_start(adm, NULL)) < 0) {
-        log_err("cannot create the admin thread: %s", strerror(-rc));
-        rc = 1;
-        server_stop(srv, 0, NULL);
-        goto out;
-    }
-    rc = 1;
-    /* PATH is served before the predecessor is told to go: if it cannot be, this instance
-     * stops and the predecessor goes on serving. */
-    if (o.takeover) { /* the successor gets the listeners and the admin listener */
-        int hand[OPT_MAX_LFDS + 1], nhand = 0;
-
-        for (int i = 0; i < nheld; i++)
-            hand[nhand++] = lfds[i];
-        if (admin_listener(adm) >= 0)
-            hand[nhand++] = admin_listener(adm);
-        if (takeover_serve(tko, hand, nhand, err, sizeof(err)) < 0) {
-            log_err("%s", err);
-            if (tconn >= 0)
-                close(tconn);
-            server_stop(srv, 0, NULL);
-            goto out;
-        }
-    }
-    if (tconn >= 0) {
-        takeover_ready(tconn);
+    if (l->tconn >= 0) {
+        takeover_ready(l->tconn);
+        l->tconn = -1;
         log_info("--takeover: %d of %d listener%s taken over from the running instance, which "
                  "now drains",
-                 reused, ntaken, ntaken == 1 ? "" : "s");
+                 l->reused, l->ntaken, l->ntaken == 1 ? "" : "s");
     }
+    return 0;
+}
+
+/* What was planned, once every thread runs: "listening on" means ready. */
+static void log_plan(const struct opt *o, const struct plan *p, const struct listeners *l,
+                     const cpu_set_t *allowed, int naccept, long max_conns, const struct rlimit *rl)
+{
+    char cpus[256];
+    int nthreads = nworkers_of(p);
+
     if (adm) {
         char name[128];
+
         admin_name(adm, name, sizeof(name));
         log_info("admin HTTP on %s: GET /metrics, /health, /stats", name);
     }
-    /* Logged once every thread runs: "listening on" means ready. */
-    for (int i = 0; i < nheld; i++) {
-        char name[128], other[128];
-        int shards = 1, seen = 0;
-
-        net_local_name(lfds[i], name, sizeof(name));
-        for (int k = 0; k < nheld; k++) {
-            if (k == i)
-                continue;
-            net_local_name(lfds[k], other, sizeof(other));
-            if (!strcmp(name, other)) {
-                shards++;
-                seen += k < i;
-            }
-        }
-        if (seen)
-            continue; /* said with its first shard */
-        if (activated)
-            log_info("listening on %s (fd %d from systemd's socket activation)", name, lfds[i]);
-        else if (shards > 1)
-            log_info("listening on %s (backlog %d, %d SO_REUSEPORT shards)", name, o.backlog,
-                     shards);
-        else
-            log_info("listening on %s (backlog %d)", name, o.backlog);
-    }
-    cpulist_format(&allowed, cpus, sizeof(cpus));
-    for (int gi = 0; gi < p.ngroups; gi++)
-        nthreads += p.nworkers[gi];
-    if (o.lua)
+    listeners_log(l, o);
+    cpulist_format(allowed, cpus, sizeof(cpus));
+    if (o->lua)
         log_info("mode lua: %s (memory cap %zu MiB per state, timeout %d ms, lfe.shared %zu MiB%s)",
-                 o.lua, o.lua_mem >> 20, o.lua_timeout_ms, o.lua_shared >> 20,
-                 o.lua_unsafe ? ", every library" : "");
+                 o->lua, o->lua_mem >> 20, o->lua_timeout_ms, o->lua_shared >> 20,
+                 o->lua_unsafe ? ", every library" : "");
     log_info("mode %s; %d accept thread%s, %d group%s, %d worker%s, batch %d, dispatch %s; "
              "allowed CPUs %s",
-             o.lua ? "lua" : "echo", naccept, naccept == 1 ? "" : "s", p.ngroups,
-             p.ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o.batch,
-             o.dispatch == DISPATCH_RR ? "rr" : "least", cpus);
-    for (int gi = 0; gi < p.ngroups; gi++) {
-        cpulist_format(&p.cpus[gi], cpus, sizeof(cpus));
-        log_info("group %d: %d worker%s on CPUs %s", gi, p.nworkers[gi],
-                 p.nworkers[gi] == 1 ? "" : "s", p.pin ? cpus : "any (--no-pin)");
-        if (p.nworkers[gi] > CPU_COUNT(&p.cpus[gi]))
+             o->lua ? "lua" : "echo", naccept, naccept == 1 ? "" : "s", p->ngroups,
+             p->ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o->batch,
+             o->dispatch == DISPATCH_RR ? "rr" : "least", cpus);
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        cpulist_format(&p->cpus[gi], cpus, sizeof(cpus));
+        log_info("group %d: %d worker%s on CPUs %s", gi, p->nworkers[gi],
+                 p->nworkers[gi] == 1 ? "" : "s", p->pin ? cpus : "any (--no-pin)");
+        if (p->nworkers[gi] > CPU_COUNT(&p->cpus[gi]))
             log_info("group %d: %d workers for %d CPU%s: right for Lua handlers that wait (on a "
                      "backend, lfe.sleep), which hold a worker but no CPU; for handlers that only "
                      "compute, give one worker per CPU",
-                     gi, p.nworkers[gi], CPU_COUNT(&p.cpus[gi]),
-                     CPU_COUNT(&p.cpus[gi]) == 1 ? "" : "s");
+                     gi, p->nworkers[gi], CPU_COUNT(&p->cpus[gi]),
+                     CPU_COUNT(&p->cpus[gi]) == 1 ? "" : "s");
     }
     log_info("limits: max-conns %ld (RLIMIT_NOFILE %llu), max-pending %zu bytes per connection",
-             max_conns, (unsigned long long)rl.rlim_cur, o.max_pending);
+             max_conns, (unsigned long long)rl->rlim_cur, o->max_pending);
+}
 
-    /* The watchdog is fed at half its period, and only while every worker comes back from
-     * its batches: a stuck one lets systemd's WatchdogSec= restart the service. */
-    wd_ms = (long)(sdnotify_watchdog_usec() / 2000);
+/* Main's loop until SIGTERM/SIGINT: signals (SIGUSR1 counters, SIGHUP reload), the idle sweep,
+ * systemd's watchdog (fed at half its period, and only while every worker comes back from its
+ * batches: a stuck one lets WatchdogSec= restart the service) and STATUS=. */
+static void serve(const struct opt *o, long stall)
+{
+    long wd_ms = (long)(sdnotify_watchdog_usec() / 2000), tick_ms, next_wd = 0, last_live = 0;
+
     if (sdnotify_watchdog_usec() && wd_ms < 1)
         wd_ms = 1;
     tick_ms = wd_ms && wd_ms < 1000 ? wd_ms : 1000;
-    /* --idle-timeout is swept each tick: an idle connection goes between TIME and TIME + a tick
-     * (a quarter of TIME, 50 ms to 1 s) after its last event */
-    if (o.idle_ms) {
-        long q = o.idle_ms / 4 < 50 ? 50 : o.idle_ms / 4;
+    /* --idle-timeout and --proxy-timeout are swept each tick: one goes between TIME and TIME +
+     * a tick (a quarter of TIME, 50 ms to 1 s) after its date */
+    if (o->idle_ms) {
+        long q = o->idle_ms / 4 < 50 ? 50 : o->idle_ms / 4;
 
         tick_ms = q < tick_ms ? q : tick_ms;
     }
-    if (o.proxy) { /* the same for --proxy-timeout, the header's deadline */
-        long q = o.proxy_ms / 4 < 50 ? 50 : o.proxy_ms / 4;
+    if (o->proxy) {
+        long q = o->proxy_ms / 4 < 50 ? 50 : o->proxy_ms / 4;
 
         tick_ms = q < tick_ms ? q : tick_ms;
     }
@@ -696,14 +573,12 @@ int main(int argc, char **argv)
             notify_ready(report_live(srv));
         } else if (sig == SIGINT || sig == SIGTERM) {
             log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
-            break;
+            return;
         }
         idle_sweep(srv, now);
-        if (wd_ms && now >= next_wd) {
-            if (report_stalled(srv, stall) == 0) {
-                sdnotify_send("WATCHDOG=1");
-                next_wd = now + wd_ms;
-            }
+        if (wd_ms && now >= next_wd && report_stalled(srv, stall) == 0) {
+            sdnotify_send("WATCHDOG=1");
+            next_wd = now + wd_ms;
         }
         if ((live = report_live(srv)) != last_live) {
             char msg[64];
@@ -714,39 +589,111 @@ int main(int argc, char **argv)
             last_live = live;
         }
     }
+}
+
+/* The stop: a hand-over's successor answers /health from here on; PATH closes before the
+ * listeners do (none is handed over closed); the drain, bounded by a guard. Exits the process
+ * with 1 where a worker is stuck in a callback whose state cannot be freed under it. */
+static void stop(const struct opt *o)
+{
     sdnotify_send("STOPPING=1\nSTATUS=draining");
     if (takeover_handed(tko)) {
-        admin_release(adm); /* the successor answers /health from here on */
+        admin_release(adm);
         server_handover(srv);
     }
-    takeover_free(tko); /* before the listeners close: none is handed over closed */
+    takeover_free(tko);
     tko = NULL;
-    stop_guard(o.drain_ms + STOP_GUARD_MS);
-    if (server_stop(srv, o.drain_ms, drain_wait) > 0) {
-        /* A worker is stuck where nothing can stop it: its state cannot be freed under it. */
+    stop_guard(o->drain_ms + STOP_GUARD_MS);
+    if (server_stop(srv, o->drain_ms, drain_wait) > 0) {
         print_stats();
         log_err("stopped with a worker still stuck in a callback (named above)");
         _exit(1);
     }
     print_stats();
     log_info("stopped");
-    rc = 0;
-    goto out;
+}
 
-out_close:
-    for (int i = 0; i < nlisten; i++)
-        close(lfds[i]);
+int main(int argc, char **argv)
+{
+    struct opt o;
+    struct script_env *lua = NULL;
+    struct plan p = {0};
+    struct listeners l = {.admin_fd = -1, .tconn = -1};
+    struct rlimit rl;
+    cpu_set_t allowed;
+    char err[512];
+    int rc, naccept;
+    bool pid_written = false, handed = false;
+    long max_conns, stall;
+
+    if ((rc = start_up(&o, argc, argv, &rl)) >= 0)
+        return rc;
+    if ((rc = plan_cpus(&o, &p, &allowed)) != 0)
+        goto out;
+    naccept = o.accept_threads ? o.accept_threads : accept_threads_for(&p);
+    if (sdnotify_init(err, sizeof(err)) < 0 ||
+        (rc = listeners_acquire(&l, &o, naccept, err, sizeof(err))) != 0) {
+        fprintf(stderr, "lfepolld: %s\n", err);
+        rc = rc ? rc : 2;
+        goto out;
+    }
+    rc = 1;
+    if ((rc = become_user(&o, &l, &pid_written)) != 0)
+        goto out;
+    rc = 1;
+    if (o.lua && !(lua = load_lua(&o, &rc)))
+        goto out;
+    warn_at_start(&o, &l);
+    max_conns = conn_budget(&o, &p, &rl, naccept);
+    srv = server_new(&o, &p, l.fds, l.n, naccept, max_conns, lua, err, sizeof(err));
+    if (!srv) {
+        l.n = 0; /* the server owned them, and closed them */
+        fprintf(stderr, "lfepolld: %s\n", err);
+        goto out;
+    }
+    /* /health and the watchdog call a worker stuck past the Lua timeout (1 s where there is
+     * none) unresponsive */
+    stall = o.lua && o.lua_timeout_ms > 0 ? o.lua_timeout_ms : 1000;
+    if (o.admin) {
+        adm = admin_new(o.admin, l.admin_fd, srv, stall, err, sizeof(err));
+        l.admin_fd = -1; /* the admin's now, even on failure */
+        if (!adm) {
+            fprintf(stderr, "lfepolld: %s\n", err);
+            goto out_server;
+        }
+    }
+    block_signals();
+    if (server_start(srv) < 0)
+        goto out_server;
+    if (adm && (rc = admin_start(adm, NULL)) < 0) {
+        log_err("cannot create the admin thread: %s", strerror(-rc));
+        rc = 1;
+        server_stop(srv, 0, NULL);
+        goto out_server;
+    }
+    rc = 1;
+    if (hand_over(&l) < 0) {
+        server_stop(srv, 0, NULL);
+        goto out_server;
+    }
+    log_plan(&o, &p, &l, &allowed, naccept, max_conns, &rl);
+    serve(&o, stall);
+    handed = takeover_handed(tko);
+    stop(&o);
+    rc = 0;
+out_server:
+    l.n = 0; /* the server owns the listeners */
 out:
-    if (admin_fd >= 0)
-        close(admin_fd);
+    if (l.tconn >= 0)
+        close(l.tconn); /* never told READY: the predecessor goes on */
+    listeners_close(&l);
     /* handed over: the successor rewrites the file (it may have already); leave it to it */
-    if (pid_written && !takeover_handed(tko))
+    if (pid_written && !handed && !takeover_handed(tko))
         pidfile_remove(o.pid_file);
     takeover_free(tko);
     admin_free(adm); /* after server_stop: /health says 503 while draining */
     server_free(srv);
     script_env_free(lua);
     plan_free(&p);
-    free(t);
     return rc;
 }

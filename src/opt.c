@@ -115,6 +115,10 @@
       "accept a connection once its first bytes came\n"                                            \
       "(TCP_DEFER_ACCEPT): cheaper short connections; a client\n"                                  \
       "that sends nothing waits in the kernel up to ~1 s")                                         \
+    X(FASTOPEN, "--fastopen", 0, "N", set_accept,                                                  \
+      "TCP Fast Open: a client's first bytes may come in its SYN;\n"                               \
+      "N handshakes without a cookie pending per listener (needs\n"                                \
+      "net.ipv4.tcp_fastopen with bit 2, e.g. 3; default 0: off)")                                 \
     X(REUSEPORT, "--reuseport", 0, NULL, set_accept,                                               \
       "SO_REUSEPORT on the listeners: several instances may share\n"                               \
       "a port (a closing one resets what waits in its queue)")                                     \
@@ -402,6 +406,16 @@ static enum opt_result set_accept(struct opt *o, enum opt_id id, const char *nam
         break;
     case OPT_DEFER_ACCEPT:
         o->defer_accept = true;
+        break;
+    case OPT_FASTOPEN:
+        if (parse_long(val, 0, 65535, &v) < 0) {
+            snprintf(err, errlen,
+                     "--fastopen: '%s' is not an integer from 0 (off) to 65535 (the queue of "
+                     "handshakes whose SYN's cookie is not yet proven)",
+                     val);
+            return OPT_ERROR;
+        }
+        o->fastopen = (int)v;
         break;
     case OPT_MAX_CONNS_PER_IP:
         if (parse_long(val, 0, INT_MAX, &v) < 0) {

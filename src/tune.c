@@ -78,6 +78,8 @@ static int parse_note(const char *s, struct tune_key *k)
         k->check = TUNE_RANGE;
     else if (!strcmp(check, "has"))
         k->check = TUNE_HAS;
+    else if (!strcmp(check, "bits"))
+        k->check = TUNE_BITS;
     else
         return -1;
     fold(k->why, sizeof(k->why), s + used, strlen(s + used));
@@ -132,7 +134,7 @@ int tune_parse(const char *text, struct tune_key *keys, int max, char *err, size
             if (parse_note(note, &pend) < 0) {
                 snprintf(err, errlen,
                          "line %d: write '# @ SCOPE CHECK: why' with SCOPE netns or host and "
-                         "CHECK min, max, eq, range or has",
+                         "CHECK min, max, eq, range, bits or has",
                          line + 1);
                 return -1;
             }
@@ -259,6 +261,11 @@ static enum tune_status compare(const struct tune_key *k, const char *cur)
             if (have[i] > want[i])
                 return TUNE_HIGH;
         return TUNE_OK;
+    case TUNE_BITS:
+        for (int i = 0; i < nw; i++)
+            if ((have[i] & want[i]) != want[i])
+                return TUNE_LOW;
+        return TUNE_OK;
     case TUNE_RANGE:
         if (nw != 2)
             return strcmp(k->value, cur) ? TUNE_LOW : TUNE_OK;
@@ -284,7 +291,7 @@ enum tune_status tune_compare(const struct tune_key *k, const char *current, boo
 
 void tune_want(const struct tune_key *k, char *buf, size_t len)
 {
-    static const char *const how[] = {">= ", "<= ", "= ", "covers ", "has "};
+    static const char *const how[] = {">= ", "<= ", "= ", "covers ", "has ", "has bits "};
     char v[sizeof(k->value)];
 
     snprintf(v, sizeof(v), "%s", k->value);
@@ -435,6 +442,9 @@ static int apply(FILE *out, const struct tune_key *keys, int n, const char *root
             continue;
         if (k->check == TUNE_HAS && cur[0])
             snprintf(val, sizeof(val), "%s,%s", cur, k->value);
+        else if (k->check == TUNE_BITS) /* add the bits, clear none the admin set */
+            snprintf(val, sizeof(val), "%lld",
+                     strtoll(cur, NULL, 10) | strtoll(k->value, NULL, 10));
         else
             snprintf(val, sizeof(val), "%s", k->value);
         rc = tune_write(root, k->name, val);

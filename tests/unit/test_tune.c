@@ -224,6 +224,9 @@ static void test_want_text(void **state)
     k = key(TUNE_HAS, "9876");
     tune_want(&k, buf, sizeof(buf));
     assert_string_equal(buf, "has 9876");
+    k = key(TUNE_BITS, "3");
+    tune_want(&k, buf, sizeof(buf));
+    assert_string_equal(buf, "has bits 3");
 }
 
 static void test_ceilings(void **state)
@@ -494,6 +497,28 @@ static void test_report_and_apply(void **state)
     free(out);
 }
 
+/* A bit mask (net.ipv4.tcp_fastopen): every bit of the recommendation, others allowed; applying
+ * adds the missing bits and clears none the admin set. */
+static void test_bits(void **state)
+{
+    static const char conf[] = "# @ netns bits: TFO\nnet.ipv4.tcp_fastopen = 3\n";
+    struct tune_key k = key(TUNE_BITS, "3");
+    char *out;
+    int rc;
+
+    (void)state;
+    assert_int_equal(tune_compare(&k, "1", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "2", true), TUNE_LOW);
+    assert_int_equal(tune_compare(&k, "514", true), TUNE_LOW); /* 0x202: no client bit */
+    assert_int_equal(tune_compare(&k, "3", true), TUNE_OK);
+    assert_int_equal(tune_compare(&k, "1027", true), TUNE_OK); /* 0x403: more bits, right */
+    put("net.ipv4.tcp_fastopen", "1024");
+    out = report(conf, true, &rc);
+    assert_non_null(strstr(out, "set net.ipv4.tcp_fastopen = 1027 (was 1024)"));
+    assert_true(row_says(out, "net.ipv4.tcp_fastopen", "ok"));
+    free(out);
+}
+
 /* A key that cannot be written is reported with the reason, and the run goes on. */
 static void test_apply_failure(void **state)
 {
@@ -540,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_parse_dash_alone_is_not_a_key),
         cmocka_unit_test(test_compare_has_range_beyond_ports),
         cmocka_unit_test(test_want_text),
+        cmocka_unit_test(test_bits),
         cmocka_unit_test(test_ceilings),
         cmocka_unit_test(test_read_write),
         cmocka_unit_test(test_port_of),

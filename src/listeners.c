@@ -1,0 +1,179 @@
+/* listeners: where lfepolld's listening sockets come from at start, and their options. */
+#include "listeners.h"
+
+#include "log.h"
+#include "net.h"
+#include "sdnotify.h"
+#include "takeover.h"
+#include "tune.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* --listen i: the sockets handed over for it, else one bound afresh; then shards up to naccept.
+ * Returns 0 or -1 with err. */
+static int bind_address(struct listeners *l, const struct opt *o, int i, int naccept, int *taken,
+                        int ntaken, char *err, size_t errlen)
+{
+    int first = l->n, fd;
+
+    l->first[i] = l->n;
+    /* every socket the running instance handed over bound where this --listen asks, all of its
+     * shards, whatever our count: closing one would reset what waits in its queue */
+    for (int k = 0; k < ntaken; k++)
+        if (taken[k] >= 0 && takeover_match(taken[k], o->listen[i]) && l->n < OPT_MAX_LFDS) {
+            l->fds[l->n++] = taken[k];
+            taken[k] = -1;
+            l->reused++;
+        }
+    if (l->n == first && (naccept == 1 || o->reuseport)) {
+        if ((fd = net_listen_reuseport(o->listen[i], o->backlog, o->reuseport, err, errlen)) < 0)
+            return -1;
+        l->fds[l->n++] = fd;
+    } else if (l->n == first) {
+        /* Shards: SO_REUSEPORT without --reuseport must not join a group another process of
+         * our uid listens in; the claim says "port in use" first. */
+        int claim = net_claim(o->listen[i], err, errlen);
+
+        if (claim < 0)
+            return -1;
+        fd = net_listen_shard(claim, o->backlog, err, errlen);
+        close(claim);
+        if (fd < 0)
+            return -1;
+        l->fds[l->n++] = fd;
+    } else if (naccept > l->n - first && !net_reuseport(l->fds[first])) {
+        log_info("%s: handed over without SO_REUSEPORT, so no shard can join it: %d of %d accept "
+                 "threads serve it (a restart without --takeover shards it)",
+                 o->listen[i], l->n - first, naccept);
+        return 0;
+    }
+    /* one socket per accept thread, the kernel spreading connections over them */
+    while (l->n - first < naccept && l->n < OPT_MAX_LFDS) {
+        if ((fd = net_listen_shard(l->fds[first], o->backlog, err, errlen)) < 0)
+            return -1;
+        l->fds[l->n++] = fd;
+    }
+    return 0;
+}
+
+/* --defer-accept and --fastopen on every listener bound or taken over here. */
+static void set_options(const struct listeners *l, const struct opt *o)
+{
+    char v[32];
+
+    for (int i = 0; i < l->n && o->defer_accept; i++) {
+        int secs = 1; /* TCP_DEFER_ACCEPT: accept once the first bytes came (1 s of SYN-ACK
+                       * retries, then the connection is accepted without them) */
+
+        if (setsockopt(l->fds[i], IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) < 0)
+            log_warn("--defer-accept: setsockopt(TCP_DEFER_ACCEPT): %s; accepting as usual",
+                     strerror(errno));
+    }
+    for (int i = 0; i < l->n && o->fastopen; i++)
+        if (setsockopt(l->fds[i], IPPROTO_TCP, TCP_FASTOPEN, &o->fastopen, sizeof(o->fastopen)) < 0)
+            log_warn("--fastopen: setsockopt(TCP_FASTOPEN): %s; no data is taken from a SYN",
+                     strerror(errno));
+    /* bit 2 (value 2) is the server side: without it the kernel ignores a SYN's data */
+    if (o->fastopen && tune_read("/proc/sys", "net.ipv4.tcp_fastopen", v, sizeof(v)) == 0 &&
+        !(strtol(v, NULL, 0) & 2))
+        log_warn("--fastopen %d: net.ipv4.tcp_fastopen is %s, without the server bit (2): the "
+                 "kernel takes no data from a SYN; sysctl -w net.ipv4.tcp_fastopen=3",
+                 o->fastopen, v);
+}
+
+int listeners_acquire(struct listeners *l, const struct opt *o, int naccept, char *err,
+                      size_t errlen)
+{
+    int taken[TAKEOVER_MAX_FDS], ntaken = 0;
+
+    memset(l, 0, sizeof(*l));
+    l->admin_fd = l->tconn = -1;
+    if ((l->activated = sdnotify_listen_fds(OPT_MAX_LISTEN, err, errlen)) < 0)
+        return 2;
+    if (l->activated) {
+        if (!o->listen_default) {
+            snprintf(err, errlen,
+                     "%d socket%s handed over by systemd ($LISTEN_FDS) and --listen both given: "
+                     "drop --listen (the .socket unit's ListenStream= decides)",
+                     l->activated, l->activated == 1 ? "" : "s");
+            return 2;
+        }
+        for (int i = 0; i < l->activated; i++) /* used as they are */
+            l->fds[l->n++] = SD_LISTEN_FDS_START + i;
+        return 0;
+    }
+    if (o->nlisten * naccept > OPT_MAX_LFDS) {
+        snprintf(err, errlen,
+                 "%d --listen addresses with %d accept threads need %d listening sockets; at "
+                 "most %d: fewer addresses or a lower --accept-threads",
+                 o->nlisten, naccept, o->nlisten * naccept, OPT_MAX_LFDS);
+        return 2;
+    }
+    if (o->takeover && (ntaken = takeover_receive(o->takeover, taken, TAKEOVER_MAX_FDS, &l->tconn,
+                                                  err, errlen)) < 0)
+        return 1;
+    l->ntaken = ntaken;
+    for (int i = 0; i < o->nlisten; i++)
+        if (bind_address(l, o, i, naccept, taken, ntaken, err, errlen) < 0) {
+            for (int k = 0; k < ntaken; k++)
+                if (taken[k] >= 0)
+                    close(taken[k]);
+            listeners_close(l);
+            return 1;
+        }
+    for (int k = 0; k < ntaken && o->admin && l->admin_fd < 0; k++)
+        if (taken[k] >= 0 && takeover_match(taken[k], o->admin)) { /* its --admin listener */
+            l->admin_fd = taken[k];
+            taken[k] = -1;
+        }
+    for (int k = 0; k < ntaken; k++)
+        if (taken[k] >= 0)
+            close(taken[k]); /* bound where no --listen of ours asks: the old one's alone */
+    set_options(l, o);
+    return 0;
+}
+
+void listeners_close(struct listeners *l)
+{
+    for (int i = 0; i < l->n; i++)
+        close(l->fds[i]);
+    l->n = 0;
+    if (l->admin_fd >= 0)
+        close(l->admin_fd);
+    l->admin_fd = -1;
+}
+
+void listeners_log(const struct listeners *l, const struct opt *o)
+{
+    for (int i = 0; i < l->n; i++) {
+        char name[128], other[128];
+        int shards = 1, seen = 0;
+
+        net_local_name(l->fds[i], name, sizeof(name));
+        for (int k = 0; k < l->n; k++) {
+            if (k == i)
+                continue;
+            net_local_name(l->fds[k], other, sizeof(other));
+            if (!strcmp(name, other)) {
+                shards++;
+                seen += k < i;
+            }
+        }
+        if (seen)
+            continue; /* said with its first shard */
+        if (l->activated)
+            log_info("listening on %s (fd %d from systemd's socket activation)", name, l->fds[i]);
+        else if (shards > 1)
+            log_info("listening on %s (backlog %d, %d SO_REUSEPORT shards)", name, o->backlog,
+                     shards);
+        else
+            log_info("listening on %s (backlog %d)", name, o->backlog);
+    }
+}
