@@ -123,6 +123,13 @@ bool report_healthy(struct server *s, long stall_ms, char *why, size_t len)
                     __atomic_load_n(&s->acc[ti].st.name, __ATOMIC_RELAXED));                       \
     }
 
+/* A family of one sample without labels: its HELP and TYPE lines, then the sample. */
+static void metric_one(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+    metrics_family(f, name, type, help);
+    metrics_u64(f, name, NULL, v);
+}
+
 void report_write_metrics(struct server *s, FILE *f)
 {
     char lab[64];
@@ -136,13 +143,12 @@ void report_write_metrics(struct server *s, FILE *f)
         metrics_u64(f, "lfepolld_connections", lab,
                     (uint64_t)__atomic_load_n(&s->groups[gi].live, __ATOMIC_RELAXED));
     }
-    metrics_family(f, "lfepolld_connections_max", "gauge",
-                   "The live connection limit (--max-conns, or what RLIMIT_NOFILE leaves).");
-    metrics_u64(f, "lfepolld_connections_max", NULL, (uint64_t)s->max_conns);
-    metrics_family(f, "lfepolld_connections_pending_output", "gauge",
-                   "Connections with output waiting for the client to read it.");
-    metrics_u64(f, "lfepolld_connections_pending_output", NULL,
-                (uint64_t)__atomic_load_n(&s->npending, __ATOMIC_RELAXED));
+    metric_one(f, "lfepolld_connections_max", "gauge",
+               "The live connection limit (--max-conns, or what RLIMIT_NOFILE leaves).",
+               (uint64_t)s->max_conns);
+    metric_one(f, "lfepolld_connections_pending_output", "gauge",
+               "Connections with output waiting for the client to read it.",
+               (uint64_t)__atomic_load_n(&s->npending, __ATOMIC_RELAXED));
     metrics_family(f, "lfepolld_group_dispatched_total", "counter",
                    "Connections the accept threads handed to each epoll group.");
     for (int gi = 0; gi < s->ngroups; gi++) {
@@ -150,15 +156,11 @@ void report_write_metrics(struct server *s, FILE *f)
         metrics_u64(f, "lfepolld_group_dispatched_total", lab,
                     __atomic_load_n(&s->groups[gi].accepted, __ATOMIC_RELAXED));
     }
-    metrics_family(f, "lfepolld_draining", "gauge", "1 once a stop began (SIGTERM), else 0.");
-    metrics_u64(f, "lfepolld_draining", NULL,
-                (uint64_t)__atomic_load_n(&s->draining, __ATOMIC_RELAXED));
-    metrics_family(f, "lfepolld_accept_paused", "gauge",
-                   "Accept threads paused (out of descriptors or memory): 0 to --accept-threads.");
-    metrics_u64(f, "lfepolld_accept_paused", NULL,
-                (uint64_t)__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED));
-    metrics_family(f, "lfepolld_workers_busy", "gauge",
-                   "Workers inside a batch of events at the moment of the scrape.");
+    metric_one(f, "lfepolld_draining", "gauge", "1 once a stop began (SIGTERM), else 0.",
+               (uint64_t)__atomic_load_n(&s->draining, __ATOMIC_RELAXED));
+    metric_one(f, "lfepolld_accept_paused", "gauge",
+               "Accept threads paused (out of descriptors or memory): 0 to --accept-threads.",
+               (uint64_t)__atomic_load_n(&s->accept_paused, __ATOMIC_RELAXED));
     {
         uint64_t busy = 0;
 
@@ -166,7 +168,8 @@ void report_write_metrics(struct server *s, FILE *f)
             for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
                 busy +=
                     (uint64_t)__atomic_load_n(&s->groups[gi].workers[wi].busy, __ATOMIC_RELAXED);
-        metrics_u64(f, "lfepolld_workers_busy", NULL, busy);
+        metric_one(f, "lfepolld_workers_busy", "gauge",
+                   "Workers inside a batch of events at the moment of the scrape.", busy);
     }
     WORKER_STATS(W_FAMILY)
     ACCEPT_STATS(A_FAMILY)

@@ -514,15 +514,29 @@ static void test_sigterm_idle_and_sigusr1(void **state)
     cleanup(&d);
 }
 
+/* lfepolld with args on the port of listen ("127.0.0.1:P", also in args) must not start: one
+ * line naming listen and "port in use", exit status 1. */
+static void want_port_in_use(const char *const *args, const char *listen)
+{
+    struct daemon b;
+    const char *text;
+
+    assert_int_equal(spawn(&b, args, 0, NULL), -1);
+    assert_int_equal(stop_daemon(&b, 0, 5000), 1);
+    text = log_text(&b);
+    if (count_lines(text) != 1 || !strstr(text, "port in use") || !strstr(text, listen))
+        fail_msg("want one line naming %s and 'port in use', got: %s", listen, text);
+    cleanup(&b);
+}
+
 /* --accept-threads: one SO_REUSEPORT socket per thread; a second instance of the same uid must
  * not join the first's group silently (SO_REUSEPORT would let it): "port in use", as with one. */
 static void test_accept_threads_port_in_use(void **state)
 {
     static const char *const three[] = {"--accept-threads", "3", NULL};
-    struct daemon a, b;
+    struct daemon a;
     char listen[64];
     const char *args[] = {"--listen", listen, "--accept-threads", "2", NULL};
-    const char *text;
 
     (void)state;
     assert_int_equal(spawn(&a, three, 0, NULL), 0);
@@ -530,39 +544,23 @@ static void test_accept_threads_port_in_use(void **state)
         fail_msg("want 3 shards: %s", log_text(&a));
     assert_true(echoes(tcp_connect(a.port)));
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", a.port);
-    assert_int_equal(spawn(&b, args, 0, NULL), -1);
-    assert_int_equal(stop_daemon(&b, 0, 5000), 1);
-    text = log_text(&b);
-    if (count_lines(text) != 1 || !strstr(text, "port in use") || !strstr(text, listen))
-        fail_msg("want one line naming %s and 'port in use', got: %s", listen, text);
-    cleanup(&b);
-    /* and the other way round: one accept thread against three shards */
-    args[3] = "1";
-    assert_int_equal(spawn(&b, args, 0, NULL), -1);
-    assert_int_equal(stop_daemon(&b, 0, 5000), 1);
-    if (!strstr(log_text(&b), "port in use"))
-        fail_msg("want 'port in use', got: %s", log_text(&b));
-    cleanup(&b);
+    want_port_in_use(args, listen);
+    args[3] = "1"; /* and the other way round: one accept thread against three shards */
+    want_port_in_use(args, listen);
     assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
     cleanup(&a);
 }
 
 static void test_port_in_use(void **state)
 {
-    struct daemon a, b;
+    struct daemon a;
     char listen[64];
     const char *args[] = {"--listen", listen, NULL};
-    const char *text;
 
     (void)state;
     assert_int_equal(spawn(&a, NULL, 0, NULL), 0);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", a.port);
-    assert_int_equal(spawn(&b, args, 0, NULL), -1);
-    assert_int_equal(stop_daemon(&b, 0, 5000), 1);
-    text = log_text(&b);
-    if (count_lines(text) != 1 || !strstr(text, "port in use") || !strstr(text, listen))
-        fail_msg("want one line naming %s and 'port in use', got: %s", listen, text);
-    cleanup(&b);
+    want_port_in_use(args, listen);
     assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
     cleanup(&a);
 }
