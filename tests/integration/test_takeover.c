@@ -438,7 +438,12 @@ static void test_takeover_proxy_header_alone(void **state)
                  got, log_text(&a));
     close(x);
     close(s);
-    assert_int_equal(stop_daemon(&a, 0, 15000), 0);
+    if ((got = (size_t)stop_daemon(&a, 0, 15000)) != 0) {
+        const char *t = log_text(&a);
+
+        fail_msg("A exited %d after the hand-over; its log ends: %s", (int)got,
+                 strlen(t) > 1200 ? t + strlen(t) - 1200 : t);
+    }
     assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
     cleanup(&a);
     cleanup(&b);
