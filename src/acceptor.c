@@ -243,10 +243,15 @@ static enum drained accept_all(struct acc *a, int li)
         } else if (s->iplimit) {
             struct sockaddr_storage ss;
             socklen_t sl = sizeof(ss);
-            int32_t slot =
-                getpeername(fd, (struct sockaddr *)&ss, &sl) == 0
-                    ? iplimit_acquire(s->iplimit, (struct sockaddr *)&ss, s->opt->max_per_ip)
-                    : IPLIMIT_OVER; /* gone already */
+            int32_t slot = IPLIMIT_OVER; /* gone already */
+
+            if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+                /* The other accept threads take slots too: unlocked, two could claim one free
+                 * slot for one address at once and both be served under a limit of 1. */
+                pthread_mutex_lock(&s->iplock);
+                slot = iplimit_acquire(s->iplimit, (struct sockaddr *)&ss, s->opt->max_per_ip);
+                pthread_mutex_unlock(&s->iplock);
+            }
 
             if (slot < 0) {
                 STAT_ADD(&a->t->st, shed_per_ip, 1); /* counted before the client sees the close */

@@ -117,7 +117,8 @@ struct server {
     long idle_limit_ms;          /* --idle-timeout, or LINGER_MS: what the sweeper expires */
     long fd_hi;                  /* atomic: the highest connection fd accepted (the sweep's end) */
     long next_sweep_ms;          /* main: when the idle sweep runs next */
-    pthread_mutex_t iplock;      /* --proxy-protocol with --max-conns-per-ip: workers take slots */
+    pthread_mutex_t iplock;      /* --max-conns-per-ip: held by whoever takes a slot (the
+                                  * accept threads, or the workers with --proxy-protocol) */
 };
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept

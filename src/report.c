@@ -115,9 +115,10 @@ bool report_healthy(struct server *s, long stall_ms, char *why, size_t len)
                         __atomic_load_n(&s->groups[gi].workers[wi].st.name, __ATOMIC_RELAXED));    \
         }
 #define A_FAMILY(name, help)                                                                       \
-    metrics_family(f, "lfepolld_accept_" #name "_total", "counter", "Per accept thread: " help "."); \
+    metrics_family(f, "lfepolld_accept_" #name "_total", "counter",                                \
+                   "Per accept thread: " help ".");                                                \
     for (int ti = 0; ti < s->nacc; ti++) {                                                         \
-        snprintf(lab, sizeof(lab), "thread=\"%d\"", ti);                                            \
+        snprintf(lab, sizeof(lab), "thread=\"%d\"", ti);                                           \
         metrics_u64(f, "lfepolld_accept_" #name "_total", lab,                                     \
                     __atomic_load_n(&s->acc[ti].st.name, __ATOMIC_RELAXED));                       \
     }
