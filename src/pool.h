@@ -23,6 +23,7 @@
 #define ACCEPT_RETRY_MS 100    /* paused accept thread re-tries at least this often */
 #define DRAIN_SETTLE_MS 100    /* a stop accepts until its queues were empty this long */
 #define DRAIN_ACCEPT_MS 1000   /* ...and for at most this long (or the drain timeout) */
+#define DRAIN_DEFER_MS 1300    /* with TCP_DEFER_ACCEPT: at least this long (see drain_queues) */
 
 struct server;
 struct group;
@@ -94,6 +95,7 @@ struct server {
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
     long drain_accept_ms; /* set before draining: how long the accept threads may take to
                            * accept what waits in the queues (0: a hand-over, none) */
+    long drain_min_ms;    /* ...and how long they accept at least (TCP_DEFER_ACCEPT) */
     bool handover;        /* main: this stop is --takeover's (server_handover) */
     long nwrclosed;       /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
                            * Lua lingering): the drain is not quiet while their clients may still
