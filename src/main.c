@@ -715,6 +715,12 @@ int main(int argc, char **argv)
         }
     }
     sdnotify_send("STOPPING=1\nSTATUS=draining");
+    /* The thread first: once it is joined, no successor is handed anything more. */
+    if (takeover_stop(tko) && !takeover_handed(tko)) {
+        log_warn("--takeover: stopping while a successor that holds the listeners is not yet "
+                 "ready; leaving them to it");
+        server_listeners_shared(srv);
+    }
     if (takeover_handed(tko)) {
         admin_release(adm); /* the successor answers /health from here on */
         server_handover(srv);

@@ -97,6 +97,7 @@ struct server {
                            * accept what waits in the queues (0: a hand-over, none) */
     long drain_min_ms;    /* ...and how long they accept at least (TCP_DEFER_ACCEPT) */
     bool handover;        /* main: this stop is --takeover's (server_handover) */
+    bool shared;          /* main: a successor not yet ready holds the listeners too */
     long nwrclosed;       /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
                            * Lua lingering): the drain is not quiet while their clients may still
                            * send (what raced the FIN) or have replies to take */

@@ -358,6 +358,11 @@ void server_handover(struct server *s)
     s->handover = true;
 }
 
+void server_listeners_shared(struct server *s)
+{
+    s->shared = true;
+}
+
 int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 {
     long deadline = now_ms() + timeout_ms;
@@ -369,9 +374,10 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 
     /* Not a hand-over (where the listeners are the successor's now): every listener drops new
      * SYNs, the accept threads take what the queues hold and what completes meanwhile, then
-     * the listeners close; a client that comes later is refused, none queued is reset. */
+     * the listeners close; a client that comes later is refused, none queued is reset. The
+     * filter is the socket's, not this process's: never on listeners a successor may serve. */
     s->drain_accept_ms = s->drain_min_ms = 0;
-    for (int i = 0; !s->handover && i < s->nlisten; i++) {
+    for (int i = 0; !s->handover && !s->shared && i < s->nlisten; i++) {
         int rc = s->lfds[i] >= 0 ? net_refuse_syns(s->lfds[i]) : 0;
         long want = DRAIN_ACCEPT_MS;
 
