@@ -404,6 +404,16 @@ int main(int argc, char **argv)
                 taken[k] = -1;
                 reused++;
             }
+        if (nlisten == first && nlisten == OPT_MAX_LFDS) {
+            /* the shards handed over (all kept: closing one resets its queue) filled lfds */
+            fprintf(stderr,
+                    "lfepolld: --listen %s: no room for its listening socket: the %d sockets "
+                    "handed over by --takeover fill the %d one instance holds; take over with "
+                    "fewer --listen addresses, or restart the running instance with fewer "
+                    "--accept-threads\n",
+                    o.listen[i], nlisten, OPT_MAX_LFDS);
+            goto out_close;
+        }
         if (nlisten == first && (naccept == 1 || o.reuseport)) {
             fd = net_listen_reuseport(o.listen[i], o.backlog, o.reuseport, err, sizeof(err));
             if (fd < 0) {

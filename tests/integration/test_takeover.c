@@ -380,6 +380,50 @@ static void test_takeover_predecessor_stopped_mid_handover(void **state)
     unlink(sock);
 }
 
+/* A successor handed as many sockets as an instance holds (64: 8 addresses x 8 accept threads,
+ * all kept) that asks for 8 more addresses has no room for them: it exits 1 with one line,
+ * taking nothing, and the running instance goes on serving. (It wrote past its array of 64
+ * listeners and crashed, SIGSEGV.) */
+static void test_takeover_no_room_for_more_addresses(void **state)
+{
+    const char *aargs[2 * 8 + 6], *bargs[2 * 16 + 6];
+    char ports[16][24];
+    struct daemon a;
+    int na = 0, nb = 0, fd;
+
+    (void)state;
+    setup_paths();
+    for (int i = 0; i < 16; i++) {
+        snprintf(ports[i], sizeof(ports[i]), "127.0.0.1:%d", free_port());
+        if (i < 8) {
+            aargs[na++] = "--listen";
+            aargs[na++] = ports[i];
+        }
+        bargs[nb++] = "--listen";
+        bargs[nb++] = ports[i];
+    }
+    aargs[na++] = "--accept-threads";
+    aargs[na++] = "8";
+    aargs[na++] = "--takeover";
+    aargs[na++] = sock;
+    aargs[na] = NULL;
+    bargs[nb++] = "--accept-threads";
+    bargs[nb++] = "4";
+    bargs[nb++] = "--takeover";
+    bargs[nb++] = sock;
+    bargs[nb] = NULL;
+    if (spawn(&a, aargs, 0, NULL) < 0)
+        fail_msg("A did not start: %s", log_text(&a));
+    bad_start(bargs, 1, "no room for its listening socket");
+    fd = tcp_connect(a.port);
+    if (!echoes(fd))
+        fail_msg("A stopped serving: %s", log_text(&a));
+    close(fd);
+    assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
+    cleanup(&a);
+    unlink(sock);
+}
+
 static void test_takeover_short(void **state)
 {
     static const char *const load[] = {"--mode", "short",     "-c",   "10", "-d",
@@ -1179,6 +1223,7 @@ int main(void)
         cmocka_unit_test_teardown(test_takeover_shards, teardown),
         cmocka_unit_test_teardown(test_drain_resets_nothing, teardown),
         cmocka_unit_test_teardown(test_takeover_predecessor_stopped_mid_handover, teardown),
+        cmocka_unit_test_teardown(test_takeover_no_room_for_more_addresses, teardown),
         cmocka_unit_test_teardown(test_takeover_long_held, teardown),
         cmocka_unit_test_teardown(test_takeover_http_keepalive, teardown),
         cmocka_unit_test_teardown(test_takeover_proxy_header_alone, teardown),
