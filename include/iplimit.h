@@ -19,7 +19,8 @@ struct iplimit *iplimit_new(long max_live);
  * address) if it has fewer than limit. Returns the slot to release at close (>= 0),
  * IPLIMIT_OVER when addr already has limit, IPLIMIT_FULL when no slot for a new address was
  * free within IPLIMIT_PROBES (the table holds that many other live addresses on that chain).
- * Accept thread only. */
+ * One caller at a time (the server's iplock): acquires are not safe against each other; a
+ * concurrent iplimit_release is. */
 #define IPLIMIT_OVER (-1)
 #define IPLIMIT_FULL (-2)
 int32_t iplimit_acquire(struct iplimit *t, const struct sockaddr *addr, long limit);

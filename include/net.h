@@ -40,6 +40,9 @@ int net_listen_shard(int like, int backlog, char *err, size_t errlen);
  * listener, so that closing it resets nothing that was queued. Returns 0 or -errno. */
 int net_refuse_syns(int lfd);
 
+/* Whether listener lfd defers accepting (TCP_DEFER_ACCEPT set). */
+bool net_defers(int lfd);
+
 /* accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) on a non-blocking listener. Retries EINTR and
  * ECONNABORTED (the peer gave up while queued: nothing to report). Returns the new fd, or
  * -EAGAIN when the queue is empty, or another -errno (EMFILE/ENFILE/ENOBUFS/ENOMEM: out of

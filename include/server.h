@@ -44,6 +44,11 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
  * that races the FIN. A plain stop lets every client finish what it sends. */
 void server_handover(struct server *s);
 
+/* Before server_stop: a successor (--takeover) holds the listeners too and has not said it is
+ * ready, so it may serve them: the stop leaves them as they are (no SYN filter, no drain of
+ * their queues: what waits there is the successor's to accept). */
+void server_listeners_shared(struct server *s);
+
 /* SIGHUP in Lua mode: checks and publishes a new generation of the script (workers switch
  * between requests). Logs the outcome. Returns 0, or -1 when the old script stays. */
 int server_reload(struct server *s);

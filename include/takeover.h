@@ -48,8 +48,13 @@ int takeover_serve(struct takeover *t, const int *lfds, int n, char *err, size_t
 /* True once a successor said READY and this process sent itself the SIGTERM that stops it. */
 bool takeover_handed(const struct takeover *t);
 
-/* Stops and joins the thread and removes path if it is still this instance's socket (a
- * successor's is left alone), or the temporary name if it was never renamed. NULL is a no-op. */
+/* Stops and joins the thread that serves successors (idempotent; NULL: false). Returns true when
+ * a successor was handed the listeners and has not said READY: it may still serve them, so
+ * this instance's stop must leave them as they are. Main thread. */
+bool takeover_stop(struct takeover *t);
+
+/* Stops and joins the thread (takeover_stop) and removes path if it is still this instance's socket
+ * (a successor's is left alone), or the temporary name if it was never renamed. NULL is a no-op. */
 void takeover_free(struct takeover *t);
 
 #endif /* LFE_TAKEOVER_H */

@@ -243,10 +243,15 @@ static enum drained accept_all(struct acc *a, int li)
         } else if (s->iplimit) {
             struct sockaddr_storage ss;
             socklen_t sl = sizeof(ss);
-            int32_t slot =
-                getpeername(fd, (struct sockaddr *)&ss, &sl) == 0
-                    ? iplimit_acquire(s->iplimit, (struct sockaddr *)&ss, s->opt->max_per_ip)
-                    : IPLIMIT_OVER; /* gone already */
+            int32_t slot = IPLIMIT_OVER; /* gone already */
+
+            if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+                /* The other accept threads take slots too: unlocked, two could claim one free
+                 * slot for one address at once and both be served under a limit of 1. */
+                pthread_mutex_lock(&s->iplock);
+                slot = iplimit_acquire(s->iplimit, (struct sockaddr *)&ss, s->opt->max_per_ip);
+                pthread_mutex_unlock(&s->iplock);
+            }
 
             if (slot < 0) {
                 STAT_ADD(&a->t->st, shed_per_ip, 1); /* counted before the client sees the close */
@@ -360,11 +365,17 @@ static bool accept_each(struct acc *a)
  * (net_refuse_syns); handshakes under way still complete into the queues. This accepts them
  * until none came for DRAIN_SETTLE_MS (a round trip, with room), for at most s->drain_accept_ms,
  * so that main's close of the listeners resets nothing that waited in them; what arrives later
- * finds the port closed (refused), never a reset after an accept queue took it. */
+ * finds the port closed (refused), never a reset after an accept queue took it. Under
+ * TCP_DEFER_ACCEPT (1 s) a client that has sent nothing waits in the SYN queue, its handshake
+ * complete on its side: the kernel resends its SYN-ACK 1 s after its SYN, and its ACK then
+ * queues it for accept. Closing the listener before would reset it at its first bytes, so a
+ * deferring stop accepts for at least s->drain_min_ms (DRAIN_DEFER_MS: that second, a round
+ * trip and room). */
 static void drain_queues(struct acc *a)
 {
     struct epoll_event evs[OPT_MAX_LFDS + 1];
     long now = mono_ms(), end = now + a->s->drain_accept_ms, quiet_from = now;
+    long min_end = now + a->s->drain_min_ms;
 
     for (;;) {
         uint64_t before = a->t->st.accepted;
@@ -374,7 +385,7 @@ static void drain_queues(struct acc *a)
         now = mono_ms();
         if (a->t->st.accepted != before)
             quiet_from = now;
-        if (now >= end || now - quiet_from >= DRAIN_SETTLE_MS)
+        if (now >= end || (now - quiet_from >= DRAIN_SETTLE_MS && now >= min_end))
             return;
         n = sysc_epoll_wait(a->t->epfd, evs, OPT_MAX_LFDS + 1,
                             (int)(end - now < DRAIN_SETTLE_MS ? end - now : DRAIN_SETTLE_MS));

@@ -1,9 +1,10 @@
 /* iplimit: live connections per client address, in a fixed-size open-addressing table.
  *
- * A slot holds an address (16 bytes, IPv4 as IPv4-mapped IPv6) and its live count. Only the
- * accept thread writes addresses; workers only decrement counts (atomically) through the slot
- * index the connection kept. A slot whose count is 0 is referenced by no connection, so the
- * accept thread may give it to another address. A lookup probes at most IPLIMIT_PROBES slots
+ * A slot holds an address (16 bytes, IPv4 as IPv4-mapped IPv6) and its live count. Only
+ * iplimit_acquire writes addresses, one caller at a time (the server's lock: several accept
+ * threads); closers only decrement counts (atomically) through the slot index the connection
+ * kept. A slot whose count is 0 is referenced by no connection, so an acquire may give it to
+ * another address. A lookup probes at most IPLIMIT_PROBES slots
  * from the address's hash, taking the address's own slot if met, else the first slot at 0: the
  * work per accept is bounded, and so is memory (the table never grows). With at least twice as
  * many slots as live connections, a chain of 64 slots all live and all other addresses is

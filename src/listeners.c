@@ -32,6 +32,15 @@ static int bind_address(struct listeners *l, const struct opt *o, int i, int nac
             taken[k] = -1;
             l->reused++;
         }
+    if (l->n == first && l->n == OPT_MAX_LFDS) {
+        /* the shards handed over (all kept: closing one resets its queue) filled fds */
+        snprintf(err, errlen,
+                 "--listen %s: no room for its listening socket: the %d sockets handed over by "
+                 "--takeover fill the %d one instance holds; take over with fewer --listen "
+                 "addresses, or restart the running instance with fewer --accept-threads",
+                 o->listen[i], l->n, OPT_MAX_LFDS);
+        return -1;
+    }
     if (l->n == first && (naccept == 1 || o->reuseport)) {
         if ((fd = net_listen_reuseport(o->listen[i], o->backlog, o->reuseport, err, errlen)) < 0)
             return -1;

@@ -597,6 +597,12 @@ static void serve(const struct opt *o, long stall)
 static void stop(const struct opt *o)
 {
     sdnotify_send("STOPPING=1\nSTATUS=draining");
+    /* The thread first: once it is joined, no successor is handed anything more. */
+    if (takeover_stop(tko) && !takeover_handed(tko)) {
+        log_warn("--takeover: stopping while a successor that holds the listeners is not yet "
+                 "ready; leaving them to it");
+        server_listeners_shared(srv);
+    }
     if (takeover_handed(tko)) {
         admin_release(adm);
         server_handover(srv);

@@ -183,6 +183,14 @@ out_close:
     return rc;
 }
 
+bool net_defers(int lfd)
+{
+    int secs = 0;
+    socklen_t sl = sizeof(secs);
+
+    return getsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, &sl) == 0 && secs > 0;
+}
+
 int net_refuse_syns(int lfd)
 {
     /* Runs where tcp_v4_rcv/tcp_v6_rcv filter a segment for the listener, with the data at the

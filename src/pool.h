@@ -23,6 +23,7 @@
 #define ACCEPT_RETRY_MS 100    /* paused accept thread re-tries at least this often */
 #define DRAIN_SETTLE_MS 100    /* a stop accepts until its queues were empty this long */
 #define DRAIN_ACCEPT_MS 1000   /* ...and for at most this long (or the drain timeout) */
+#define DRAIN_DEFER_MS 1300    /* with TCP_DEFER_ACCEPT: at least this long (see drain_queues) */
 
 struct server;
 struct group;
@@ -94,7 +95,9 @@ struct server {
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
     long drain_accept_ms; /* set before draining: how long the accept threads may take to
                            * accept what waits in the queues (0: a hand-over, none) */
+    long drain_min_ms;    /* ...and how long they accept at least (TCP_DEFER_ACCEPT) */
     bool handover;        /* main: this stop is --takeover's (server_handover) */
+    bool shared;          /* main: a successor not yet ready holds the listeners too */
     long nwrclosed;       /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
                            * Lua lingering): the drain is not quiet while their clients may still
                            * send (what raced the FIN) or have replies to take */
@@ -117,7 +120,8 @@ struct server {
     long idle_limit_ms;          /* --idle-timeout, or LINGER_MS: what the sweeper expires */
     long fd_hi;                  /* atomic: the highest connection fd accepted (the sweep's end) */
     long next_sweep_ms;          /* main: when the idle sweep runs next */
-    pthread_mutex_t iplock;      /* --proxy-protocol with --max-conns-per-ip: workers take slots */
+    pthread_mutex_t iplock;      /* --max-conns-per-ip: held by whoever takes a slot (the
+                                  * accept threads, or the workers with --proxy-protocol) */
 };
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept

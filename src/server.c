@@ -358,6 +358,11 @@ void server_handover(struct server *s)
     s->handover = true;
 }
 
+void server_listeners_shared(struct server *s)
+{
+    s->shared = true;
+}
+
 int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 {
     long deadline = now_ms() + timeout_ms;
@@ -369,16 +374,24 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 
     /* Not a hand-over (where the listeners are the successor's now): every listener drops new
      * SYNs, the accept threads take what the queues hold and what completes meanwhile, then
-     * the listeners close; a client that comes later is refused, none queued is reset. */
-    s->drain_accept_ms = 0;
-    for (int i = 0; !s->handover && i < s->nlisten; i++) {
+     * the listeners close; a client that comes later is refused, none queued is reset. The
+     * filter is the socket's, not this process's: never on listeners a successor may serve. */
+    s->drain_accept_ms = s->drain_min_ms = 0;
+    for (int i = 0; !s->handover && !s->shared && i < s->nlisten; i++) {
         int rc = s->lfds[i] >= 0 ? net_refuse_syns(s->lfds[i]) : 0;
+        long want = DRAIN_ACCEPT_MS;
 
         if (rc < 0)
             log_warn("stop: cannot make a listener drop new connections (%s): those that come "
                      "while it closes may be reset",
                      strerror(-rc));
-        s->drain_accept_ms = timeout_ms < DRAIN_ACCEPT_MS ? timeout_ms : DRAIN_ACCEPT_MS;
+        /* A deferring listener (--defer-accept, or a predecessor's socket that defers) holds
+         * connections its clients think open in the SYN queue, out of accept4's reach, until
+         * their first bytes or the end of the defer period: wait that out (acceptor.c). */
+        if (s->lfds[i] >= 0 && net_defers(s->lfds[i]))
+            s->drain_min_ms = want = DRAIN_DEFER_MS;
+        want = timeout_ms < want ? timeout_ms : want;
+        s->drain_accept_ms = want > s->drain_accept_ms ? want : s->drain_accept_ms;
     }
     __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
     s->next_sweep_ms = 0; /* the drain's sweeps (lingering connections) start now */

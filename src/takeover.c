@@ -631,16 +631,28 @@ int takeover_serve(struct takeover *t, const int *lfds, int n, char *err, size_t
     return 0;
 }
 
+bool takeover_stop(struct takeover *t)
+{
+    if (!t)
+        return false;
+    if (t->started) {
+        eventfd_write(t->stopfd, 1);
+        pthread_join(t->tid, NULL);
+        t->started = false;
+    }
+    for (int i = 0; i < MAX_PEERS; i++) /* the thread's, and it is joined */
+        if (t->peers[i].fd >= 0 && t->peers[i].sent)
+            return true;
+    return false;
+}
+
 void takeover_free(struct takeover *t)
 {
     struct stat st;
 
     if (!t)
         return;
-    if (t->started) {
-        eventfd_write(t->stopfd, 1);
-        pthread_join(t->tid, NULL);
-    }
+    takeover_stop(t);
     if (!t->renamed)
         unlink(t->tmp);
     else if (stat(t->path, &st) == 0 && st.st_ino == t->ino)

@@ -834,6 +834,43 @@ static void test_defer_accept(void **state)
     cleanup(&d);
 }
 
+/* --defer-accept and a stop: a client whose connect() returned but who has sent nothing yet
+ * waits in the kernel's SYN queue, where no accept4 can reach it. The stop keeps accepting
+ * until the kernel's one-second defer period has made every such connection acceptable, so the
+ * client's first bytes, sent 400 ms into the stop, are echoed or meet a close, never a reset.
+ * (The stop once closed the listeners after 100 ms without an accept: all 8 clients reset.) */
+static void test_defer_accept_stop_resets_nothing(void **state)
+{
+    static const char *const args[] = {"--defer-accept", "--accept-threads", "2", NULL};
+    struct daemon d;
+    int fds[8], resets = 0;
+
+    (void)state;
+    start(&d, args);
+    for (int i = 0; i < 8; i++)
+        fds[i] = tcp_connect(d.port);
+    sleep_ms(50);
+    kill(d.pid, SIGTERM);
+    sleep_ms(400);
+    for (int i = 0; i < 8; i++) {
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        char buf[8];
+        ssize_t n = send(fds[i], "late\n", 5, MSG_NOSIGNAL);
+
+        if (n == 5 && poll(&p, 1, 5000 * slow) == 1)
+            n = read(fds[i], buf, sizeof(buf));
+        if (n < 0 && (errno == ECONNRESET || errno == EPIPE))
+            resets++;
+        else if (n != 0 && (n != 5 || memcmp(buf, "late\n", 5)))
+            fail_msg("client %d: neither its echo nor a close (%zd: %s)", i, n, strerror(errno));
+        close(fds[i]);
+    }
+    assert_int_equal(stop_daemon(&d, 0, 10000), 0);
+    if (resets)
+        fail_msg("%d of 8 connected clients reset by a stop under --defer-accept", resets);
+    cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -848,6 +885,7 @@ int main(void)
         cmocka_unit_test_teardown(test_proxy_header_deadline, teardown),
         cmocka_unit_test_teardown(test_haproxy, teardown_haproxy),
         cmocka_unit_test_teardown(test_defer_accept, teardown),
+        cmocka_unit_test_teardown(test_defer_accept_stop_resets_nothing, teardown),
     };
 
     if (harness_init() < 0)

@@ -322,6 +322,108 @@ static void test_drain_resets_nothing(void **state)
         fail_msg("%ld connections reset by a stop (refused is allowed, a reset is not)", resets);
 }
 
+/* A predecessor stopped (SIGTERM) after it handed its listeners over and before its successor
+ * was ready: the successor serves those same sockets, so the stop must leave them as they are.
+ * (The stop attached its SYN-dropping filter to them, as to any stop's: the successor then
+ * served listeners that dropped every SYN, accepted nothing, and said nothing.) The successor's
+ * script computes 0.25 s in its main chunk (once per Lua state), which holds it between the two. */
+static void test_takeover_predecessor_stopped_mid_handover(void **state)
+{
+    const char *bargs[] = {"--listen",         addr,    "--takeover", sock,
+                           "--accept-threads", "2",     "--lua",      "tests/lua/slow_start.lua",
+                           "--lua-timeout-ms", "10000", NULL};
+    struct daemon a, b;
+    pid_t killer;
+    int fd, err = 0;
+    socklen_t sl = sizeof(err);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    struct pollfd p;
+
+    (void)state;
+    setup_paths();
+    accept_threads = "2";
+    start(&a);
+    killer = fork();
+    assert_true(killer >= 0);
+    if (killer == 0) { /* SIGTERM to A once it has handed the listeners to B */
+        for (long end = now_ms() + 20000L * slow; now_ms() < end; sleep_ms(5))
+            if (strstr(log_text(&a), "handed to a successor")) {
+                kill(a.pid, SIGTERM);
+                _exit(0);
+            }
+        _exit(1);
+    }
+    accept_threads = NULL;
+    if (spawn(&b, bargs, 0, NULL) < 0)
+        fail_msg("B did not start: %s", log_text(&b));
+    waitpid(killer, &err, 0);
+    if (!WIFEXITED(err) || WEXITSTATUS(err) != 0)
+        fail_msg("A never handed its listeners to B: %s", log_text(&a));
+    assert_int_equal(stop_daemon(&a, 0, 15000), 0);
+    /* B's listeners take a new connection (a SYN dropped would leave connect() pending) */
+    sa.sin_port = htons((uint16_t)b.port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+        fail_msg("connect: %s", strerror(errno));
+    p = (struct pollfd){.fd = fd, .events = POLLOUT};
+    err = 0;
+    if (poll(&p, 1, 3000 * slow) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0 || err)
+        fail_msg("the successor's listeners took no new connection within 3 s (%s): %s",
+                 err ? strerror(err) : "no answer to the SYN", log_text(&b));
+    if (!echoes(fd))
+        fail_msg("the successor did not echo: %s", log_text(&b));
+    close(fd);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&a);
+    cleanup(&b);
+    unlink(sock);
+}
+
+/* A successor handed as many sockets as an instance holds (64: 8 addresses x 8 accept threads,
+ * all kept) that asks for 8 more addresses has no room for them: it exits 1 with one line,
+ * taking nothing, and the running instance goes on serving. (It wrote past its array of 64
+ * listeners and crashed, SIGSEGV.) */
+static void test_takeover_no_room_for_more_addresses(void **state)
+{
+    const char *aargs[2 * 8 + 6], *bargs[2 * 16 + 6];
+    char ports[16][24];
+    struct daemon a;
+    int na = 0, nb = 0, fd;
+
+    (void)state;
+    setup_paths();
+    for (int i = 0; i < 16; i++) {
+        snprintf(ports[i], sizeof(ports[i]), "127.0.0.1:%d", free_port());
+        if (i < 8) {
+            aargs[na++] = "--listen";
+            aargs[na++] = ports[i];
+        }
+        bargs[nb++] = "--listen";
+        bargs[nb++] = ports[i];
+    }
+    aargs[na++] = "--accept-threads";
+    aargs[na++] = "8";
+    aargs[na++] = "--takeover";
+    aargs[na++] = sock;
+    aargs[na] = NULL;
+    bargs[nb++] = "--accept-threads";
+    bargs[nb++] = "4";
+    bargs[nb++] = "--takeover";
+    bargs[nb++] = sock;
+    bargs[nb] = NULL;
+    if (spawn(&a, aargs, 0, NULL) < 0)
+        fail_msg("A did not start: %s", log_text(&a));
+    bad_start(bargs, 1, "no room for its listening socket");
+    fd = tcp_connect(a.port);
+    if (!echoes(fd))
+        fail_msg("A stopped serving: %s", log_text(&a));
+    close(fd);
+    assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
+    cleanup(&a);
+    unlink(sock);
+}
+
 static void test_takeover_short(void **state)
 {
     static const char *const load[] = {"--mode", "short",     "-c",   "10", "-d",
@@ -1125,6 +1227,8 @@ int main(void)
         cmocka_unit_test_teardown(test_takeover_short, teardown),
         cmocka_unit_test_teardown(test_takeover_shards, teardown),
         cmocka_unit_test_teardown(test_drain_resets_nothing, teardown),
+        cmocka_unit_test_teardown(test_takeover_predecessor_stopped_mid_handover, teardown),
+        cmocka_unit_test_teardown(test_takeover_no_room_for_more_addresses, teardown),
         cmocka_unit_test_teardown(test_takeover_long_held, teardown),
         cmocka_unit_test_teardown(test_takeover_http_keepalive, teardown),
         cmocka_unit_test_teardown(test_takeover_proxy_header_alone, teardown),
