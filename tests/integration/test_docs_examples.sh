@@ -70,6 +70,18 @@ awk -v out="$dir/blocks" '
 ' "${docs[@]}"
 n=$(find "$dir/blocks" -name '*.sh' | wc -l)
 
+# Under a sanitizer (make test SANITIZER=...) the documents are not run again: they test the
+# text, which the plain make test already holds to account, and would add minutes to each
+# instrumented pass (.ci/run's budget); the daemon paths they use run there in the other tests.
+# DOCS_UNDER_SANITIZER=1 runs them anyway.
+if [ -n "${LFE_SANITIZER:-}" ] && [ -z "${DOCS_UNDER_SANITIZER:-}" ]; then
+    echo "[==========] Running 1 test(s)."
+    echo "[ RUN      ] test_docs_examples"
+    echo "a $LFE_SANITIZER build: the documents' examples run in the plain make test"
+    echo "[  SKIPPED ] test_docs_examples"
+    summary 0
+fi
+
 # The namespaces: as root, or as an unprivileged user mapped to root in a user namespace.
 ns=(unshare --net --pid --mount-proc --fork --kill-child)
 [ "$(id -u)" = 0 ] || ns=(unshare --user --map-root-user --net --pid --mount-proc --fork --kill-child)
