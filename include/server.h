@@ -44,10 +44,11 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void));
  * that races the FIN. A plain stop lets every client finish what it sends. */
 void server_handover(struct server *s);
 
-/* Before server_stop: a successor (--takeover) holds the listeners too and has not said it is
- * ready, so it may serve them: the stop leaves them as they are (no SYN filter, no drain of
- * their queues: what waits there is the successor's to accept). */
-void server_listeners_shared(struct server *s);
+/* Before server_stop: another lfepolld holds the listeners too and may go on serving them (a
+ * successor not yet ready, or the predecessor this instance has not yet told it is ready), so
+ * the stop leaves them as they are: no SYN filter, no drain of their queues (what waits there
+ * is the other's to accept). false: they are this instance's alone again. */
+void server_listeners_shared(struct server *s, bool shared);
 
 /* SIGHUP in Lua mode: checks and publishes a new generation of the script (workers switch
  * between requests). Logs the outcome. Returns 0, or -1 when the old script stays. */

@@ -485,6 +485,7 @@ static int hand_over(struct listeners *l)
     if (l->tconn >= 0) {
         takeover_ready(l->tconn);
         l->tconn = -1;
+        server_listeners_shared(srv, false); /* the predecessor lets them go: ours now */
         log_info("--takeover: %d of %d listener%s taken over from the running instance, which "
                  "now drains",
                  l->reused, l->ntaken, l->ntaken == 1 ? "" : "s");
@@ -601,7 +602,7 @@ static void stop(const struct opt *o)
     if (takeover_stop(tko) && !takeover_handed(tko)) {
         log_warn("--takeover: stopping while a successor that holds the listeners is not yet "
                  "ready; leaving them to it");
-        server_listeners_shared(srv);
+        server_listeners_shared(srv, true);
     }
     if (takeover_handed(tko)) {
         admin_release(adm);
@@ -657,6 +658,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "lfepolld: %s\n", err);
         goto out;
     }
+    /* Until it is told READY, the predecessor serves the listeners it handed over: a start
+     * that fails from here must leave them as they are (no SYN filter on its sockets). */
+    server_listeners_shared(srv, l.reused > 0);
     /* /health and the watchdog call a worker stuck past the Lua timeout (1 s where there is
      * none) unresponsive */
     stall = o.lua && o.lua_timeout_ms > 0 ? o.lua_timeout_ms : 1000;

@@ -358,9 +358,9 @@ void server_handover(struct server *s)
     s->handover = true;
 }
 
-void server_listeners_shared(struct server *s)
+void server_listeners_shared(struct server *s, bool shared)
 {
-    s->shared = true;
+    s->shared = shared;
 }
 
 int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))

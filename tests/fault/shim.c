@@ -2,7 +2,8 @@
  *
  *   LFE_FAULT="RULE[,RULE...]"     RULE = POINT:ACTION[:OPTION...]
  *
- * POINT   accept4, epoll_ctl_add, epoll_ctl_mod, epoll_ctl_del, calloc, send, connect
+ * POINT   accept4, epoll_ctl_add, epoll_ctl_mod, epoll_ctl_del, calloc, send, connect,
+ *         pthread_create (it returns the errno instead of setting it)
  * ACTION  an errno name (EMFILE, ENOMEM, EPROTO...): the call fails with it (calloc returns
  *         NULL); or "short" (send only): half the bytes are sent, the call succeeds short;
  *         or "slow" (connect only): the call takes ms=N milliseconds more, then goes through
@@ -38,6 +39,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,11 +62,13 @@ enum point {
     P_CALLOC,
     P_SEND,
     P_CONNECT,
+    P_THREAD,
     P_COUNT
 };
 
-static const char *const point_name[P_COUNT] = {
-    "accept4", "epoll_ctl_add", "epoll_ctl_mod", "epoll_ctl_del", "calloc", "send", "connect"};
+static const char *const point_name[P_COUNT] = {"accept4",       "epoll_ctl_add", "epoll_ctl_mod",
+                                                "epoll_ctl_del", "calloc",        "send",
+                                                "connect",       "pthread_create"};
 
 #define ACT_SHORT (-1) /* action: a short send instead of an error */
 #define ACT_SLOW (-2)  /* action: a slow connect instead of an error */
@@ -191,7 +195,7 @@ static void parse_rule(char *text)
         ;
     if (p == P_COUNT)
         bad(copy, "unknown point (accept4, epoll_ctl_add, epoll_ctl_mod, epoll_ctl_del, "
-                  "calloc, send, connect)");
+                  "calloc, send, connect, pthread_create)");
     r->point = (enum point)p;
     tok = strtok_r(NULL, ":", &save);
     if (!tok)
@@ -440,6 +444,15 @@ static int fault_connect(const void *caller, int fd, const struct sockaddr *addr
 int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
     return fault_connect(__builtin_return_address(0), fd, addr, len);
+}
+
+int pthread_create(pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    const struct rule *r;
+
+    REAL(int, pthread_create, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
+    r = check(P_THREAD, __builtin_return_address(0));
+    return r ? r->action : real_pthread_create(tid, attr, fn, arg);
 }
 
 /* lfepolld's and lfbench's hot paths (include/sysc.h) call syscall(2) itself, not the libc

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -299,6 +300,65 @@ static void test_fault_accept_epoll_add(void **state)
     stop(&d);
 }
 
+/* A connection to port on 127.0.0.1 within 3 s (times TEST_SLOW), or -1: a listener whose
+ * SYNs are dropped answers nothing, and a blocking connect would wait minutes. */
+static int connect_within(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct pollfd p;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), err = 0;
+    socklen_t el = sizeof(err);
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    p = (struct pollfd){.fd = fd, .events = POLLOUT};
+    if (poll(&p, 1, 3000 * slow) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 ||
+        err) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, 0);
+    return fd;
+}
+
+/* A --takeover successor whose start fails after it took the listeners over (here: it cannot
+ * create its first worker) leaves them to its predecessor as they were. Its failed start's
+ * stop used to put the SYN-dropping filter on them (a stop's, to reset nothing queued): the
+ * predecessor, still serving them, then took no new connection, silently. */
+static void test_fault_takeover_successor_fails_to_start(void **state)
+{
+    char sock[64], listen[32];
+    const char *args[] = {"--listen", listen, "--takeover", sock, NULL};
+    struct daemon a, b;
+    int rc, fd;
+
+    (void)state;
+    snprintf(sock, sizeof(sock), "/tmp/lfe-fault-takeover-%d.sock", (int)getpid());
+    unlink(sock);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
+    assert_int_equal(spawn(&a, args, 0, NULL), 0);
+    fault_env("pthread_create:EAGAIN:nth=1:thread=lfepolld");
+    rc = spawn(&b, args, 0, NULL);
+    fault_env_clear();
+    assert_int_equal(rc, -1);
+    assert_int_equal(stop_daemon(&b, 0, 10000), 1);
+    assert_log(&b, "lfe-fault: pthread_create -> EAGAIN");
+    cleanup(&b);
+    fd = connect_within(a.port);
+    if (fd < 0)
+        fail_msg("the predecessor took no new connection after a successor failed to start: %s",
+                 log_text(&a));
+    echo_once(fd, "after a failed successor");
+    close(fd);
+    assert_int_equal(stop_daemon(&a, SIGTERM, 10000), 0);
+    cleanup(&a);
+    unlink(sock);
+}
+
 /* calloc failing for a new connection (the accept thread's only calloc of its own; "exe" leaves
  * out libc's, such as the one a sanitizer's thread start makes): that connection is closed at
  * once, counted in enomem, logged; the next one is served. Echo and Lua mode (a bigger struct). */
@@ -546,6 +606,7 @@ int main(void)
         cmocka_unit_test_teardown(test_fault_worker_epoll_mod, teardown),
         cmocka_unit_test_teardown(test_fault_worker_epoll_mod_lua, teardown),
         cmocka_unit_test_teardown(test_fault_accept_epoll_add, teardown),
+        cmocka_unit_test_teardown(test_fault_takeover_successor_fails_to_start, teardown),
         cmocka_unit_test_teardown(test_fault_accept_calloc, teardown),
         cmocka_unit_test_teardown(test_fault_accept_calloc_lua, teardown),
         cmocka_unit_test_teardown(test_fault_accept4_each_errno, teardown),
