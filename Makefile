@@ -84,7 +84,7 @@ SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
 # lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
-CLI_MODS := bcount bopt hist payload verify rate engine kstat sweep hdr http json result result_json merge plot ports
+CLI_MODS := bcount bopt bscript hist payload verify rate engine kstat sweep hdr http json result result_json merge plot ports
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
             $(BUILD)/src/file.o
 # kstat's hints judge a sysctl with --check-sysctl's own code and table (tune_judge).
@@ -136,7 +136,7 @@ $(BUILD)/client/%.o: client/%.c
 	$(CC) $(ALL_CPPFLAGS) -Iclient $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFBENCH): $(CLI_OBJS) $(BUILD)/client/lfbench.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lz -lm $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lz $(LUA_LIBS) $(LDLIBS)
 
 # --- tests -------------------------------------------------------------------------------
 TEST_CFLAGS = $(LFE_CFLAGS) -O0 -U_FORTIFY_SOURCE -DLFE_SYSC_LIBC $(CFLAGS)

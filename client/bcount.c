@@ -13,6 +13,8 @@ void bcount_add(struct bcount *d, const struct bcount *s)
     d->lost += s->lost;
     d->reconnects += s->reconnects;
     d->http_non2xx += s->http_non2xx;
+    d->checks += s->checks;
+    d->check_failed += s->check_failed;
     for (int e = 0; e < ERR_KINDS; e++)
         d->errors[e] += s->errors[e];
 }

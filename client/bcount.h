@@ -25,17 +25,19 @@ extern const char *const berr_name[ERR_KINDS];
  * flight on a connection that closed, reset or timed out), or one for a failure that ended none
  * (a refused connect, an idle connection reset). */
 struct bcount {
-    uint64_t requests;    /* responses complete and verified */
-    uint64_t bytes_out;   /* request bytes written */
-    uint64_t bytes_in;    /* response bytes read */
-    uint64_t connects;    /* connections established */
-    uint64_t lost;        /* requests whose response never came whole: cut short part-way (by
-                           * a timeout, a close or a reset; also counted as that error), still
-                           * unanswered when the run ended (also counted as timeouts), or, open
-                           * loop, pipelined behind an HTTP Connection: close (also "closed") */
-    uint64_t reconnects;  /* connections closed cleanly and reopened, not errors:
-                           * --reconnect-every, or an HTTP server's Connection: close */
-    uint64_t http_non2xx; /* --expect http: responses whose status was not 2xx */
+    uint64_t requests;     /* responses complete and verified */
+    uint64_t bytes_out;    /* request bytes written */
+    uint64_t bytes_in;     /* response bytes read */
+    uint64_t connects;     /* connections established */
+    uint64_t lost;         /* requests whose response never came whole: cut short part-way (by
+                            * a timeout, a close or a reset; also counted as that error), still
+                            * unanswered when the run ended (also counted as timeouts), or, open
+                            * loop, pipelined behind an HTTP Connection: close (also "closed") */
+    uint64_t reconnects;   /* connections closed cleanly and reopened, not errors:
+                            * --reconnect-every, or an HTTP server's Connection: close */
+    uint64_t http_non2xx;  /* --expect http: responses whose status was not 2xx */
+    uint64_t checks;       /* --script: responses handed to response() (or refused as too big) */
+    uint64_t check_failed; /* of those, the ones it failed (also counted as mismatches) */
     uint64_t errors[ERR_KINDS];
 };
 

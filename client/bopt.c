@@ -30,6 +30,7 @@ enum {
     O_EXPECT,
     O_OK_STATUS,
     O_REQUEST,
+    O_SCRIPT,
     O_RECONNECT_EVERY,
     O_SOURCE,
     O_JSON,
@@ -99,6 +100,11 @@ const struct bopt_option bopt_options[] = {
      "the raw HTTP/1.x request to send with --expect http (default:\n"
      "GET / with the target as Host); LF line ends in its head are sent\n"
      "as CRLF"},
+    {O_SCRIPT, 0, "script", "FILE",
+     "Lua 5.4 script with wrk's API: request() makes each request,\n"
+     "response() checks each answer (false or an error: a mismatch),\n"
+     "delay(), setup(), init(args), done(); ARGS after the target and\n"
+     "'--' go to init(). Any --expect (see lfbench(1), SCRIPTS)"},
     {O_RECONNECT_EVERY, 0, "reconnect-every", "N",
      "long mode: close and reopen a connection after N requests"},
     {O_SOURCE, 0, "source", "A[-B]", "spread connections over these IPv4 source addresses"},
@@ -133,7 +139,7 @@ const size_t bopt_noptions = sizeof(bopt_options) / sizeof(bopt_options[0]);
 #define NOPT (sizeof(bopt_options) / sizeof(bopt_options[0]))
 
 static const char usage_head[] =
-    "usage: lfbench [options] HOST:PORT\n"
+    "usage: lfbench [options] HOST:PORT [-- SCRIPT ARGS...]\n"
     "\n"
     "Load client for TCP echo and framed servers: QPS and latency, every byte verified.\n"
     "\n";
@@ -638,6 +644,9 @@ static int take_io(struct bopt *o, struct given *g, int id, const char *val, int
         o->request = val;
         g->request = true;
         break;
+    case O_SCRIPT:
+        o->script = val;
+        break;
     case O_SOURCE: {
         int n = bopt_parse_sources(val, o->sources, BOPT_MAX_SOURCES);
         if (n < 0)
@@ -698,6 +707,11 @@ static int check(struct bopt *o, const struct given *g, char *err, size_t errlen
         BAD("-R with --rate-sweep or --find-rate: the steps set the rate; give one or the other");
     if ((o->sweep_step > 0 || o->find_pct > 0) && g->n)
         BAD("-n with --rate-sweep or --find-rate: each step runs for -d seconds");
+    if (o->nscript_args && !o->script)
+        BAD("arguments after '--' are a script's (init(args)): give --script FILE, or drop them");
+    if (o->script && g->request)
+        BAD("--request with --script: the script makes the HTTP requests (request(), or "
+            "wrk.method, wrk.path, wrk.headers and wrk.body); drop one");
     if (o->threads > o->conns)
         o->threads = o->conns; /* a thread with no connection would idle */
     if (g->n && (uint64_t)o->threads > o->requests)
@@ -739,8 +753,14 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
                 dashes = true;
             if (optind >= argc)
                 break;
+            if (o->target && dashes) { /* the script's arguments: init(args) */
+                o->script_args = (const char *const *)argv + optind;
+                o->nscript_args = argc - optind;
+                break;
+            }
             if (o->target)
-                BAD("unexpected argument '%s' after the target %s; options go before it",
+                BAD("unexpected argument '%s' after the target %s; options go before it, and a "
+                    "script's arguments after '--'",
                     argv[optind], o->target);
             o->target = argv[optind++];
             continue;

@@ -51,16 +51,19 @@ struct bopt {
     const char *json_stream;                  /* --json-stream FILE ("-": stdout) */
     const char *hdr_log;                      /* --hdr-log FILE */
     const char *request;                      /* --request FILE (the --payload of HTTP) */
-    double start_at;                          /* --start-at: CLOCK_REALTIME seconds, 0 = now */
-    uint64_t reconnect_every;                 /* --reconnect-every N requests, 0 = never */
-    double sweep_from, sweep_to, sweep_step;  /* --rate-sweep FROM:TO:STEP (sweep_step 0: off) */
-    double find_pct;                          /* --find-rate pP=BOUND: the percentile (0: off) */
-    double find_bound_us;                     /* ... and its bound, µs */
-    uint64_t ok_status[10];                   /* bit S: status S answers (--ok-status) */
-    const char *ok_status_arg;                /* --ok-status as given, NULL: 2xx */
-    double open_timeout;                      /* --open-timeout seconds: wait for connections */
-    uint64_t max_errors;                      /* --max-errors */
-    bool quiet;                               /* -q: no progress lines */
+    const char *script;                       /* --script FILE, NULL: none */
+    const char *const *script_args;           /* after the target and "--" (argv's) */
+    int nscript_args;
+    double start_at;                         /* --start-at: CLOCK_REALTIME seconds, 0 = now */
+    uint64_t reconnect_every;                /* --reconnect-every N requests, 0 = never */
+    double sweep_from, sweep_to, sweep_step; /* --rate-sweep FROM:TO:STEP (sweep_step 0: off) */
+    double find_pct;                         /* --find-rate pP=BOUND: the percentile (0: off) */
+    double find_bound_us;                    /* ... and its bound, µs */
+    uint64_t ok_status[10];                  /* bit S: status S answers (--ok-status) */
+    const char *ok_status_arg;               /* --ok-status as given, NULL: 2xx */
+    double open_timeout;                     /* --open-timeout seconds: wait for connections */
+    uint64_t max_errors;                     /* --max-errors */
+    bool quiet;                              /* -q: no progress lines */
     char *mixbuf;                 /* --mix list, split in place: cls[].file point into it */
     const char *target;           /* HOST:PORT as given */
     struct sockaddr_storage addr; /* the target, resolved */

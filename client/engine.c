@@ -26,6 +26,7 @@
  */
 #include "engine.h"
 
+#include "bscript.h"
 #include "rate.h"
 #include "sysc.h"
 #include "verify.h"
@@ -58,6 +59,16 @@ struct req {
     uint64_t seq;
     uint32_t len;
     int cls;
+    const uint8_t *data; /* --script: the bytes (its slot's buffer, or the fixed request), NULL:
+                          * the payload class cls makes them */
+    bool head, close;    /* --script, HTTP: what the request asks (payload classes say it else) */
+    int tag;             /* --script: request()'s tag for response() (LUA_NOREF: none) */
+};
+
+/* --script: a request slot's copy of its bytes (request() reuses its string's buffer). */
+struct sbuf {
+    uint8_t *p;
+    size_t cap;
 };
 
 struct bconn {
@@ -70,7 +81,8 @@ struct bconn {
     uint64_t txn_t0;   /* short mode: the transaction's latency counts from here */
     uint64_t retry_at; /* closed: reconnect not before */
     uint64_t seq;      /* next request's sequence number */
-    struct req *q;     /* in-flight requests, a ring of o->pipeline */
+    struct req *q;     /* in-flight requests, a ring of t->ring */
+    struct sbuf *sb;   /* --script with request(): each slot's bytes */
     unsigned head, qn; /* oldest, and how many */
     unsigned qw;       /* of those, fully written */
     size_t woff;       /* bytes written of request head+qw */
@@ -80,6 +92,14 @@ struct bconn {
     uint64_t nreq;     /* requests issued on this connection since it opened */
     struct verify v;   /* the response to q[head] */
     struct req q1;     /* q when the pipeline is 1: no second cache line to fetch */
+    /* --script with response(): the response to q[head] as it came */
+    uint8_t *rb;
+    size_t rlen, rcap;
+    bool rbig; /* it outgrew SCRIPT_MAX_RESPONSE */
+    /* --script with delay(): the next request waits until delay_at */
+    bool delayed;      /* delay() was asked for the next request, and its wait ran out */
+    uint64_t delay_at; /* 0: no wait armed */
+    ev_timer dt;
 };
 
 struct watchers {
@@ -208,7 +228,7 @@ static enum berr errno_kind(int e)
  * (a ring of nconns) never overflows. */
 static void push_free(struct bthread *t, struct bconn *c)
 {
-    if (t->open_loop && !c->in_free && c->state == CS_OPEN && c->qn < (unsigned)t->o->pipeline &&
+    if (t->open_loop && !c->in_free && c->state == CS_OPEN && c->qn + t->batch <= t->ring &&
         !spent(c)) {
         t->freeq[(t->fhead + t->nfree++) % t->nconns] = (int)(c - t->conns);
         c->in_free = true;
@@ -224,7 +244,7 @@ static struct bconn *pop_free(struct bthread *t)
         t->fhead = (t->fhead + 1) % t->nconns;
         t->nfree--;
         f->in_free = false;
-        if (f->state == CS_OPEN && f->qn < (unsigned)t->o->pipeline && !spent(f))
+        if (f->state == CS_OPEN && f->qn + t->batch <= t->ring && !spent(f))
             return f;
     }
     return NULL;
@@ -245,8 +265,20 @@ static void close_conn(struct bconn *c)
     if (c->state == CS_OPEN)
         __atomic_store_n(&t->open, t->open - 1, __ATOMIC_RELAXED);
     c->state = CS_CLOSED;
+    for (unsigned k = 0; t->sc && k < c->qn; k++) { /* tags of requests never answered */
+        struct req *r = &c->q[(c->head + k) % t->ring];
+        if (r->tag != -2)
+            bscript_untag(t->sc, r->tag);
+        r->tag = -2;
+    }
     c->head = c->qn = c->qw = 0;
     c->woff = 0;
+    c->rlen = 0;
+    c->rbig = false;
+    if (c->delay_at) {
+        ev_timer_stop(t->loop, &c->dt);
+        c->delay_at = 0;
+    }
     /* in_free stays as it is: it means "an entry of c is in freeq", and that entry is still
      * there; the pop checks the state. Clearing it here could queue c twice. */
     c->gen++;
@@ -274,23 +306,133 @@ static void fail(struct bconn *c, enum berr e)
         now + (e == ERR_REFUSED || e == ERR_ADDRNOTAVAIL || e == ERR_EMFILE ? RETRY_NS : 0);
 }
 
-static void issue(struct bconn *c, uint64_t t0, uint64_t now)
+/* The thread issues nothing more: Ctrl-C, thread:stop(), a script error. Requests in flight
+ * finish, and the step ends. */
+static void stop_issuing(struct bthread *t)
+{
+    if (t->phase != PH_RUN)
+        return;
+    t->stopping = true;
+    if (t->t_end > now_ns())
+        t->t_end = now_ns();
+    if (t->sched_end > t->t_end)
+        t->sched_end = t->t_end; /* sends due so far still go out */
+}
+
+/* After a call into the script: wrk.thread:stop() stops this thread; a script error stops it
+ * and tells main (which stops the others and fails the run). Returns false on an error. */
+static bool script_after(struct bthread *t, bool failed)
+{
+    if (failed) {
+        __atomic_store_n(&t->script_failed, true, __ATOMIC_RELEASE);
+        stop_issuing(t);
+        t->stopping = true;
+        return false;
+    }
+    if (bscript_stop_asked(t->sc) && !t->script_stopped) {
+        t->script_stopped = true;
+        stop_issuing(t);
+        t->stopping = true;
+    }
+    return true;
+}
+
+/* The response to q[head] begins: what it must be. */
+static void start_verify(struct bconn *c)
 {
     struct bthread *t = c->t;
-    struct req *r = &c->q[(c->head + c->qn) % (unsigned)t->o->pipeline];
+    const struct req *r = &c->q[c->head];
 
-    r->cls = payload_pick(t->p, &t->rng);
-    r->len = (uint32_t)t->p->cls[r->cls].len;
+    verify_start(&c->v, t->o->expect, t->o->expect_bytes, t->p, r->cls, stream_of(c), r->seq,
+                 r->len);
+    if (r->data)
+        verify_bytes(&c->v, r->data, r->head, r->close);
+    c->rlen = 0;
+    c->rbig = false;
+}
+
+/* Takes one request slot at the ring's tail. */
+static struct req *slot(struct bconn *c, uint64_t t0, uint64_t now)
+{
+    struct bthread *t = c->t;
+    struct req *r = &c->q[(c->head + c->qn) % t->ring];
+
     r->seq = c->seq++;
     r->t0 = t0;
     r->t_sent = now;
+    r->data = NULL;
+    r->tag = -2; /* LUA_NOREF */
     c->nreq++;
-    if (c->qn++ == 0)
-        verify_start(&c->v, t->o->expect, t->o->expect_bytes, t->p, r->cls, stream_of(c), r->seq,
-                     r->len);
     if (t->o->mode == MODE_LONG)
         t->issued++; /* short mode counts the connection attempt instead (open_conn) */
-    /* the caller writes it (do_write) */
+    return r;
+}
+
+/* --script: request()'s string, its requests each in a slot of its own. false: a script error. */
+static bool issue_script(struct bconn *c, uint64_t t0, uint64_t now)
+{
+    struct bthread *t = c->t;
+    struct scpiece pc[SCRIPT_MAX_BATCH];
+    const uint8_t *data;
+    int n, tag;
+
+    if (t->fixed.n) { /* no request(): one string, made once */
+        for (int k = 0; k < t->fixed.n; k++) {
+            struct req *r = slot(c, t0, now);
+            r->data = t->fixed.data + t->fixed.pc[k].off;
+            r->len = (uint32_t)t->fixed.pc[k].len;
+            r->head = t->fixed.pc[k].head;
+            r->close = t->fixed.pc[k].close;
+            r->cls = 0;
+            if (c->qn++ == 0)
+                start_verify(c);
+        }
+        return true;
+    }
+    n = bscript_request(t->sc, &data, pc, (int)(t->ring - c->qn), &tag);
+    if (!script_after(t, n < 0))
+        return false;
+    for (int k = 0; k < n; k++) {
+        unsigned at = (c->head + c->qn) % t->ring;
+        struct sbuf *b = &c->sb[at];
+        struct req *r;
+
+        if (pc[k].len > b->cap) {
+            uint8_t *p = realloc(b->p, pc[k].len);
+            if (!p)
+                return script_after(t, true); /* out of memory: said as the script's failure */
+            b->p = p;
+            b->cap = pc[k].len;
+        }
+        memcpy(b->p, data + pc[k].off, pc[k].len);
+        r = slot(c, t0, now);
+        r->data = b->p;
+        r->len = (uint32_t)pc[k].len;
+        r->head = pc[k].head;
+        r->close = pc[k].close;
+        r->cls = 0;
+        r->tag = tag; /* one request when there is a tag */
+        if (c->qn++ == 0)
+            start_verify(c);
+    }
+    return true;
+}
+
+/* Issues the next request (--script: the next string's, one or more) on c; the caller writes
+ * it (do_write). false: a script error stopped the thread. */
+static bool issue(struct bconn *c, uint64_t t0, uint64_t now)
+{
+    struct bthread *t = c->t;
+    struct req *r;
+
+    if (t->script_req)
+        return issue_script(c, t0, now);
+    r = slot(c, t0, now);
+    r->cls = payload_pick(t->p, &t->rng);
+    r->len = (uint32_t)t->p->cls[r->cls].len;
+    if (c->qn++ == 0)
+        start_verify(c);
+    return true;
 }
 
 static void do_write(struct bconn *c, uint64_t now);
@@ -340,13 +482,62 @@ static void dispatch_due(struct bthread *t, uint64_t now)
         if (t->o->mode == MODE_SHORT) {
             open_conn(c, now, when); /* the transaction counts from when it was due */
         } else {
-            issue(c, when, now);
+            if (!issue(c, when, now))
+                break;
             do_write(c, now);
             if (c->fd >= 0)
                 push_free(t, c);
         }
     }
     arm_send(t, now, token_at);
+}
+
+static void on_delay(struct ev_loop *loop, ev_timer *w, int revents);
+
+/* Closed loop, long mode: c takes as many requests as its pipeline has room for. With the
+ * script's delay(), a connection with nothing in flight first waits what delay() says (wrk: a
+ * delay before each request; here before each request that finds the connection idle). */
+static void fill(struct bconn *c, uint64_t now)
+{
+    struct bthread *t = c->t;
+
+    if (t->bscript_delay && c->qn == 0 && can_issue(t, now) && !spent(c)) {
+        if (c->delay_at && now < c->delay_at)
+            return; /* on_delay comes */
+        if (!c->delay_at) {
+            int64_t ns = bscript_delay(t->sc);
+            if (!script_after(t, ns < 0))
+                return;
+            if (ns > 0) {
+                c->delay_at = now + (uint64_t)ns;
+                ev_timer_set(&c->dt, (double)ns / 1e9, 0.);
+                ev_timer_start(t->loop, &c->dt);
+                return;
+            }
+        }
+        c->delay_at = 0;
+    }
+    while (c->qn + t->batch <= t->ring && can_issue(t, now) && !spent(c))
+        if (!issue(c, now, now))
+            return;
+}
+
+static void on_delay(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct bconn *c = w->data;
+    uint64_t now = now_ns();
+
+    (void)loop;
+    (void)revents;
+    if (c->fd < 0 || c->state != CS_OPEN || c->t->phase != PH_RUN || c->t->open_loop) {
+        c->delay_at = 0;
+        return;
+    }
+    c->delay_at = 1; /* waited: fill issues without asking delay() again */
+    fill(c, now);
+    c->delay_at = 0;
+    if (c->qw < c->qn)
+        do_write(c, now);
 }
 
 static void connected(struct bconn *c, uint64_t now)
@@ -363,14 +554,14 @@ static void connected(struct bconn *c, uint64_t now)
         hist_record(&t->clat, now - c->conn_t0);
     }
     if (t->o->mode == MODE_SHORT) {
-        issue(c, c->txn_t0, now); /* short: the request's latency includes the connect */
+        if (!issue(c, c->txn_t0, now)) /* short: the request's latency includes the connect */
+            return;
         do_write(c, now);
     } else if (t->open_loop) {
         push_free(t, c);
         dispatch_due(t, now);
     } else if (t->phase == PH_RUN) {
-        while (c->qn < (unsigned)t->o->pipeline && can_issue(t, now) && !spent(c))
-            issue(c, now, now);
+        fill(c, now);
         do_write(c, now);
     }
 }
@@ -384,7 +575,7 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
 
     if (o->mode == MODE_SHORT)
         t->issued++; /* one connection, one request: -n counts attempts */
-    c->fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    c->fd = socket(t->addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0)
         goto out_error;
     if (t->nodelay)
@@ -413,7 +604,7 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
         goto out_close;
     c->conn_t0 = now_ns(); /* not the caller's: socket, bind and epoll_ctl came between */
-    err = sysc_connect(c->fd, (struct sockaddr *)&o->addr, o->addrlen) == 0 ? 0 : errno;
+    err = sysc_connect(c->fd, t->addr, t->addrlen) == 0 ? 0 : errno;
     {
         /* The time connect() itself took: the kernel's search of the ephemeral port range,
          * slow when TIME_WAIT crowds it. The client's, not the server's. */
@@ -446,12 +637,44 @@ out_error:
     c->retry_at = now + RETRY_NS;
 }
 
+/* --script: response() judges the whole response. Returns true if it passed; a failed check is a
+ * mismatch, counted here, whose connection stays open (its framing held). */
+static bool script_check(struct bconn *c, uint64_t now)
+{
+    struct bthread *t = c->t;
+    struct req *r = &c->q[c->head];
+    int rc = bscript_response(t->sc, c->v.status, c->rb, c->rlen, (size_t)c->v.http.head_bytes,
+                              c->v.http.te_chunked, c->rbig, r->tag);
+
+    r->tag = -2; /* consumed */
+
+    c->rlen = 0;
+    c->rbig = false;
+    t->cur.checks++;
+    if (t->phase != PH_IDLE) {
+        t->total.checks++;
+        t->sres.c.checks++;
+    }
+    if (!script_after(t, rc < 0) || rc == 0)
+        return true; /* a script error is said as one, not as a failed check */
+    t->cur.check_failed++;
+    if (t->phase != PH_IDLE) {
+        t->total.check_failed++;
+        t->sres.c.check_failed++;
+    }
+    count_errors(t, ERR_MISMATCH, 1);
+    step_mark(t, now);
+    return false;
+}
+
 static void finish_request(struct bconn *c, uint64_t now)
 {
     struct bthread *t = c->t;
     struct req *r = &c->q[c->head];
     bool non2xx = t->o->expect == EXPECT_HTTP && !bopt_status_ok(t->o, c->v.status);
 
+    if (t->script_resp && !script_check(c, now))
+        goto next;
     t->cur.requests++;
     t->cur.http_non2xx += non2xx; /* a status counted, not a failure: the response was whole */
     step_mark(t, now);
@@ -472,20 +695,44 @@ static void finish_request(struct bconn *c, uint64_t now)
         }
         if (t->hdr)
             hist_record(&t->cur_mlat, now - r->t0);
-        if (t->p->n > 1)
+        if (t->p->n > 1 && !r->data)
             hist_record(&t->cls_lat[r->cls], now - r->t0);
     }
-    c->head = (c->head + 1) % (unsigned)t->o->pipeline;
+next:
+    c->head = (c->head + 1) % t->ring;
     c->qn--;
     c->qw--;
-    if (c->qn) {
-        r = &c->q[c->head];
-        verify_start(&c->v, t->o->expect, t->o->expect_bytes, t->p, r->cls, stream_of(c), r->seq,
-                     r->len);
-    }
+    if (c->qn)
+        start_verify(c);
 }
 
 static void do_read(struct bconn *c, uint64_t now, bool ended);
+
+/* --script with response(): the bytes of the response being read, kept for it (up to
+ * SCRIPT_MAX_RESPONSE; past that it is a failed check, rbig). */
+static void keep_response(struct bconn *c, const uint8_t *b, size_t n)
+{
+    if (c->rbig || n == 0)
+        return;
+    if (c->rlen + n > SCRIPT_MAX_RESPONSE) {
+        c->rbig = true;
+        return;
+    }
+    if (c->rlen + n > c->rcap) {
+        size_t cap = c->rcap ? c->rcap : 4096;
+        uint8_t *p;
+        while (cap < c->rlen + n)
+            cap *= 2;
+        if (!(p = realloc(c->rb, cap))) {
+            c->rbig = true;
+            return;
+        }
+        c->rb = p;
+        c->rcap = cap;
+    }
+    memcpy(c->rb + c->rlen, b, n);
+    c->rlen += n;
+}
 
 /* A write on c failed: the server reset the connection (a write fails only once its reset came).
  * It may have answered first, and the responses are in the socket, delivered: the open loop
@@ -509,7 +756,7 @@ static void write_failed(struct bconn *c, enum berr e, uint64_t now)
 static void do_write(struct bconn *c, uint64_t now)
 {
     struct bthread *t = c->t;
-    unsigned P = (unsigned)t->o->pipeline;
+    unsigned P = t->ring;
 
     while (c->qw < c->qn) {
         size_t fill = 0, off = c->woff;
@@ -519,7 +766,10 @@ static void do_write(struct bconn *c, uint64_t now)
         for (unsigned k = c->qw; k < c->qn && fill < BUFSZ; k++) {
             struct req *r = &c->q[(c->head + k) % P];
             size_t n = r->len - off < BUFSZ - fill ? r->len - off : BUFSZ - fill;
-            payload_bytes(t->p, r->cls, stream_of(c), r->seq, off, t->buf + fill, n);
+            if (r->data)
+                memcpy(t->buf + fill, r->data + off, n);
+            else
+                payload_bytes(t->p, r->cls, stream_of(c), r->seq, off, t->buf + fill, n);
             fill += n;
             off = 0;
         }
@@ -685,6 +935,8 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                 return;
             }
             st = verify_feed(&c->v, t->buf + pos, (size_t)(n - pos), &used);
+            if (t->script_resp)
+                keep_response(c, t->buf + pos, used);
             pos += (ssize_t)used;
             if (st == VERIFY_BAD) {
                 fail(c, ERR_MISMATCH);
@@ -714,8 +966,8 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                 continue; /* the connection is failing: it takes no more */
             if (t->open_loop)
                 push_free(t, c);
-            else if (can_issue(t, now) && !spent(c))
-                issue(c, now, now); /* written below, with any others, in one write */
+            else
+                fill(c, now); /* written below, with any others, in one write */
         }
         if (n < BUFSZ && !ended)
             break; /* a short read drained the socket */
@@ -923,24 +1175,23 @@ static void publish(struct bthread *t)
 
 static void on_sec(struct ev_loop *loop, ev_periodic *w, int revents)
 {
+    struct bthread *t = w->data;
+    uint64_t now = now_ns();
+
     (void)loop;
     (void)revents;
-    publish(w->data);
+    /* --script: a whole second inside the measured window is a sample of done()'s rate */
+    if (t->sc && t->phase == PH_RUN && t->last_sec >= t->t_warm && now <= t->t_end)
+        bscript_rate_sample(t->sc, t->cur.requests);
+    t->last_sec = now;
+    publish(t);
 }
 
 static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
 {
-    struct bthread *t = w->data;
-
     (void)loop;
     (void)revents;
-    if (t->phase != PH_RUN)
-        return;
-    t->stopping = true;
-    if (t->t_end > now_ns())
-        t->t_end = now_ns();
-    if (t->sched_end > t->t_end)
-        t->sched_end = t->t_end; /* sends due so far still go out */
+    stop_issuing(w->data);
 }
 
 /* A step begins: its window, its rate, and the requests it starts with. The closed loop's
@@ -980,8 +1231,7 @@ static void start_step(struct bthread *t, const struct bcmd *cmd)
         }
         if (c->state != CS_OPEN)
             continue; /* connected() starts it when it opens */
-        while (c->qn < (unsigned)t->o->pipeline && can_issue(t, now) && !spent(c))
-            issue(c, now, now);
+        fill(c, now);
         do_write(c, now);
     }
 }
@@ -1042,8 +1292,47 @@ static void on_send(struct ev_loop *loop, ev_io *w, int revents)
     dispatch_due(t, now);
 }
 
+/* --script: what the thread's script does to the engine. Returns 0 or -1 (out of memory, or
+ * the fixed request's script error). */
+static int script_setup(struct bthread *t, struct bscthread *sc)
+{
+    const struct scwants *w;
+
+    t->ring = (unsigned)t->o->pipeline;
+    t->batch = 1;
+    t->addr = (const struct sockaddr *)&t->o->addr;
+    t->addrlen = t->o->addrlen;
+    if (!(t->sc = sc))
+        return 0;
+    w = bscript_wants(sc);
+    t->addr = bscript_addr(sc, &t->addrlen);
+    t->script_req = w->request;
+    t->script_resp = w->response;
+    t->bscript_delay = w->delay;
+    if (w->request) {
+        t->batch = (unsigned)w->batch;
+        t->ring = (unsigned)t->o->pipeline * t->batch;
+    }
+    if (w->request && w->fixed) { /* one string, made once: wrk.request() */
+        const uint8_t *data;
+        int tag, n = bscript_request(sc, &data, t->fixed.pc, SCRIPT_MAX_BATCH, &tag);
+        size_t len = 0;
+
+        bscript_untag(sc, tag);
+        if (n < 1)
+            return -1;
+        for (int k = 0; k < n; k++)
+            len = t->fixed.pc[k].off + t->fixed.pc[k].len;
+        if (!(t->fixed.data = malloc(len)))
+            return -1;
+        memcpy(t->fixed.data, data, len);
+        t->fixed.n = n;
+    }
+    return 0;
+}
+
 int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct payloads *p,
-                uint32_t base, int n, uint64_t t_start)
+                struct bscthread *sc, uint32_t base, int n, uint64_t t_start)
 {
     memset(t, 0, sizeof(*t));
     t->epfd = -1;
@@ -1060,12 +1349,15 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
     t->hdr = o->hdr_log != NULL;
     t->steps = o->sweep_step > 0 || o->find_pct > 0;
     t->open_loop = o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0;
+    if (script_setup(t, sc) < 0)
+        return -1;
     /* Nagle (with Minshall's rule) never holds back the only write of a short connection's
      * request; it does hold a pipelined or long connection's next small request, and pieces of
      * a big one. So TCP_NODELAY, a syscall per connection, only where it can matter. */
     t->nodelay = o->mode == MODE_LONG;
     for (int k = 0; k < p->n; k++)
         t->nodelay |= p->cls[k].len > 16384;
+    t->nodelay |= t->script_req; /* a script's requests may be of any size */
     t->tokens = 1;
     t->tokens_t = t_start;
     t->conns = calloc((size_t)n, sizeof(*t->conns));
@@ -1083,9 +1375,13 @@ int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct p
         c->t = t;
         c->fd = -1;
         c->gid = base + (uint32_t)i;
-        c->q = o->pipeline == 1 ? &c->q1 : calloc((size_t)o->pipeline, sizeof(*c->q));
+        c->q = t->ring == 1 ? &c->q1 : calloc(t->ring, sizeof(*c->q));
         if (!c->q)
             return -1;
+        if (t->script_req && !t->fixed.n && !(c->sb = calloc(t->ring, sizeof(*c->sb))))
+            return -1;
+        ev_timer_init(&c->dt, on_delay, 0., 0.);
+        c->dt.data = c;
     }
     hist_init(&t->lat);
     hist_init(&t->clat);
@@ -1226,6 +1522,10 @@ void engine_free(struct bthread *t)
             close(t->conns[i].fd);
         if (t->conns[i].q != &t->conns[i].q1)
             free(t->conns[i].q);
+        for (unsigned k = 0; t->conns[i].sb && k < t->ring; k++)
+            free(t->conns[i].sb[k].p);
+        free(t->conns[i].sb);
+        free(t->conns[i].rb);
     }
     if (t->loop)
         ev_loop_destroy(t->loop);
@@ -1235,6 +1535,7 @@ void engine_free(struct bthread *t)
         close(t->sendfd);
     pthread_mutex_destroy(&t->pub_lock);
     free(t->conns);
+    free(t->fixed.data);
     free(t->buf);
     free(t->freeq);
     free(t->sch);

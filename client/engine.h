@@ -8,10 +8,12 @@
 
 #include "bcount.h"
 #include "bopt.h"
+#include "bscript.h"
 #include "hist.h"
 #include "payload.h"
 
 struct bconn;
+struct bscthread;
 
 /* What the main thread asks of a load thread, one step at a time: a run is one step (after the
  * connections are open), --rate-sweep and --find-rate several on the same connections. Written
@@ -107,11 +109,27 @@ struct bthread {
     struct hist pub_lat, pub_mlat;
     int open;       /* atomic: open connections */
     void *watchers; /* engine-private */
+    /* --script (sc NULL without): the thread's Lua state and what it asks of the engine */
+    struct bscthread *sc;
+    const struct sockaddr *addr; /* where connections go: the target, or setup()'s thread.addr */
+    socklen_t addrlen;
+    unsigned ring;  /* request slots per connection: --pipeline x batch */
+    unsigned batch; /* requests per string request() returns (its first said how many) */
+    bool script_req, script_resp, bscript_delay;
+    struct {
+        uint8_t *data; /* no request() function: wrk.request()'s string, made once (owned) */
+        struct scpiece pc[SCRIPT_MAX_BATCH];
+        int n; /* 0: request() is called for each */
+    } fixed;
+    bool script_failed;  /* atomic: a script error stopped this thread (main reads it) */
+    bool script_stopped; /* wrk.thread:stop() did */
+    uint64_t last_sec;   /* the previous whole-second tick (done()'s rate samples) */
 };
 
-/* Prepares thread t's connections [base, base+n) with the run's time points. */
+/* Prepares thread t's connections [base, base+n) with the run's time points; sc: its script's
+ * state (--script), or NULL. */
 int engine_init(struct bthread *t, int idx, const struct bopt *o, const struct payloads *p,
-                uint32_t base, int n, uint64_t t_start);
+                struct bscthread *sc, uint32_t base, int n, uint64_t t_start);
 
 /* The thread body: runs the loop until the run is over. */
 void *engine_main(void *arg);

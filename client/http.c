@@ -485,7 +485,9 @@ static bool list_has(const uint8_t *p, const uint8_t *end, const char *token)
     return false;
 }
 
-int http_request_check(const uint8_t *req, size_t len, struct http_req_info *info, const char **why)
+/* One request at req's start: the whole of req[0, len) (whole), or its first request. */
+static int check_request(const uint8_t *req, size_t len, struct http_req_info *info,
+                         const char **why, bool whole)
 {
     const uint8_t *p = req, *end = req + len, *eolp;
     bool have_cl = false, have_te = false, keep = false, close = false;
@@ -570,6 +572,20 @@ int http_request_check(const uint8_t *req, size_t len, struct http_req_info *inf
         *why = "it has both Content-Length and Transfer-Encoding";
         return -EINVAL;
     }
+    if (!whole) {
+        if (have_te) {
+            *why = "a request with Transfer-Encoding cannot be told from the next one: give it "
+                   "Content-Length";
+            return -EINVAL;
+        }
+        if ((uint64_t)(len - info->head_len) < cl) {
+            *why = "the body after the head is shorter than its Content-Length";
+            return -EINVAL;
+        }
+        info->len = info->head_len + (size_t)cl;
+        return 0;
+    }
+    info->len = len;
     if (!have_te && (uint64_t)(len - info->head_len) != (have_cl ? cl : 0)) {
         *why = have_cl ? "the body after the head is not Content-Length bytes long"
                        : "bytes follow the head, but there is no Content-Length (one request "
@@ -577,6 +593,16 @@ int http_request_check(const uint8_t *req, size_t len, struct http_req_info *inf
         return -EINVAL;
     }
     return 0;
+}
+
+int http_request_check(const uint8_t *req, size_t len, struct http_req_info *info, const char **why)
+{
+    return check_request(req, len, info, why, true);
+}
+
+int http_request_first(const uint8_t *req, size_t len, struct http_req_info *info, const char **why)
+{
+    return check_request(req, len, info, why, false);
 }
 
 size_t http_request_crlf(const uint8_t *req, size_t len, uint8_t *out)

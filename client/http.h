@@ -55,6 +55,7 @@ enum http_result http_eof(struct http_resp *h);
 /* What a request file asks for. */
 struct http_req_info {
     size_t head_len; /* request line, fields and the empty line */
+    size_t len;      /* the whole request: head_len and its Content-Length */
     bool head;       /* method HEAD: the response has no body */
     bool close;      /* Connection: close, or HTTP/1.0 without keep-alive: the server closes */
 };
@@ -64,6 +65,13 @@ struct http_req_info {
  * (none without it; Transfer-Encoding bodies are taken as they are). Returns 0 with *info
  * filled, or -EINVAL with *why a phrase saying what is wrong (static text). */
 int http_request_check(const uint8_t *req, size_t len, struct http_req_info *info,
+                       const char **why);
+
+/* The first request of req[0, len), which may hold several back to back (pipelined), checked
+ * as http_request_check does: *info says how long it is (info->len). Its body must have a
+ * Content-Length (a Transfer-Encoding body cannot be told from what follows). 0, or -EINVAL with
+ * *why. */
+int http_request_first(const uint8_t *req, size_t len, struct http_req_info *info,
                        const char **why);
 
 /* The bare LFs of req's head (up to its first empty line) made CRLF, for request files written

@@ -1,6 +1,7 @@
 /* lfbench: load client for TCP echo and framed servers; main thread: pre-flight, threads,
  * per-second progress, the summary and --json. */
 #include "bopt.h"
+#include "bscript.h"
 #include "engine.h"
 #include "hdr.h"
 #include "hist.h"
@@ -230,7 +231,50 @@ struct run {
     struct cpu_mark ru0, ru1; /* the client's CPU at t0 and t1 */
     bool have_k;              /* the kernel's counters could be read at the start (and end) */
     struct kstat k0, kd;      /* at the start; the run's deltas */
+    struct bscript *sc;       /* --script, NULL without */
+    bool script_failed;       /* a thread's script error stopped the run (said when seen) */
 };
+
+/* Grace past a call's budget before main's watchdog gives up on a thread stuck in its script. */
+#define SCRIPT_GRACE_NS 2000000000ull
+
+/* --script: a thread's script error stops every thread (once, said on one line); a thread stuck
+ * in a call the hook cannot stop (a C function that never returns) ends lfbench. */
+static void script_watch(struct run *r)
+{
+    uint64_t now = now_ns();
+
+    for (int i = 0; r->sc && i < r->o->threads; i++) {
+        struct bthread *t = &r->ts[i];
+        const char *stuck = bscript_stuck(t->sc, now, SCRIPT_GRACE_NS);
+
+        if (stuck) {
+            fprintf(stderr,
+                    "lfbench: FAILED: thread %d has been in %s for over %.0f s and does not "
+                    "return (a C function that never ends, out of reach of the script's "
+                    "budget): exiting without a summary\n",
+                    i, stuck, (double)(SCRIPT_CALL_BUDGET_NS + SCRIPT_GRACE_NS) / 1e9);
+            _exit(1);
+        }
+        if (!r->script_failed && __atomic_load_n(&t->script_failed, __ATOMIC_ACQUIRE)) {
+            r->script_failed = true;
+            fprintf(stderr, "lfbench: script error in thread %d: %s; stopping the run\n", i,
+                    bscript_error(t->sc));
+            for (int k = 0; k < r->o->threads; k++)
+                engine_stop(&r->ts[k]);
+        }
+    }
+}
+
+/* Whether a thread stopped early (wrk.thread:stop(), a script error): the step's window is then
+ * what its requests took, not -d. */
+static bool stopped_early(const struct run *r)
+{
+    for (int i = 0; r->sc && i < r->o->threads; i++)
+        if (r->ts[i].script_stopped || __atomic_load_n(&r->ts[i].script_failed, __ATOMIC_ACQUIRE))
+            return true;
+    return false;
+}
 
 static uint64_t series_errors(const struct run *r)
 {
@@ -335,6 +379,7 @@ static int run_tick(struct run *r)
     double wall;
 
     nanosleep(&tick, NULL);
+    script_watch(r);
     if (interrupted) { /* every tick: a step commanded just before may not have begun */
         for (int i = 0; i < r->o->threads; i++)
             engine_stop(&r->ts[i]);
@@ -528,7 +573,14 @@ static int start_threads(struct run *r)
         return -1;
     for (int i = 0, base = 0; i < o->threads; i++) {
         int n = o->conns / o->threads + (i < o->conns % o->threads);
-        if (engine_init(&r->ts[i], i, o, r->p, (uint32_t)base, n, r->t_start) < 0) {
+        struct bscthread *sc = NULL;
+        char err[512];
+
+        if (r->sc && !(sc = bscript_thread(r->sc, i, err, sizeof(err)))) {
+            fprintf(stderr, "lfbench: %s\n", err);
+            return -1;
+        }
+        if (engine_init(&r->ts[i], i, o, r->p, sc, (uint32_t)base, n, r->t_start) < 0) {
             fprintf(stderr, "lfbench: out of memory for thread %d\n", i);
             return -1;
         }
@@ -680,7 +732,8 @@ static int run_steps(struct run *r)
         tb = now_ns();
         cpu_mark(&rb, r->ts, o->threads);
         if (!multi)
-            r->step_measured = o->duration > 0 && !interrupted ? o->duration : step_window(r);
+            r->step_measured =
+                o->duration > 0 && !interrupted && !stopped_early(r) ? o->duration : step_window(r);
         else if (sweep_step_done(r, &sw, k, rate, cpu_between(&ra, &rb, o->busy_poll, &idle),
                                  tb - ta) < 0)
             return -1;
@@ -794,6 +847,11 @@ static double result_totals(struct bresult *res, const struct run *r)
     }
     res->reconnects = res->total.reconnects;
     res->http_non2xx = res->total.http_non2xx;
+    if (r->sc) {
+        const char *f = bscript_failure(r->sc);
+        res->script = strdup(r->o->script);
+        res->script_failure = f ? strdup(f) : NULL;
+    }
     return (double)connect_ns / 1e9;
 }
 
@@ -880,6 +938,7 @@ static int verdict(const struct bresult *res, const struct run *r)
         {search && step_without_response(res), "a step completed no request: the server "
                                                "stopped answering"},
         {interrupted, "interrupted (SIGINT): the figures are of a partial run"},
+        {r->script_failed, "a script error stopped the run (said above)"},
         {r->out_failed, "an output file could not be written whole"},
     };
     int rc = 0;
@@ -895,10 +954,12 @@ static int verdict(const struct bresult *res, const struct run *r)
     return rc;
 }
 
-/* The summary on stdout, --json, and the verdict. Returns the exit status. */
+/* The summary on stdout, --json, the verdict, then the script's done(). Returns the exit
+ * status. */
 static int report(const struct bresult *res, struct run *r)
 {
     int rc;
+    char err[512];
 
     result_print(stdout, res);
     if (r->jf) {
@@ -911,7 +972,17 @@ static int report(const struct bresult *res, struct run *r)
             return 1;
         }
     }
-    return verdict(res, r);
+    rc = verdict(res, r);
+    if (r->sc && !r->script_failed) {
+        struct scsummary sum = {.duration_s = res->measured, .c = res->total, .lat = res->lat};
+        fflush(stdout);
+        if (bscript_done(r->sc, &sum, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfbench: %s\n", err);
+            rc = 1;
+        }
+        fflush(stdout);
+    }
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -919,6 +990,7 @@ int main(int argc, char **argv)
     struct bopt o;
     struct payloads p;
     struct bresult res;
+    struct run R0 = {0}; /* what is made before the run's clock starts */
     uint64_t t_start;
     int rc;
 
@@ -928,12 +1000,22 @@ int main(int argc, char **argv)
         return plot_main(argc - 1, argv + 1);
     if ((rc = parse_and_check(&o, &p, argc, argv)) >= 0)
         return rc;
+    if (o.script) {
+        char err[512];
+        if (!(R0.sc = bscript_load(&o, err, sizeof(err)))) {
+            fprintf(stderr, "lfbench: %s\n", err);
+            payload_free(&p);
+            bopt_free(&o);
+            return 2;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, on_sigint);
     announce(&o, &p);
 
     t_start = now_ns() + 20 * 1000000ull;
     struct run R = {.o = &o,
+                    .sc = R0.sc,
                     .p = &p,
                     .t_start = t_start,
                     .wall0 = wall_now() + ((double)t_start - (double)now_ns()) / 1e9,
@@ -959,5 +1041,6 @@ int main(int argc, char **argv)
     free(R.joined);
     free(R.series);
     result_free(&res);
+    bscript_free(R.sc);
     return rc;
 }

@@ -251,6 +251,10 @@ int merge_result(struct bresult *dst, const struct bresult *src)
     dst->reconnects += src->reconnects;
     dst->http_non2xx += src->http_non2xx;
     dst->all_requests += src->all_requests;
+    if (!dst->script && src->script)
+        dst->script = strdup(src->script);
+    if (!dst->script_failure && src->script_failure)
+        dst->script_failure = strdup(src->script_failure);
     dst->cpu_s += src->cpu_s;
     dst->poll_idle_s += src->poll_idle_s;
     /* The kernel's counters are summed: right for agents on different hosts; two agents on one

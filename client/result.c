@@ -26,6 +26,8 @@ void result_free(struct bresult *r)
     free(r->mode);
     free(r->expect);
     free(r->ok_status);
+    free(r->script);
+    free(r->script_failure);
     free(r->lat);
     free(r->clat);
     for (int k = 0; k < BOPT_MAX_CLASSES; k++) {
@@ -177,6 +179,11 @@ void result_print(FILE *f, const struct bresult *r)
     if (r->http_non2xx || (r->expect && !strcmp(r->expect, "http")))
         fprintf(f, "http         %llu responses with a status other than %s\n",
                 (unsigned long long)r->http_non2xx, result_ok_status(r));
+    if (r->script)
+        fprintf(f, "script       %s: %llu responses checked, %llu failed%s%s\n", r->script,
+                (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed,
+                r->script_failure ? "; the first: " : "",
+                r->script_failure ? r->script_failure : "");
     fprintf(f, "client CPU   %.0f%% of one core over %.2f s, %.2f µs per request%s\n",
             100.0 * cpu / wall, wall, r->all_requests ? cpu * 1e6 / (double)r->all_requests : 0.0,
             100.0 * cpu / wall > 90.0 * r->threads ? " (saturated: the client may be the limit)"

@@ -83,8 +83,10 @@ struct bresult {
     size_t nseries;
     struct bstep *steps; /* --rate-sweep, --find-rate */
     size_t nsteps;
-    double found_rate; /* --find-rate: the answer, 0 when none kept the bound */
-    char *found_why;   /* --find-rate: why the search stopped (owned) */
+    double found_rate;    /* --find-rate: the answer, 0 when none kept the bound */
+    char *found_why;      /* --find-rate: why the search stopped (owned) */
+    char *script;         /* --script FILE, NULL without one (owned) */
+    char *script_failure; /* the first check response() failed: its message (owned) */
 };
 
 void result_init(struct bresult *r);

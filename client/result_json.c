@@ -167,6 +167,17 @@ int result_write_json(FILE *f, const struct bresult *r)
     fprintf(f, "  \"reconnects\": %llu,\n  \"http_non2xx\": %llu,\n  \"all_requests\": %llu,\n",
             (unsigned long long)r->reconnects, (unsigned long long)r->http_non2xx,
             (unsigned long long)r->all_requests);
+    if (r->script) {
+        fprintf(f, "  \"script\": {\"file\": ");
+        json_str(f, r->script);
+        fprintf(f, ", \"checks\": %llu, \"failed\": %llu, \"first_failure\": ",
+                (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed);
+        if (r->script_failure)
+            json_str(f, r->script_failure);
+        else
+            fputs("null", f);
+        fputs("},\n", f);
+    }
     fprintf(f, "  \"errors\": {\"total\": %llu", (unsigned long long)bcount_errors(&r->total));
     for (int e = 0; e < ERR_KINDS; e++)
         fprintf(f, ", \"%s\": %llu", berr_name[e], (unsigned long long)r->total.errors[e]);
@@ -684,6 +695,17 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
     r->total.reconnects = r->reconnects;
     r->total.http_non2xx = r->http_non2xx;
     r->all_requests = need_u64(rd, d, "", "all_requests");
+    if (json_get(d, "script")) { /* --script runs only */
+        const struct json *sc = need(rd, d, "", "script", JSON_OBJECT), *sv;
+        if (sc) {
+            r->total.checks = need_u64(rd, sc, "script", "checks");
+            r->total.check_failed = need_u64(rd, sc, "script", "failed");
+            if ((sv = need(rd, sc, "script", "file", JSON_STRING)))
+                r->script = strdup(sv->s);
+            if ((sv = json_get(sc, "first_failure")) && sv->type == JSON_STRING)
+                r->script_failure = strdup(sv->s);
+        }
+    }
     if ((er = need(rd, d, "", "errors", JSON_OBJECT))) {
         total_err = need_u64(rd, er, "errors", "total");
         sum = 0;

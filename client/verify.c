@@ -15,15 +15,25 @@ void verify_start(struct verify *v, enum expect kind, size_t expect_bytes, const
     v->need = kind == EXPECT_ECHO ? req_len : kind == EXPECT_BYTES ? expect_bytes : 0;
     v->status = 0;
     v->close_after = false;
+    v->req = NULL;
+    v->close_req = kind == EXPECT_HTTP && p->cls[cls].close;
     if (kind == EXPECT_HTTP)
         http_start(&v->http, p->cls[cls].head);
+}
+
+void verify_bytes(struct verify *v, const uint8_t *req, bool head, bool close)
+{
+    v->req = req;
+    v->close_req = close;
+    if (v->kind == EXPECT_HTTP)
+        http_start(&v->http, head);
 }
 
 /* The HTTP response is whole: what it said. */
 static enum verify_status http_done(struct verify *v)
 {
     v->status = v->http.status;
-    v->close_after = v->http.close || v->p->cls[v->cls].close;
+    v->close_after = v->http.close || v->close_req;
     return VERIFY_DONE;
 }
 
@@ -64,8 +74,9 @@ enum verify_status verify_feed(struct verify *v, const uint8_t *buf, size_t n, s
         size_t take = n - *used;
         if (take > v->need - v->got)
             take = (size_t)(v->need - v->got);
-        if (v->kind == EXPECT_ECHO &&
-            !payload_equal(v->p, v->cls, v->stream, v->seq, (size_t)v->got, buf + *used, take))
+        if (v->kind == EXPECT_ECHO && (v->req ? memcmp(v->req + v->got, buf + *used, take) != 0
+                                              : !payload_equal(v->p, v->cls, v->stream, v->seq,
+                                                               (size_t)v->got, buf + *used, take)))
             return VERIFY_BAD;
         *used += take;
         v->got += take;

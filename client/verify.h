@@ -20,6 +20,9 @@ struct verify {
     const struct payloads *p;
     int cls;
     uint64_t stream, seq;
+    const uint8_t *req; /* --script: the request's bytes, which an echo must equal (NULL: the
+                         * payload class makes them) */
+    bool close_req;     /* HTTP: the request asked the server to close */
     /* http: the framer, and on VERIFY_DONE what the response said */
     struct http_resp http;
     int status;       /* its status code (the final one: 1xx interim responses are skipped) */
@@ -33,6 +36,10 @@ struct verify {
 /* Starts a response to request (cls, stream, seq) of req_len bytes. */
 void verify_start(struct verify *v, enum expect kind, size_t expect_bytes, const struct payloads *p,
                   int cls, uint64_t stream, uint64_t seq, size_t req_len);
+
+/* --script: the request just started is these bytes (its caller's, alive until the response is
+ * done), not a payload class's; head and close: what an HTTP request asks. */
+void verify_bytes(struct verify *v, const uint8_t *req, bool head, bool close);
 
 enum verify_status { VERIFY_MORE, VERIFY_DONE, VERIFY_BAD };
 

@@ -5,7 +5,7 @@
 set -u
 passed=0 failed=0
 for bin in "$@"; do
-    out=$(mktemp)
+    out=$(mktemp) t0=$SECONDS
     timeout -k 5 "${TEST_TIMEOUT:-300}" "$bin" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | awk '{s+=$1} END {print s+0}')
@@ -15,6 +15,7 @@ for bin in "$@"; do
         f=1
     fi
     passed=$((passed + p)) failed=$((failed + f))
+    echo "-- ${bin##*/}: $p passed, $f failed, $((SECONDS - t0)) s"
     rm -f "$out"
 done
 echo "$passed passed, $failed failed"
