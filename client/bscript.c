@@ -43,8 +43,11 @@ struct bscthread {
     socklen_t addrlen;
     int ref_request; /* registry: request(), or wrk.request (the fixed one) */
     int ref_response, ref_delay;
-    uint8_t *buf; /* the last string request() returned, copied */
-    size_t cap;
+    int ref_last;     /* registry: the string request() returned last, kept alive */
+    const char *last; /* its bytes, and its split */
+    size_t last_len;
+    int last_n;
+    struct scpiece last_pc[SCRIPT_MAX_BATCH];
     bool stop_asked;
     char *error;     /* the script error that stopped this thread (owned) */
     char *failure;   /* the first failed check's message (owned) */
@@ -818,7 +821,7 @@ static int split(enum expect kind, const uint8_t *data, size_t len, struct scpie
     return n;
 }
 
-/* The string on top of t's stack (request()'s answer) copied into t->buf and split; popped. */
+/* The string on top of t's stack (request()'s answer), split; popped, and kept referenced. */
 static int take_request(struct bscthread *t, const uint8_t **data, struct scpiece *pc, int max)
 {
     lua_State *L = t->st.L;
@@ -835,21 +838,18 @@ static int take_request(struct bscthread *t, const uint8_t **data, struct scpiec
         return -1;
     }
     s = lua_tolstring(L, -1, &len);
-    if (len > t->cap) {
-        uint8_t *b = realloc(t->buf, len);
-        if (!b) {
-            lua_pop(L, 1);
-            set_error(t, strdup("request(): out of memory for its string"));
-            return -1;
-        }
-        t->buf = b;
-        t->cap = len;
+    /* The string last returned is kept referenced, so the same pointer is the same string:
+     * its split holds (a script that returns one prepared string is parsed once). */
+    if (s == t->last && len == t->last_len && t->last_n <= max) {
+        lua_pop(L, 1);
+        memcpy(pc, t->last_pc, (size_t)t->last_n * sizeof(*pc));
+        *data = (const uint8_t *)s;
+        return t->last_n;
     }
-    memcpy(t->buf, s, len);
-    lua_pop(L, 1);
-    n = split(t->s->o->expect, t->buf, len, pc, max, &why);
+    n = split(t->s->o->expect, (const uint8_t *)s, len, pc, max, &why);
     if (n < 0) {
         char m[320];
+        lua_pop(L, 1);
         if (n == -E2BIG)
             snprintf(m, sizeof(m),
                      "request() returned a string of more than %d requests: the first one it "
@@ -861,7 +861,13 @@ static int take_request(struct bscthread *t, const uint8_t **data, struct scpiec
         set_error(t, strdup(m));
         return n == -E2BIG ? -2 : -1;
     }
-    *data = t->buf;
+    luaL_unref(L, LUA_REGISTRYINDEX, t->ref_last);
+    t->ref_last = luaL_ref(L, LUA_REGISTRYINDEX); /* pops it, alive until the next one */
+    t->last = s;
+    t->last_len = len;
+    t->last_n = n;
+    memcpy(t->last_pc, pc, (size_t)n * sizeof(*pc));
+    *data = (const uint8_t *)s;
     return n;
 }
 
@@ -921,7 +927,7 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     t->idx = idx;
     t->addr = o->addr;
     t->addrlen = o->addrlen;
-    t->ref_request = t->ref_response = t->ref_delay = LUA_NOREF;
+    t->ref_request = t->ref_response = t->ref_delay = t->ref_last = LUA_NOREF;
     s->threads[idx] = t;
     s->nthreads = idx + 1;
     if (state_open(&t->st, o, err, errlen) < 0)
@@ -1309,7 +1315,6 @@ void bscript_free(struct bscript *s)
         if (!t)
             continue;
         state_close(&t->st);
-        free(t->buf);
         free(t->error);
         free(t->failure);
         free(t->rates);

@@ -63,7 +63,7 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
 const struct scwants *bscript_wants(const struct bscthread *t);
 const struct sockaddr *bscript_addr(const struct bscthread *t, socklen_t *len);
 
-/* The next string to send, split into requests: *data (the thread's own buffer, valid until the
+/* The next string to send, split into requests: *data (the string itself, valid until the
  * next call) and its pieces (at most max). Returns the number of pieces (1 or more), or -1: a
  * script error, said by bscript_error(); -2: the string holds more than max requests (also said).
  * *tag: request()'s second value, when it gave one and response() is defined (lfbench's addition
