@@ -1020,6 +1020,13 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
         snprintf(err, errlen, "--script: %s", t->error ? t->error : "request() failed");
         return NULL;
     }
+    if (n > 1 && o->mode == MODE_SHORT) {
+        snprintf(err, errlen,
+                 "--script %s: request() returned %d requests in one string; a short connection "
+                 "carries one: use --mode long (they are pipelined)",
+                 o->script, n);
+        return NULL;
+    }
     t->w.batch = n;
     return t;
 lua_fail : {

@@ -238,6 +238,24 @@ struct run {
 /* Grace past a call's budget before main's watchdog gives up on a thread stuck in its script. */
 #define SCRIPT_GRACE_NS 2000000000ull
 
+/* main's own script calls (the file, setup, init before the threads start; done after): the
+ * count hook stops a Lua loop at the budget, SIGALRM a C call that never returns. */
+static void on_script_alarm(int sig)
+{
+    static const char m[] = "lfbench: FAILED: the script's setup, init or done has run past its "
+                            "budget in a call that does not return (a C function that never "
+                            "ends): exiting\n";
+    (void)sig;
+    (void)!write(2, m, sizeof(m) - 1);
+    _exit(1);
+}
+
+static void script_alarm(unsigned seconds)
+{
+    signal(SIGALRM, on_script_alarm);
+    alarm(seconds);
+}
+
 /* --script: a thread's script error stops every thread (once, said on one line); a thread stuck
  * in a call the hook cannot stop (a C function that never returns) ends lfbench. */
 static void script_watch(struct run *r)
@@ -576,9 +594,14 @@ static int start_threads(struct run *r)
         struct bscthread *sc = NULL;
         char err[512];
 
-        if (r->sc && !(sc = bscript_thread(r->sc, i, err, sizeof(err)))) {
-            fprintf(stderr, "lfbench: %s\n", err);
-            return -1;
+        if (r->sc) { /* the file, setup() and init(): 10 s each */
+            script_alarm(3 * (unsigned)(SCRIPT_PHASE_BUDGET_NS / 1000000000ull) + 2);
+            sc = bscript_thread(r->sc, i, err, sizeof(err));
+            alarm(0);
+            if (!sc) {
+                fprintf(stderr, "lfbench: %s\n", err);
+                return -1;
+            }
         }
         if (engine_init(&r->ts[i], i, o, r->p, sc, (uint32_t)base, n, r->t_start) < 0) {
             fprintf(stderr, "lfbench: out of memory for thread %d\n", i);
@@ -976,10 +999,12 @@ static int report(const struct bresult *res, struct run *r)
     if (r->sc && !r->script_failed) {
         struct scsummary sum = {.duration_s = res->measured, .c = res->total, .lat = res->lat};
         fflush(stdout);
+        script_alarm((unsigned)(SCRIPT_PHASE_BUDGET_NS / 1000000000ull) + 2);
         if (bscript_done(r->sc, &sum, err, sizeof(err)) < 0) {
             fprintf(stderr, "lfbench: %s\n", err);
             rc = 1;
         }
+        alarm(0);
         fflush(stdout);
     }
     return rc;
@@ -1002,7 +1027,10 @@ int main(int argc, char **argv)
         return rc;
     if (o.script) {
         char err[512];
-        if (!(R0.sc = bscript_load(&o, err, sizeof(err)))) {
+        script_alarm((unsigned)(SCRIPT_PHASE_BUDGET_NS / 1000000000ull) + 2);
+        R0.sc = bscript_load(&o, err, sizeof(err));
+        alarm(0);
+        if (!R0.sc) {
             fprintf(stderr, "lfbench: %s\n", err);
             payload_free(&p);
             bopt_free(&o);

@@ -180,8 +180,9 @@ void result_print(FILE *f, const struct bresult *r)
         fprintf(f, "http         %llu responses with a status other than %s\n",
                 (unsigned long long)r->http_non2xx, result_ok_status(r));
     if (r->script)
-        fprintf(f, "script       %s: %llu responses checked, %llu failed%s%s\n", r->script,
+        fprintf(f, "script       %s: %llu responses checked, %llu failed%s%s%s\n", r->script,
                 (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed,
+                r->total.checks ? "" : " (it has no response(), or nothing answered)",
                 r->script_failure ? "; the first: " : "",
                 r->script_failure ? r->script_failure : "");
     fprintf(f, "client CPU   %.0f%% of one core over %.2f s, %.2f µs per request%s\n",
