@@ -231,9 +231,18 @@ export TSAN_OPTIONS ?= suppressions=$(abspath tests/tsan.supp) second_deadlock_s
 TEST_ENV = LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
            BADSERVER=$(abspath $(BADSERVER)) LFE_SANITIZER=$(SANITIZER) PEER_BIN=$(abspath $(PEER_BIN))
 
+# What make test runs: every test (the default), or TESTS=threads, the suites that drive the
+# threads of both programs (the daemon's, lfbench's), which is what the ThreadSanitizer pass of
+# .ci/run needs. ACCEPT_THREADS=N runs the daemon's suites with N accept threads (LFE_ACCEPT_THREADS,
+# harness.c): the AddressSanitizer pass of .ci/run runs them with 2.
+THREAD_BINS = $(UNIT_BINS) $(DAEMON_INT) $(TOBJ)/test_lfbench $(TOBJ)/test_lfbench_counts
+RUN_BINS = $(if $(filter threads,$(TESTS)),$(THREAD_BINS),$(UNIT_BINS) $(INT_BINS))
+RUN_LIST = $(filter-out $(DAEMON_INT),$(RUN_BINS)) \
+           $(if $(ACCEPT_THREADS),LFE_ACCEPT_THREADS=$(ACCEPT_THREADS)) $(filter $(DAEMON_INT),$(RUN_BINS))
+
 test: deps
-	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(UNIT_BINS) $(INT_BINS)
-	@$(TEST_ENV) tests/run.sh $(UNIT_BINS) $(INT_BINS)
+	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(RUN_BINS)
+	@$(TEST_ENV) tests/run.sh $(RUN_LIST)
 
 unit: $(UNIT_BINS)
 	@tests/run.sh $(UNIT_BINS)

@@ -554,6 +554,40 @@ static void test_request_crlf(void **state)
     assert_non_null(strstr(why, "empty line"));
 }
 
+/* --script: a string of pipelined requests is split one request at a time (http_request_first):
+ * each request's length is its head and its Content-Length, a chunked body cannot be told from
+ * the next request, and a body cut short is refused. */
+static void test_request_first(void **state)
+{
+    static const char two[] = "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+                              "HEAD /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    static const char te[] = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    static const char cut[] = "POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc";
+    struct http_req_info info;
+    const char *why = NULL;
+    size_t first;
+
+    (void)state;
+    assert_int_equal(http_request_first((const uint8_t *)two, sizeof(two) - 1, &info, &why), 0);
+    first = info.len;
+    assert_int_equal(first, strlen("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"));
+    assert_false(info.head);
+    assert_false(info.close);
+    assert_int_equal(
+        http_request_first((const uint8_t *)two + first, sizeof(two) - 1 - first, &info, &why), 0);
+    assert_int_equal(info.len, sizeof(two) - 1 - first);
+    assert_true(info.head);
+    assert_true(info.close);
+    /* the whole string is not one request */
+    assert_int_equal(http_request_check((const uint8_t *)two, sizeof(two) - 1, &info, &why),
+                     -EINVAL);
+    assert_int_equal(http_request_first((const uint8_t *)te, sizeof(te) - 1, &info, &why), -EINVAL);
+    assert_non_null(strstr(why, "Content-Length"));
+    assert_int_equal(http_request_first((const uint8_t *)cut, sizeof(cut) - 1, &info, &why),
+                     -EINVAL);
+    assert_non_null(strstr(why, "shorter"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -572,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_garbage_never_overruns),
         cmocka_unit_test(test_request_check),
         cmocka_unit_test(test_request_crlf),
+        cmocka_unit_test(test_request_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
