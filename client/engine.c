@@ -330,7 +330,7 @@ static bool script_after(struct bthread *t, bool failed)
         return false;
     }
     if (bscript_stop_asked(t->sc) && !t->script_stopped) {
-        t->script_stopped = true;
+        __atomic_store_n(&t->script_stopped, true, __ATOMIC_RELAXED); /* main reads it */
         stop_issuing(t);
         t->stopping = true;
     }

@@ -122,7 +122,7 @@ struct bthread {
         int n; /* 0: request() is called for each */
     } fixed;
     bool script_failed;  /* atomic: a script error stopped this thread (main reads it) */
-    bool script_stopped; /* wrk.thread:stop() did */
+    bool script_stopped; /* atomic: wrk.thread:stop() did (main reads it) */
     uint64_t last_sec;   /* the previous whole-second tick (done()'s rate samples) */
 };
 

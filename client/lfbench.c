@@ -289,7 +289,8 @@ static void script_watch(struct run *r)
 static bool stopped_early(const struct run *r)
 {
     for (int i = 0; r->sc && i < r->o->threads; i++)
-        if (r->ts[i].script_stopped || __atomic_load_n(&r->ts[i].script_failed, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&r->ts[i].script_stopped, __ATOMIC_RELAXED) ||
+            __atomic_load_n(&r->ts[i].script_failed, __ATOMIC_ACQUIRE))
             return true;
     return false;
 }
