@@ -101,7 +101,7 @@ TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
-            $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
+            $(TOBJ)/test_lfbench_counts $(TOBJ)/test_lfbench_script tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
             tests/integration/test_install.sh tests/integration/test_newcomer.sh \
             tests/integration/test_docs_examples.sh tests/integration/test_fastopen.sh
@@ -198,6 +198,9 @@ $(TOBJ)/test_lfbench_counts: $(TOBJ)/int_test_lfbench_counts.o $(TOBJ)/int_lfb_u
 
 $(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_lfbench_script: $(TOBJ)/int_test_lfbench_script.o $(TOBJ)/int_lfb_util.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_merge: $(TOBJ)/int_test_merge.o $(TOBJ)/int_harness.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)

@@ -137,8 +137,9 @@ static void hook(lua_State *L, lua_Debug *ar)
     if (mono_ns() <= st->deadline)
         return;
     st->overran = true;
-    luaL_error(L, "%s ran over its %.0f s budget: a loop that never ends?",
-               st->call ? st->call : "the script", (double)st->call_budget / 1e9);
+    /* lua_pushfstring knows no %.0f: a budget in whole seconds, as %d */
+    luaL_error(L, "%s ran over its %d s budget: a loop that never ends?",
+               st->call ? st->call : "the script", (int)(st->call_budget / 1000000000ull));
 }
 
 /* The error message with the script's file and line: Lua's runtime errors carry them, a C
