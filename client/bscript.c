@@ -622,6 +622,8 @@ static void push_rates(lua_State *L, struct bscript *sc)
     if (!all)
         luaL_error(L, "out of memory");
     for (int i = 0; i < sc->nthreads; i++) {
+        if (!sc->threads[i]->nrates)
+            continue; /* rates is NULL then: memcpy from NULL is undefined, even of 0 bytes */
         memcpy(all + k, sc->threads[i]->rates, sc->threads[i]->nrates * sizeof(*all));
         k += sc->threads[i]->nrates;
     }
