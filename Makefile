@@ -101,7 +101,7 @@ TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
 INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
-            $(TOBJ)/test_lfbench_counts tests/integration/test_hdr_interop.sh
+            $(TOBJ)/test_lfbench_counts $(TOBJ)/test_lfbench_script tests/integration/test_hdr_interop.sh
 INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
             tests/integration/test_install.sh tests/integration/test_newcomer.sh \
             tests/integration/test_docs_examples.sh tests/integration/test_fastopen.sh
@@ -198,6 +198,9 @@ $(TOBJ)/test_lfbench_counts: $(TOBJ)/int_test_lfbench_counts.o $(TOBJ)/int_lfb_u
 
 $(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+$(TOBJ)/test_lfbench_script: $(TOBJ)/int_test_lfbench_script.o $(TOBJ)/int_lfb_util.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
 
 $(TOBJ)/test_merge: $(TOBJ)/int_test_merge.o $(TOBJ)/int_harness.o $(TOBJ)/int_lfb_util.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
@@ -419,13 +422,18 @@ format-deps:
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 LUA_SCRIPTS := $(wildcard lua/*.lua) lua/README.md
+# lfbench --script's examples: lua/bench/ (kv_mix.lua) and wrk's eight, rewritten (lua/bench/wrk/)
+LUA_BENCH := $(wildcard lua/bench/*.lua)
+LUA_WRK := $(wildcard lua/bench/wrk/*.lua)
 INSTALLED := $(PREFIX)/bin/lfepolld $(PREFIX)/bin/lfbench $(PREFIX)/share/man/man8/lfepolld.8 \
              $(PREFIX)/share/man/man1/lfbench.1 $(UNITDIR)/lfepolld.service $(UNITDIR)/lfepolld.socket \
-             $(LUA_SCRIPTS:lua/%=$(PREFIX)/share/lfepoll/lua/%) $(SYSCONFDIR)/sysctl.d/60-lfepoll.conf
+             $(LUA_SCRIPTS:lua/%=$(PREFIX)/share/lfepoll/lua/%) $(SYSCONFDIR)/sysctl.d/60-lfepoll.conf \
+             $(LUA_BENCH:lua/%=$(PREFIX)/share/lfepoll/lua/%) $(LUA_WRK:lua/%=$(PREFIX)/share/lfepoll/lua/%)
 
 install: $(LFEPOLLD) $(LFBENCH)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
 	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/share/lfepoll/lua \
+	  $(DESTDIR)$(PREFIX)/share/lfepoll/lua/bench/wrk \
 	  $(DESTDIR)$(SYSCONFDIR)/sysctl.d
 	install -m 755 $(LFEPOLLD) $(LFBENCH) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 man/lfepolld.8 $(DESTDIR)$(PREFIX)/share/man/man8/
@@ -434,6 +442,8 @@ install: $(LFEPOLLD) $(LFBENCH)
 	  >$(DESTDIR)$(UNITDIR)/lfepolld.service && chmod 644 $(DESTDIR)$(UNITDIR)/lfepolld.service
 	install -m 644 systemd/lfepolld.socket $(DESTDIR)$(UNITDIR)/
 	install -m 644 $(LUA_SCRIPTS) $(DESTDIR)$(PREFIX)/share/lfepoll/lua/
+	install -m 644 $(LUA_BENCH) $(DESTDIR)$(PREFIX)/share/lfepoll/lua/bench/
+	install -m 644 $(LUA_WRK) $(DESTDIR)$(PREFIX)/share/lfepoll/lua/bench/wrk/
 	install -m 644 sysctl.conf $(DESTDIR)$(SYSCONFDIR)/sysctl.d/60-lfepoll.conf
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf ]; then \
 	  echo "$(DESTDIR)$(SYSCONFDIR)/lfepolld.conf exists: left as it is (the example is etc/lfepolld.conf)"; \
@@ -445,7 +455,8 @@ uninstall:
 	  rm -f $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf; \
 	elif [ -e $(DESTDIR)$(SYSCONFDIR)/lfepolld.conf ]; then \
 	  echo "$(DESTDIR)$(SYSCONFDIR)/lfepolld.conf differs from the example: kept"; fi
-	-rmdir $(DESTDIR)$(PREFIX)/share/lfepoll/lua $(DESTDIR)$(PREFIX)/share/lfepoll 2>/dev/null
+	-rmdir $(DESTDIR)$(PREFIX)/share/lfepoll/lua/bench/wrk $(DESTDIR)$(PREFIX)/share/lfepoll/lua/bench \
+	  $(DESTDIR)$(PREFIX)/share/lfepoll/lua $(DESTDIR)$(PREFIX)/share/lfepoll 2>/dev/null
 
 clean:
 	rm -rf build build-address build-undefined build-thread lfepolld lfbench

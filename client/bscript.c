@@ -140,8 +140,9 @@ static void hook(lua_State *L, lua_Debug *ar)
     if (mono_ns() <= st->deadline)
         return;
     st->overran = true;
-    luaL_error(L, "%s ran over its %.0f s budget: a loop that never ends?",
-               st->call ? st->call : "the script", (double)st->call_budget / 1e9);
+    /* lua_pushfstring knows no %.0f: a budget in whole seconds, as %d */
+    luaL_error(L, "%s ran over its %d s budget: a loop that never ends?",
+               st->call ? st->call : "the script", (int)(st->call_budget / 1000000000ull));
 }
 
 /* The error message with the script's file and line: Lua's runtime errors carry them, a C
@@ -624,6 +625,8 @@ static void push_rates(lua_State *L, struct bscript *sc)
     if (!all)
         luaL_error(L, "out of memory");
     for (int i = 0; i < sc->nthreads; i++) {
+        if (!sc->threads[i]->nrates)
+            continue; /* rates is NULL then: memcpy from NULL is undefined, even of 0 bytes */
         memcpy(all + k, sc->threads[i]->rates, sc->threads[i]->nrates * sizeof(*all));
         k += sc->threads[i]->nrates;
     }

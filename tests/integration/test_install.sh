@@ -29,7 +29,7 @@ mk install >"$dir/out" 2>&1 || end failed "make install failed: $(cat "$dir/out"
 want="etc/lfepolld.conf etc/sysctl.d/60-lfepoll.conf usr/bin/lfbench usr/bin/lfepolld
 usr/lib/systemd/system/lfepolld.service usr/lib/systemd/system/lfepolld.socket
 usr/share/man/man1/lfbench.1 usr/share/man/man8/lfepolld.8 usr/share/lfepoll/lua/README.md
-$(cd "$top" && ls lua/*.lua | sed 's|^|usr/share/lfepoll/|')"
+$(cd "$top" && ls lua/*.lua lua/bench/*.lua lua/bench/wrk/*.lua | sed 's|^|usr/share/lfepoll/|')"
 got=$(cd "$dir/root" && find . -type f | sed 's|^\./||' | sort)
 [ "$got" = "$(echo "$want" | tr ' ' '\n' | sort)" ] ||
     end failed "installed files differ from the list: want
