@@ -123,8 +123,11 @@ static void *state_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         st->mem -= osize;
         return NULL;
     }
-    if (nsize > osize && st->mem + (nsize - osize) > STATE_MEM_CAP)
-        return NULL; /* Lua raises "not enough memory" */
+    /* The cap holds inside the script's calls, where Lua raises "not enough memory" into the
+     * protected call; the glue's own few allocations between calls (the arguments it pushes,
+     * a reference) may pass it, so that they never raise where nothing would catch it. */
+    if (nsize > osize && st->call && st->mem + (nsize - osize) > STATE_MEM_CAP)
+        return NULL;
     ptr = realloc(ptr, nsize);
     if (ptr)
         st->mem += nsize - osize;
@@ -311,7 +314,8 @@ static int copy_value(lua_State *from, int idx, lua_State *to, int depth)
     case LUA_TTABLE:
         if (depth >= MAX_COPY_DEPTH)
             return -ELOOP;
-        lua_checkstack(to, 4);
+        if (!lua_checkstack(to, 4) || !lua_checkstack(from, 3))
+            return -ELOOP;
         lua_newtable(to);
         lua_pushnil(from);
         while (lua_next(from, idx)) {
@@ -329,14 +333,42 @@ static int copy_value(lua_State *from, int idx, lua_State *to, int depth)
     }
 }
 
-/* Copies from[idx] onto to's stack, or raises an error in `in` (the caller's state). */
-static void copy_or_raise(lua_State *in, lua_State *from, int idx, lua_State *to)
-{
-    int top = lua_gettop(to), rc = copy_value(from, idx, to, 0);
+/* A copy into another state runs protected there: running out of memory in it (its 512 MiB)
+ * must not unwind through the caller's state, which is not the one that raised. */
+struct copyjob {
+    lua_State *from;
+    int idx;          /* absolute, in from */
+    const char *name; /* set: the global to set in the target state; get: NULL */
+    int rc;
+};
 
-    if (rc == 0)
-        return;
-    lua_settop(to, top);
+/* In the target state (to): set: copies the value and sets the global, raw (no metamethod of
+ * the script's runs); get: pushes the global, raw. */
+static int copy_in(lua_State *to)
+{
+    struct copyjob *j = lua_touserdata(to, 1);
+
+    lua_rawgeti(to, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+    lua_pushstring(to, j->name);
+    if (j->from) {
+        if ((j->rc = copy_value(j->from, j->idx, to, 0)) < 0)
+            return 0;
+        lua_rawset(to, -3);
+        return 0;
+    }
+    lua_rawget(to, -2);
+    return 1;
+}
+
+/* Raises in `in` the error of a copy that failed (rc) or of the protected call (status). */
+static void copy_raise(lua_State *in, int rc, int status, lua_State *other)
+{
+    if (status != LUA_OK) {
+        const char *m = lua_tostring(other, -1);
+        lua_pushfstring(in, "the thread's state: %s", m ? m : "an error");
+        lua_pop(other, 1);
+        lua_error(in);
+    }
     if (rc == -ELOOP)
         luaL_error(in,
                    "a table nested over %d deep (or one that holds itself) cannot pass "
@@ -359,14 +391,22 @@ static int thread_get(lua_State *L)
 {
     struct bscthread *t = check_thread(L);
     const char *name = luaL_checkstring(L, 2);
+    lua_State *T = t->st.L;
+    struct copyjob j = {NULL, 0, name, 0};
+    int status, rc;
 
-    if (t->st.L == L) {
+    if (T == L) {
         lua_getglobal(L, name);
         return 1;
     }
-    lua_getglobal(t->st.L, name);
-    copy_or_raise(L, t->st.L, -1, L);
-    lua_pop(t->st.L, 1);
+    lua_pushcfunction(T, copy_in);
+    lua_pushlightuserdata(T, &j);
+    if ((status = lua_pcall(T, 1, 1, 0)) != LUA_OK)
+        copy_raise(L, 0, status, T);
+    rc = copy_value(T, lua_gettop(T), L, 0); /* errors here are L's own */
+    lua_pop(T, 1);
+    if (rc < 0)
+        copy_raise(L, rc, LUA_OK, T);
     return 1;
 }
 
@@ -374,15 +414,21 @@ static int thread_set(lua_State *L)
 {
     struct bscthread *t = check_thread(L);
     const char *name = luaL_checkstring(L, 2);
+    lua_State *T = t->st.L;
+    struct copyjob j = {L, 3, name, 0};
+    int status;
 
     luaL_checkany(L, 3);
-    if (t->st.L == L) {
+    if (T == L) {
         lua_pushvalue(L, 3);
         lua_setglobal(L, name);
         return 0;
     }
-    copy_or_raise(L, L, 3, t->st.L);
-    lua_setglobal(t->st.L, name);
+    lua_pushcfunction(T, copy_in);
+    lua_pushlightuserdata(T, &j);
+    status = lua_pcall(T, 1, 0, 0);
+    if (status != LUA_OK || j.rc < 0)
+        copy_raise(L, j.rc, status, T);
     return 0;
 }
 
@@ -736,9 +782,23 @@ static int state_run_file(struct state *st, const struct bopt *o, char *err, siz
     return 0;
 }
 
+/* Pushes the global name, read raw: a script's metatable on _G (a "strict" mode that raises
+ * on a missing global) runs only inside its own calls, never in the glue, where an error
+ * would have nothing to catch it. Returns its type. */
+static int raw_global(lua_State *L, const char *name)
+{
+    int type;
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+    lua_pushstring(L, name);
+    type = lua_rawget(L, -2);
+    lua_remove(L, -2);
+    return type;
+}
+
 static bool global_is_function(lua_State *L, const char *name)
 {
-    bool f = lua_getglobal(L, name) == LUA_TFUNCTION;
+    bool f = raw_global(L, name) == LUA_TFUNCTION;
 
     lua_pop(L, 1);
     return f;
@@ -943,7 +1003,7 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     if (state_run_file(&t->st, o, err, errlen) < 0)
         return NULL;
     /* setup(thread), in main's state */
-    if (lua_getglobal(M, "setup") == LUA_TFUNCTION) {
+    if (raw_global(M, "setup") == LUA_TFUNCTION) {
         push_thread(M, t);
         if (state_call(&s->st, "setup()", SCRIPT_PHASE_BUDGET_NS, 1, 0) != LUA_OK) {
             char *m = pop_message(M, "setup()");
@@ -958,7 +1018,7 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     if (luaL_loadbuffer(L, wrk_fix_lua, sizeof(wrk_fix_lua) - 1, "=wrk") != LUA_OK ||
         state_call(&t->st, "wrk", SCRIPT_PHASE_BUDGET_NS, 0, 0) != LUA_OK)
         goto lua_fail;
-    if (lua_getglobal(L, "init") == LUA_TFUNCTION) {
+    if (raw_global(L, "init") == LUA_TFUNCTION) {
         lua_createtable(L, o->nscript_args, 1);
         lua_pushstring(L, o->target);
         lua_rawseti(L, -2, 0);
@@ -982,16 +1042,20 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     t->w.delay = global_is_function(L, "delay");
     t->w.request = global_is_function(L, "request") || o->expect == EXPECT_HTTP;
     t->w.fixed = !global_is_function(L, "request");
-    if (lua_getglobal(L, "request") != LUA_TFUNCTION) {
+    if (raw_global(L, "request") != LUA_TFUNCTION) {
         lua_pop(L, 1);
-        lua_getglobal(L, "wrk");
-        lua_getfield(L, -1, "request");
+        if (raw_global(L, "wrk") == LUA_TTABLE) {
+            lua_pushliteral(L, "request");
+            lua_rawget(L, -2);
+        } else {
+            lua_pushnil(L);
+        }
         lua_remove(L, -2);
     }
     t->ref_request = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_getglobal(L, "response");
+    raw_global(L, "response");
     t->ref_response = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_getglobal(L, "delay");
+    raw_global(L, "delay");
     t->ref_delay = luaL_ref(L, LUA_REGISTRYINDEX);
     if (t->w.delay && (o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0)) {
         snprintf(err, errlen,
@@ -1266,7 +1330,7 @@ int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size
     lua_State *L = s->st.L;
     const struct bcount *c = &sum->c;
 
-    if (lua_getglobal(L, "done") != LUA_TFUNCTION) {
+    if (raw_global(L, "done") != LUA_TFUNCTION) {
         lua_pop(L, 1);
         return 0;
     }

@@ -529,7 +529,14 @@ static void announce(const struct bopt *o, const struct payloads *p)
     fprintf(stderr, "lfbench: %s, %s mode, %d connection%s, %d thread%s, pipeline %d, ", o->target,
             mode_name[o->mode], o->conns, o->conns == 1 ? "" : "s", o->threads,
             o->threads == 1 ? "" : "s", o->pipeline);
-    if (p->n == 1)
+    if (o->script && o->expect == EXPECT_HTTP) /* the script makes every request */
+        fprintf(stderr, "requests from %s", o->script);
+    else if (o->script) /* request(), or lfbench's payloads without one */
+        fprintf(stderr, "requests from %s (else %zu-byte %s ones)", o->script, p->cls[0].len,
+                p->n > 1         ? "--mix"
+                : p->cls[0].data ? p->cls[0].name
+                                 : "generated");
+    else if (p->n == 1)
         fprintf(stderr, "%zu-byte %s requests", p->cls[0].len,
                 p->cls[0].data ? p->cls[0].name : "generated");
     else

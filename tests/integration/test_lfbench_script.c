@@ -819,6 +819,44 @@ static void test_response_false_is_a_mismatch(void **state)
         fail_msg("rc %d: want 10 of 100 checks failed, as mismatches:\n%s", rc, lfb.out);
 }
 
+/* Regression: a script that makes its globals strict (a metatable on _G whose __index raises,
+ * a common Lua idiom) aborted lfbench: the glue read the optional globals (response, delay,
+ * done...) with lua_getglobal outside any protected call, and the script's error unwound to
+ * Lua's panic. thread:set and thread:get also copy between states, and a value that cannot pass
+ * (a function, a table holding itself) is an error the script can catch. */
+static void test_strict_globals_and_transfers(void **state)
+{
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = HELLO(
+        script(0, "strict.lua",
+               "local threads = {}\n"
+               "function setup(thread)\n"
+               "  thread:set('cfg', {a = 1, b = {c = 'x', d = {1, 2, 3}}})\n"
+               "  local ok, err = pcall(thread.set, thread, 'f', print)\n"
+               "  assert(not ok and err:find('only nil'), err)\n"
+               "  local cyc = {}; cyc.self = cyc\n"
+               "  ok, err = pcall(thread.set, thread, 'c', cyc)\n"
+               "  assert(not ok and err:find('nested'), err)\n"
+               "  threads[#threads + 1] = thread\n"
+               "end\n"
+               "function init()\n"
+               "  assert(cfg.b.d[3] == 3); seen = cfg.b.c\n"
+               "  setmetatable(_G, {__index = function(_, k) error('strict: ' .. k, 2) end})\n"
+               "end\n"
+               "function done()\n"
+               "  for _, t in ipairs(threads) do\n"
+               "    assert(t:get('seen') == 'x' and t:get('nothing') == nil)\n"
+               "  end\n"
+               "  print('transfers ok')\n"
+               "end\n"),
+        "-n", "50");
+    if (rc != 0 || !strstr(lfb.out, "transfers ok\n"))
+        fail_msg("rc %d: want a strict script to run, and its transfers to hold:\n%s", rc, lfb.out);
+}
+
 /* delay() and -R are refused (one line, exit 2); the words after "--" reach init(args), with
  * args[0] the target; "--" words without --script are refused. */
 static void test_usage(void **state)
@@ -997,6 +1035,7 @@ int main(void)
         cmocka_unit_test_teardown(test_endless_memory_is_an_error, lfb_teardown),
         cmocka_unit_test_teardown(test_done_once_after_the_summary, lfb_teardown),
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
+        cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_usage, lfb_teardown),
         cmocka_unit_test_teardown(test_modes, lfb_teardown),
         cmocka_unit_test_teardown(test_json_and_merge, lfb_teardown),
