@@ -67,7 +67,6 @@ endif
 # Lua 5.4 (Debian's liblua5.4-dev); the fallbacks are its paths when pkg-config is not there yet.
 LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4) -lm
-URING_LIBS = $(shell pkg-config --libs liburing 2>/dev/null || echo -luring) # worker re-arms
 
 LFE_CPPFLAGS = -D_GNU_SOURCE -Iinclude $(LUA_CFLAGS)
 LFE_CFLAGS := -std=c11 -g -pthread -MMD -MP $(WARN) $(SAN_FLAGS)
@@ -130,7 +129,7 @@ $(BUILD)/src/tune_conf.o: $(BUILD)/gen/tune_conf.c
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFEPOLLD): $(SRV_OBJS) $(BUILD)/src/main.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(URING_LIBS) $(ALLOC_LIBS) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
 
 $(BUILD)/client/%.o: client/%.c
 	@mkdir -p $(@D)
@@ -224,7 +223,7 @@ $(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/mock_sys.o $(TOBJ)/libcli.a $(TOBJ)/lib
 	set -x; $(CC) $(ALL_LDFLAGS) -o $@ $< $${mock:+$(TOBJ)/mock_sys.o} \
 	  $$(sed -n 's/.*\b__wrap_\([a-z_0-9]*\)(.*/-Wl,--wrap=\1/p' tests/unit/test_$*.c \
 	     $${mock:+tests/unit/mock_sys.c} 2>/dev/null | sort -u) \
-	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka $(LUA_LIBS) $(URING_LIBS) $(LDLIBS)
+	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka $(LUA_LIBS) $(LDLIBS)
 
 # TSan cannot see the hand-off ordered by EPOLL_CTL_MOD: see tests/tsan.supp.
 export TSAN_OPTIONS ?= suppressions=$(abspath tests/tsan.supp) second_deadlock_stack=1

@@ -27,7 +27,6 @@
 
 struct server;
 struct group;
-struct io_uring;
 
 /* One worker thread and everything it owns. Touched only by its thread, except st, svc, busy and
  * busy_since_ns, which others read. */
@@ -49,9 +48,6 @@ struct worker {
     struct outbuf lout;      /* Lua mode: replies gathered during one event */
     int next, n;             /* the batch: evs[next..n) are taken but not yet handled */
     bool stop;               /* the stop eventfd was in a batch */
-    struct io_uring *ring;   /* re-arms, one submit per batch (worker.c); NULL: epoll_ctl */
-    struct epoll_event *qev; /* the queued re-arms' events, read by the kernel at submit */
-    int nq;                  /* re-arms queued in ring, not yet submitted */
 };
 
 /* One epoll group: an epoll fd shared by nworkers threads pinned to cpus. */

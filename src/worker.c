@@ -7,7 +7,6 @@
 #include "sysc.h"
 
 #include <errno.h>
-#include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -177,84 +176,6 @@ static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
     return EPOLLIN | EPOLLRDHUP;
 }
 
-/* c's re-arm failed with err: the registration is unchanged (still disarmed), so c is still
- * w's. Its pending output is lost: the client sees the close; the script hears io_error. */
-static void rearm_failed(struct worker *w, struct conn *c, int err)
-{
-    struct server *s = w->srv;
-    int fd = c->fd;
-
-    STAT_ADD(&w->st, err_epoll, 1);
-    if (log_now())
-        log_warn("worker %d.%d: epoll_ctl(MOD) on fd %d: %s; connection closed", w->g->idx, w->idx,
-                 fd, strerror(err));
-    if (!(c->flags & CONN_PROXY) && obuf_len(&c->out))
-        __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
-    if (s->idle)
-        idle_take(s, fd); /* published as armed: the sweeper may hold it this instant */
-    if (c->flags & CONN_PROXY)
-        obuf_free(&c->out);
-    conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
-}
-
-/* Submits the re-arms queued in w's ring (one io_uring_enter for the batch) and reaps what
- * completed: a failed one's connection is still w's (its registration stayed disarmed) and is
- * closed here; a successful one's is not, and its pointer is not followed. An EPOLL_CTL_MOD
- * that found the group's epoll lock taken is finished by io_uring's worker thread later; its
- * completion is reaped at a later flush. */
-static void rearm_flush(struct worker *w)
-{
-    struct io_uring_cqe *cqe;
-
-    if (w->nq) {
-        io_uring_submit(w->ring);
-        w->nq = 0;
-    }
-    while (io_uring_peek_cqe(w->ring, &cqe) == 0) {
-        struct conn *c = (struct conn *)(uintptr_t)cqe->user_data;
-        int res = cqe->res;
-
-        io_uring_cqe_seen(w->ring, cqe); /* before rearm_failed: its on_close may flush again */
-        if (res < 0)
-            rearm_failed(w, c, -res);
-        else
-            STAT_ADD(&w->st, rearms, 1);
-    }
-}
-
-/* Re-arms c (fd) for events: through w's ring when it has one (submitted by rearm_flush, at the
- * end of the batch), else at once. From the call on c is not w's to touch: ringed, it stays
- * disarmed until the submit, so no other worker can be handed it before, and after it
- * whichever worker epoll hands it to owns it. Returns 0, or -errno from an immediate
- * epoll_ctl (c is then still w's). */
-static int rearm(struct worker *w, struct conn *c, int fd, uint32_t events)
-{
-    struct io_uring_sqe *sqe;
-    struct epoll_event *ev;
-
-    if (!w->ring) {
-        struct epoll_event e = {.events = events, .data.ptr = c};
-
-        HANDOFF_RELEASE(c);
-        if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &e) < 0)
-            return -errno;
-        STAT_ADD(&w->st, rearms, 1);
-        return 0;
-    }
-    sqe = io_uring_get_sqe(w->ring);
-    if (!sqe) { /* cannot happen: the ring holds a batch; a full one is submitted first */
-        rearm_flush(w);
-        sqe = io_uring_get_sqe(w->ring);
-    }
-    ev = &w->qev[w->nq++];
-    ev->events = events;
-    ev->data.ptr = c;
-    io_uring_prep_epoll_ctl(sqe, w->g->epfd, fd, EPOLL_CTL_MOD, ev);
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c);
-    HANDOFF_RELEASE(c);
-    return 0;
-}
-
 /* Handles one event of c, owned by w. Returns CLOCK_MONOTONIC ns just before the re-arm (the
  * end of the event's service time, and the time --idle-timeout counts from), or 0 when the
  * connection was closed (the caller reads the clock). */
@@ -322,10 +243,24 @@ rearm:
         idle_rearm(s, fd);
     else if (s->opt->idle_ms)
         idle_arm(s, fd, (long)(end / 1000000));
-    if ((pr = rearm(w, c, fd, ev.events)) < 0) {
-        rearm_failed(w, c, -pr);
+    HANDOFF_RELEASE(c);
+    if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
+        /* Failed: the registration is unchanged (still disarmed), so c is still ours. Its
+         * pending output is lost: the client sees the close; the script hears io_error. */
+        STAT_ADD(&w->st, err_epoll, 1);
+        if (log_now())
+            log_warn("worker %d.%d: epoll_ctl(MOD) on fd %d: %s; connection closed", w->g->idx,
+                     w->idx, fd, strerror(errno));
+        if (has)
+            __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
+        if (s->idle)
+            idle_take(s, fd); /* published as armed: the sweeper may hold it this instant */
+        if (c->flags & CONN_PROXY)
+            obuf_free(&c->out);
+        conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
         return 0;
     }
+    STAT_ADD(&w->st, rearms, 1);
     return end;
 }
 
@@ -368,9 +303,6 @@ static void give_back_rest(void *arg)
     struct worker *w = arg;
     struct server *s = w->srv;
     int keep = w->next, fd;
-
-    if (w->ring)
-        rearm_flush(w); /* those handled before the wait are served meanwhile too */
 
     for (int i = w->next; i < w->n; i++) {
         struct conn *c = w->evs[i].data.ptr;
@@ -421,17 +353,7 @@ void *worker_main(void *arg)
         .buf = w->buf, .bufsize = WORKER_BUF, .max_pending = s->opt->max_pending, .st = &w->st};
     struct timespec t0, t1;
     int64_t start, last, end;
-    struct io_uring ring;
-    unsigned batch = (unsigned)s->opt->batch;
 
-    /* A ring of the batch's size, created here: one issuer, this thread. Without io_uring (an
-     * old kernel, kernel.io_uring_disabled, a seccomp filter) the re-arms are epoll_ctl calls. */
-    w->qev = calloc(batch, sizeof(*w->qev));
-    if (w->qev && io_uring_queue_init(batch, &ring,
-                                      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN) == 0)
-        w->ring = &ring;
-    else
-        log_debug("worker %d.%d: no io_uring for re-arms; epoll_ctl each", w->g->idx, w->idx);
     if (s->lua) {
         script_env_bind(w->script);
         script_set_wait_hook(w->script, give_back_rest, w);
@@ -481,16 +403,7 @@ void *worker_main(void *arg)
             last = end;
             svc_record(&w->svc, (uint64_t)(last - start));
         }
-        if (w->ring)
-            rearm_flush(w);
         __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
     }
-    if (w->ring) {
-        rearm_flush(w);
-        io_uring_queue_exit(&ring);
-        w->ring = NULL;
-    }
-    free(w->qev);
-    w->qev = NULL;
     return NULL;
 }
