@@ -325,8 +325,8 @@ static enum drained accept_all(struct acc *a, int li, long max)
  * 0.3 us for this getsockopt (a listener's TCP_INFO is read without its lock; tcpi_unacked is
  * its accept queue's length, tcp_get_info). Draining until EAGAIN paid that once per wake-up,
  * which on a loaded server is about once per connection: the accept thread's CPU per connection
- * -25% (docs/bench.md, "The accept thread per connection"). A connection queued after the look
- * is reported by the next epoll_wait (the listeners are level-triggered). */
+ * 0.72-0.86x (docs/bench.md, "The accept thread and the re-arm, per call"). A connection queued
+ * after the look is reported by the next epoll_wait (the listeners are level-triggered). */
 static long queued(int lfd)
 {
     struct tcp_info ti;

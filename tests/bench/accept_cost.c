@@ -2,11 +2,18 @@
  * Times, in thread CPU ns per call on a loopback listener: accept4 on an empty queue (the call
  * that ends a drain), getsockopt(TCP_INFO) on a listener (how many wait: acceptor.c's queued),
  * epoll_wait(0) with the listener ready and with it empty, and an EPOLL_CTL_MOD EPOLLONESHOT
- * re-arm of a connected socket (a worker's one extra syscall per request).
+ * re-arm of a connected socket (a worker's one extra syscall per request). Where liburing is
+ * installed (LFE_HAVE_URING), also a batch of B such re-arms through io_uring
+ * (IORING_OP_EPOLL_CTL, one submit and the completions reaped) against B epoll_ctl calls, per
+ * re-arm, for B = 1, 2, 4 ... 64: the experiment of issue 26 (docs/bench.md, "Many cores").
  *   build/bench/accept_cost [CALLS]      (200000 by default; run it pinned: taskset -c 0) */
 #include <arpa/inet.h>
+#ifdef LFE_HAVE_URING
+#include <liburing.h>
+#endif
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -27,6 +34,72 @@ static void die(const char *what)
     perror(what);
     exit(1);
 }
+
+#ifdef LFE_HAVE_URING
+enum { NCONN = 64 };
+
+/* NCONN connections to lfd, their accepted ends registered EPOLLONESHOT in ep; then each batch
+ * size, re-armed by epoll_ctl and through a ring, rounds times each. */
+static void rearm_batches(int lfd, const struct sockaddr_in *a, int ep, long rounds)
+{
+    int cl[NCONN], sv[NCONN];
+    struct epoll_event evs[NCONN];
+    struct io_uring ring;
+    struct io_uring_cqe *cqe;
+
+    for (int i = 0; i < NCONN; i++) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.u32 = i};
+
+        cl[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (cl[i] < 0 || connect(cl[i], (const struct sockaddr *)a, sizeof(*a)) < 0)
+            die("connect to the listener");
+        do
+            sv[i] = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        while (sv[i] < 0);
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, sv[i], &ev) < 0)
+            die("register a connection");
+    }
+    if (io_uring_queue_init(NCONN, &ring, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN))
+        die("io_uring_queue_init");
+    for (int b = 1; b <= NCONN; b *= 2) {
+        double t0 = cpu_ns(), t1, t2;
+
+        for (long r = 0; r < rounds; r++)
+            for (int i = 0; i < b; i++) {
+                struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+                                         .data.u32 = i};
+
+                if (epoll_ctl(ep, EPOLL_CTL_MOD, sv[i], &ev) < 0)
+                    die("epoll_ctl(MOD)");
+            }
+        t1 = cpu_ns();
+        for (long r = 0; r < rounds; r++) {
+            for (int i = 0; i < b; i++) {
+                struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+                evs[i] = (struct epoll_event){.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+                                              .data.u32 = i};
+                io_uring_prep_epoll_ctl(sqe, ep, sv[i], EPOLL_CTL_MOD, &evs[i]);
+                io_uring_sqe_set_data64(sqe, (uint64_t)i);
+            }
+            io_uring_submit(&ring);
+            while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+                if (cqe->res < 0)
+                    die("IORING_OP_EPOLL_CTL");
+                io_uring_cqe_seen(&ring, cqe);
+            }
+        }
+        t2 = cpu_ns();
+        printf("re-arm, batch of %2d: epoll_ctl   %4.0f ns, io_uring %4.0f ns a re-arm\n", b,
+               (t1 - t0) / (double)(rounds * b), (t2 - t1) / (double)(rounds * b));
+    }
+    io_uring_queue_exit(&ring);
+    for (int i = 0; i < NCONN; i++) {
+        close(sv[i]);
+        close(cl[i]);
+    }
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -93,6 +166,9 @@ int main(int argc, char **argv)
     printf("epoll_ctl(MOD) re-arm, connection %6.0f ns\n", (cpu_ns() - t0) / (double)calls);
     close(sfd);
     close(cfd);
+#ifdef LFE_HAVE_URING
+    rearm_batches(lfd, &a, ep, calls / 10);
+#endif
     close(ep);
     close(lfd);
     return sum < 0; /* keeps the loops' results live */
