@@ -364,6 +364,13 @@ $(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
 
+# What the accept thread's and the re-arm's syscalls cost, alone (docs/bench.md, "Many cores").
+# With liburing (as for the io_uring peer), also io_uring's re-arms against epoll_ctl's.
+$(BUILD)/bench/accept_cost: tests/bench/accept_cost.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(if $(HAVE_URING),-DLFE_HAVE_URING) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
+	  $(if $(HAVE_URING),$$(pkg-config --libs liburing)) $(LDLIBS)
+
 # The kernel's network parameters against sysctl.conf: a report. It exits 0 whether or not keys
 # need attention (make's "Error 1" would read as a failed build), non-zero only when the checker
 # itself fails. Scripts that want the verdict as an exit status run lfepolld --check-sysctl (1).

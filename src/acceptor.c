@@ -6,6 +6,8 @@
 #include "sysc.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,14 +179,15 @@ static bool lost_connection(int err)
     }
 }
 
-/* Accepts everything queued on listener li. Returns ACC_EMPTY once its queue is, ACC_PAUSED
+/* Accepts what is queued on listener li: at most max connections (max < 0: until accept4
+ * says EAGAIN). Returns ACC_EMPTY once its queue is empty or max were taken, ACC_PAUSED
  * when accepting paused (out of descriptors or memory: every listener), ACC_ASIDE when li
  * itself refused accept4 and was set aside. */
-static enum drained accept_all(struct acc *a, int li)
+static enum drained accept_all(struct acc *a, int li, long max)
 {
     struct server *s = a->s;
 
-    for (;;) {
+    for (; max != 0; max--) {
         int fd = net_accept(s->lfds[li]);
         struct epoll_event ev;
         struct group *g;
@@ -312,6 +315,26 @@ static enum drained accept_all(struct acc *a, int li)
         __atomic_add_fetch(&g->accepted, 1, __ATOMIC_RELAXED); /* every accept thread's */
         STAT_ADD(&a->t->st, accepted, 1);
     }
+    return ACC_EMPTY;
+}
+
+/* How many connections wait in listener lfd's accept queue, or -1 when it cannot say (not a
+ * listening TCP socket: then accept4 says what is wrong with it). Why ask: an accept4 that finds
+ * the queue empty is no cheap "no": the kernel allocates the new socket, its inode and its file
+ * before it looks at the queue, and frees them through RCU after, 2.7 us on Linux 6.18 against
+ * 0.3 us for this getsockopt (a listener's TCP_INFO is read without its lock; tcpi_unacked is
+ * its accept queue's length, tcp_get_info). Draining until EAGAIN paid that once per wake-up,
+ * which on a loaded server is about once per connection: the accept thread's CPU per connection
+ * 0.72-0.86x (docs/bench.md, "The accept thread and the re-arm, per call"). A connection queued
+ * after the look is reported by the next epoll_wait (the listeners are level-triggered). */
+static long queued(int lfd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+
+    if (getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ti.tcpi_state != TCP_LISTEN)
+        return -1;
+    return ti.tcpi_unacked;
 }
 
 /* Tries each listener set aside; one that accepts (or reports an empty queue) goes back into
@@ -330,7 +353,7 @@ static void retry_aside(struct acc *a)
 
         if (!a->aside[li])
             continue;
-        r = accept_all(a, li);
+        r = accept_all(a, li, -1);
         if (r == ACC_PAUSED)
             return; /* out of descriptors: no listener can be told apart now */
         if (r == ACC_ASIDE)
@@ -356,7 +379,7 @@ static void retry_aside(struct acc *a)
 static bool accept_each(struct acc *a)
 {
     for (int k = 0; k < a->t->nl; k++)
-        if (!a->aside[a->t->li[k]] && accept_all(a, a->t->li[k]) == ACC_PAUSED)
+        if (!a->aside[a->t->li[k]] && accept_all(a, a->t->li[k], -1) == ACC_PAUSED)
             return false; /* one set aside does not stop the others */
     return true;
 }
@@ -452,7 +475,8 @@ void *acceptor_main(void *arg)
         for (int i = 0; i < n; i++) {
             uint32_t li = evs[i].data.u32;
 
-            if (li != ACCEPT_WAKE && !a.aside[li] && accept_all(&a, (int)li) == ACC_PAUSED)
+            if (li != ACCEPT_WAKE && !a.aside[li] &&
+                accept_all(&a, (int)li, queued(s->lfds[li])) == ACC_PAUSED)
                 break;
         }
     }

@@ -10,7 +10,8 @@
 #   tests/bench/profile.sh short ...   short connections, from 64 source addresses
 # long: lfbench --busy-poll closed loop, CONNS (100) connections, 64 B: the server saturated.
 # Knobs: DUR (4 s sampled, after 2 s of load), CONNS, TOP (40 rows), FREQ (10000 Hz), KEEP (a
-# folder to keep the perf.data files in).
+# folder to keep the perf.data files in), COMM (only the threads whose name starts with it, e.g.
+# COMM=lfe-accept: the accept threads' time per connection, in short mode).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/tests/bench/lib.sh"
@@ -49,7 +50,9 @@ for arg in "$@"; do
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
     qps=$(sed -n 's/^requests .*: \([0-9.]*\) req\/s.*/\1/p' "$dir/$name.lfbench")
     echo "$name: $qps requests/s ($cmd)"
-    perf report -i "$dir/$name.data" --no-children --sort dso,sym --stdio 2>/dev/null |
+    # With COMM, the thread's name is one more column, kept or dropped here by its prefix.
+    perf report -i "$dir/$name.data" --no-children --sort "${COMM:+comm,}dso,sym" --stdio 2>/dev/null |
+        awk -v c="${COMM:-}" '/^ +[0-9.]+%/ && c != "" {if (index($2, c) != 1) next; $2 = ""; $0 = " " $0} {print}' |
         awk -v q="$qps" -v d="$DUR" '/^ +[0-9.]+%/ {p = $1; sub(/%/, "", p); $1 = ""; $2 = "";
             sub(/^ +\[[.k]\] /, ""); printf "%s\t%.1f\n", $0, p / 100 * 1e9 / q}' \
             >"$dir/$name.ns"
