@@ -1384,6 +1384,9 @@ void bscript_free(struct bscript *s)
 {
     if (!s)
         return;
+    /* main's state first: a finalizer of its (__gc, run by lua_close) may still reach the
+     * threads it was handed in setup() (thread:get), which must be there, states and all */
+    state_close(&s->st);
     for (int i = 0; i < s->nthreads; i++) {
         struct bscthread *t = s->threads[i];
         if (!t)
@@ -1394,7 +1397,6 @@ void bscript_free(struct bscript *s)
         free(t->rates);
         free(t);
     }
-    state_close(&s->st);
     free(s->threads);
     free(s);
 }

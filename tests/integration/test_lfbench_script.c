@@ -857,6 +857,32 @@ static void test_strict_globals_and_transfers(void **state)
         fail_msg("rc %d: want a strict script to run, and its transfers to hold:\n%s", rc, lfb.out);
 }
 
+/* Regression: lfbench freed each thread, its state with it, before it closed main's state,
+ * whose finalizers (__gc, run by lua_close at exit) may still hold the threads setup() was
+ * handed: thread:get() in one read freed memory (a segfault, exit 139). */
+static void test_finalizer_reaches_threads_at_exit(void **state)
+{
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc =
+        LFB(lfb.server_port, "--expect", "http", "-t", "2", "-c", "2", "-n", "20", "-q", "--script",
+            script(0, "gc_threads.lua",
+                   "local threads = {}\n"
+                   "function setup(thread)\n"
+                   "  thread:set('x', 40 + thread.id)\n"
+                   "  threads[#threads + 1] = thread\n"
+                   "end\n"
+                   "local keep = setmetatable({}, {__gc = function()\n"
+                   "  for _, t in ipairs(threads) do\n"
+                   "    io.write('gc saw ', tostring(t:get('x')), '\\n')\n"
+                   "  end\n"
+                   "end})\n"));
+    if (rc != 0 || !line_at(lfb.out, "gc saw 41\n") || !line_at(lfb.out, "gc saw 42\n"))
+        fail_msg("rc %d: want exit 0 and main's finalizer to read both threads:\n%s", rc, lfb.out);
+}
+
 /* delay() and -R are refused (one line, exit 2); the words after "--" reach init(args), with
  * args[0] the target; "--" words without --script are refused. */
 static void test_usage(void **state)
@@ -1036,6 +1062,7 @@ int main(void)
         cmocka_unit_test_teardown(test_done_once_after_the_summary, lfb_teardown),
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
+        cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
         cmocka_unit_test_teardown(test_usage, lfb_teardown),
         cmocka_unit_test_teardown(test_modes, lfb_teardown),
         cmocka_unit_test_teardown(test_json_and_merge, lfb_teardown),
