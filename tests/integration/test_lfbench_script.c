@@ -883,6 +883,45 @@ static void test_finalizer_reaches_threads_at_exit(void **state)
         fail_msg("rc %d: want exit 0 and main's finalizer to read both threads:\n%s", rc, lfb.out);
 }
 
+/* Regression: a script's message reached the summary and stderr as the script wrote it:
+ * response() returning false, "a\nb" split the summary's script line in two, and an error of
+ * 50 MB was a 50 MB line (stderr, the summary, --json). Each is one line, cut at 1 KiB. (2 MB
+ * here: making 50 MB outlasts the watchdog's 3 s under ThreadSanitizer.) */
+static void test_messages_are_one_short_line(void **state)
+{
+    const char *l, *e;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = HELLO(script(0, "nl.lua",
+                      "function response()\n  return false, 'line one\\nline two\\tand\\rthree'\n"
+                      "end\n"),
+               "-n", "5");
+    if (rc != 1 || !strstr(lfb.out, "nl.lua:1: response() returned false: line one line two "
+                                    "and three\n"))
+        fail_msg("rc %d: want the failure on one line:\n%s", rc, lfb.out);
+    rc = HELLO(script(0, "big.lua", "function response()\n  error(string.rep('x', 2e6))\nend\n"),
+               "-n", "5");
+    l = line_at(lfb.out, "script       ");
+    e = l ? strchr(l, '\n') : NULL;
+    if (rc != 1 || !e || e - l > 1200 || !strstr(l, "xxx [...] (in response())\n"))
+        fail_msg("rc %d: want a 2 MB error cut to about 1 KiB, marked, on one line:\n%.3000s", rc,
+                 lfb.out);
+    rc = HELLO(script(0, "bigreq.lua",
+                      "local n = 0\nfunction request()\n  n = n + 1\n"
+                      "  if n > 5 then error(string.rep('\\n\\195\\169', 5e5)) end\n"
+                      "  return wrk.format()\nend\n"),
+               "-n", "50");
+    l = strstr(lfb.out, "lfbench: script error in thread 0: ");
+    e = l ? strchr(l, '\n') : NULL;
+    if (rc != 1 || !e || e - l > 1200 || !strstr(l, "bigreq.lua:4:  \xc3\xa9 \xc3\xa9") ||
+        !strstr(l, " [...] (in request()); stopping the run\n"))
+        fail_msg("rc %d: want a 1.5 MB error of newlines cut, on one line:\n%.3000s", rc, lfb.out);
+    if (strstr(l, "\xc3 [...]"))
+        fail_msg("want the cut at a character's start:\n%.3000s", l);
+}
+
 /* delay() and -R are refused (one line, exit 2); the words after "--" reach init(args), with
  * args[0] the target; "--" words without --script are refused. */
 static void test_usage(void **state)
@@ -1063,6 +1102,7 @@ int main(void)
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
+        cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
         cmocka_unit_test_teardown(test_usage, lfb_teardown),
         cmocka_unit_test_teardown(test_modes, lfb_teardown),
         cmocka_unit_test_teardown(test_json_and_merge, lfb_teardown),
