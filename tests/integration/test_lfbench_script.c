@@ -922,6 +922,40 @@ static void test_messages_are_one_short_line(void **state)
         fail_msg("want the cut at a character's start:\n%.3000s", l);
 }
 
+/* Regression: -n counted strings, not requests: a request() string of 3 pipelined requests
+ * with -n 10 sent 12 (each string went out whole). The last string is cut to the requests
+ * left, in every shape of the run (threads, connections, --pipeline). */
+static void test_n_counts_requests_of_a_pipelined_string(void **state)
+{
+    static const char *const shapes[][6] = {
+        {"-t", "1", "-c", "1", "--pipeline", "1"},
+        {"-t", "1", "-c", "2", "--pipeline", "1"},
+        {"-t", "2", "-c", "3", "--pipeline", "2"},
+    };
+    static const char *const ns[] = {"10", "11", "11"};
+    const char *sc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    sc = script(0, "three.lua",
+                "local req\n"
+                "function init()\n"
+                "  req = wrk.format(nil, '/1') .. wrk.format(nil, '/2') .. wrk.format(nil, '/3')\n"
+                "end\n"
+                "function request() return req end\n"
+                "function response(status) return status == 200 end\n");
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        long checks, failed, want = atol(ns[i]);
+        int rc =
+            LFB(lfb.server_port, "--expect", "http", "--script", sc, "-q", "-n", ns[i],
+                shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], shapes[i][5]);
+        script_counts(&checks, &failed);
+        if (rc != 0 || lfb_field("requests") != want || checks != want || failed != 0)
+            fail_msg("shape %zu, -n %ld: want exactly %ld requests, each checked (rc %d):\n%s", i,
+                     want, want, rc, lfb.out);
+    }
+}
+
 /* delay() and -R are refused (one line, exit 2); the words after "--" reach init(args), with
  * args[0] the target; "--" words without --script are refused. */
 static void test_usage(void **state)
@@ -1103,6 +1137,7 @@ int main(void)
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
+        cmocka_unit_test_teardown(test_n_counts_requests_of_a_pipelined_string, lfb_teardown),
         cmocka_unit_test_teardown(test_usage, lfb_teardown),
         cmocka_unit_test_teardown(test_modes, lfb_teardown),
         cmocka_unit_test_teardown(test_json_and_merge, lfb_teardown),
