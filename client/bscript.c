@@ -23,6 +23,8 @@
 #define HOOK_EVERY 10000           /* instructions between two looks at the deadline */
 #define MAX_COPY_DEPTH 32          /* thread:get/set: tables nested deeper are refused */
 #define MAX_DELAY_MS 60000.0
+#define MSG_MAX 1024     /* bytes of a script's message kept (one_line) */
+#define MSG_CUT " [...]" /* marks one cut there */
 
 struct state {
     lua_State *L;
@@ -192,21 +194,38 @@ static int state_call(struct state *st, const char *name, uint64_t budget, int n
     return rc;
 }
 
-/* The message of the error on top of the stack, popped, as one line. */
+/* A script's message as one line of at most MSG_MAX bytes: its control characters (a newline
+ * would split the summary's line, an escape would reach the terminal) become spaces, and a
+ * longer one (error(string.rep('x', 1e8)) is 100 MB) is cut at a character's start, marked. */
+static void one_line(char *s)
+{
+    size_t n = strlen(s);
+
+    if (n > MSG_MAX) {
+        n = MSG_MAX - sizeof(MSG_CUT) + 1;
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--; /* not inside a UTF-8 character */
+        memcpy(s + n, MSG_CUT, sizeof(MSG_CUT));
+    }
+    for (unsigned char *p = (unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+}
+
+/* The message of the error on top of the stack, popped, as one line (one_line). */
 static char *pop_message(lua_State *L, const char *hookname)
 {
     const char *m = lua_tostring(L, -1);
-    size_t n = strlen(hookname) + (m ? strlen(m) : 16) + 16;
+    size_t len = m ? strlen(m) : 0;
+    size_t n = strlen(hookname) + (len > MSG_MAX ? MSG_MAX + 1 : len) + 48;
     char *s = malloc(n);
 
     if (s) {
-        snprintf(s, n, "%s%s%s", m ? m : "(an error that is not a string)",
-                 *hookname ? " (in " : "", *hookname ? hookname : "");
+        /* the message cut first, so that the hook's name at its end survives the cut */
+        snprintf(s, n, "%.*s", MSG_MAX + 1, m ? m : "(an error that is not a string)");
+        one_line(s);
         if (*hookname)
-            strcat(s, ")");
-        for (char *p = s; *p; p++)
-            if (*p == '\n' || *p == '\r')
-                *p = ' ';
+            snprintf(s + strlen(s), n - strlen(s), " (in %s)", hookname);
     }
     lua_pop(L, 1);
     return s;
@@ -1253,6 +1272,7 @@ int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_
         snprintf(m, sizeof(m), "%s:%d: response() returned false%s%s", ar.short_src, ar.linedefined,
                  why ? ": " : "", why ? why : "");
         lua_pop(L, 2);
+        one_line(m);
         fail_check(t, strdup(m));
         return 1;
     }
@@ -1384,6 +1404,9 @@ void bscript_free(struct bscript *s)
 {
     if (!s)
         return;
+    /* main's state first: a finalizer of its (__gc, run by lua_close) may still reach the
+     * threads it was handed in setup() (thread:get), which must be there, states and all */
+    state_close(&s->st);
     for (int i = 0; i < s->nthreads; i++) {
         struct bscthread *t = s->threads[i];
         if (!t)
@@ -1394,7 +1417,6 @@ void bscript_free(struct bscript *s)
         free(t->rates);
         free(t);
     }
-    state_close(&s->st);
     free(s->threads);
     free(s);
 }

@@ -374,10 +374,14 @@ static bool issue_script(struct bconn *c, uint64_t t0, uint64_t now)
     struct bthread *t = c->t;
     struct scpiece pc[SCRIPT_MAX_BATCH];
     const uint8_t *data;
-    int n, tag;
+    int n, tag, left = SCRIPT_MAX_BATCH;
 
+    /* -n counts requests, not strings: the last string goes out cut to the requests left (a
+     * string of 3 with -n 10 sent 12) */
+    if (t->quota && t->o->mode == MODE_LONG && t->quota - t->issued < (uint64_t)left)
+        left = t->issued < t->quota ? (int)(t->quota - t->issued) : 1;
     if (t->fixed.n) { /* no request(): one string, made once */
-        for (int k = 0; k < t->fixed.n; k++) {
+        for (int k = 0; k < t->fixed.n && k < left; k++) {
             struct req *r = slot(c, t0, now);
             r->data = t->fixed.data + t->fixed.pc[k].off;
             r->len = (uint32_t)t->fixed.pc[k].len;
@@ -392,6 +396,8 @@ static bool issue_script(struct bconn *c, uint64_t t0, uint64_t now)
     n = bscript_request(t->sc, &data, pc, (int)(t->ring - c->qn), &tag);
     if (!script_after(t, n < 0))
         return false;
+    if (n > left)
+        n = left; /* a tag comes with one request only: none is dropped here */
     for (int k = 0; k < n; k++) {
         unsigned at = (c->head + c->qn) % t->ring;
         struct sbuf *b = &c->sb[at];

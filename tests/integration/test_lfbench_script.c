@@ -857,6 +857,105 @@ static void test_strict_globals_and_transfers(void **state)
         fail_msg("rc %d: want a strict script to run, and its transfers to hold:\n%s", rc, lfb.out);
 }
 
+/* Regression: lfbench freed each thread, its state with it, before it closed main's state,
+ * whose finalizers (__gc, run by lua_close at exit) may still hold the threads setup() was
+ * handed: thread:get() in one read freed memory (a segfault, exit 139). */
+static void test_finalizer_reaches_threads_at_exit(void **state)
+{
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc =
+        LFB(lfb.server_port, "--expect", "http", "-t", "2", "-c", "2", "-n", "20", "-q", "--script",
+            script(0, "gc_threads.lua",
+                   "local threads = {}\n"
+                   "function setup(thread)\n"
+                   "  thread:set('x', 40 + thread.id)\n"
+                   "  threads[#threads + 1] = thread\n"
+                   "end\n"
+                   "local keep = setmetatable({}, {__gc = function()\n"
+                   "  for _, t in ipairs(threads) do\n"
+                   "    io.write('gc saw ', tostring(t:get('x')), '\\n')\n"
+                   "  end\n"
+                   "end})\n"));
+    if (rc != 0 || !line_at(lfb.out, "gc saw 41\n") || !line_at(lfb.out, "gc saw 42\n"))
+        fail_msg("rc %d: want exit 0 and main's finalizer to read both threads:\n%s", rc, lfb.out);
+}
+
+/* Regression: a script's message reached the summary and stderr as the script wrote it:
+ * response() returning false, "a\nb" split the summary's script line in two, and an error of
+ * 50 MB was a 50 MB line (stderr, the summary, --json). Each is one line, cut at 1 KiB. (2 MB
+ * here: making 50 MB outlasts the watchdog's 3 s under ThreadSanitizer.) */
+static void test_messages_are_one_short_line(void **state)
+{
+    const char *l, *e;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = HELLO(script(0, "nl.lua",
+                      "function response()\n  return false, 'line one\\nline two\\tand\\rthree'\n"
+                      "end\n"),
+               "-n", "5");
+    if (rc != 1 || !strstr(lfb.out, "nl.lua:1: response() returned false: line one line two "
+                                    "and three\n"))
+        fail_msg("rc %d: want the failure on one line:\n%s", rc, lfb.out);
+    rc = HELLO(script(0, "big.lua", "function response()\n  error(string.rep('x', 2e6))\nend\n"),
+               "-n", "5");
+    l = line_at(lfb.out, "script       ");
+    e = l ? strchr(l, '\n') : NULL;
+    if (rc != 1 || !e || e - l > 1200 || !strstr(l, "xxx [...] (in response())\n"))
+        fail_msg("rc %d: want a 2 MB error cut to about 1 KiB, marked, on one line:\n%.3000s", rc,
+                 lfb.out);
+    rc = HELLO(script(0, "bigreq.lua",
+                      "local n = 0\nfunction request()\n  n = n + 1\n"
+                      "  if n > 5 then error(string.rep('\\n\\195\\169', 5e5)) end\n"
+                      "  return wrk.format()\nend\n"),
+               "-n", "50");
+    l = strstr(lfb.out, "lfbench: script error in thread 0: ");
+    e = l ? strchr(l, '\n') : NULL;
+    if (rc != 1 || !e || e - l > 1200 || !strstr(l, "bigreq.lua:4:  \xc3\xa9 \xc3\xa9") ||
+        !strstr(l, " [...] (in request()); stopping the run\n"))
+        fail_msg("rc %d: want a 1.5 MB error of newlines cut, on one line:\n%.3000s", rc, lfb.out);
+    if (strstr(l, "\xc3 [...]"))
+        fail_msg("want the cut at a character's start:\n%.3000s", l);
+}
+
+/* Regression: -n counted strings, not requests: a request() string of 3 pipelined requests
+ * with -n 10 sent 12 (each string went out whole). The last string is cut to the requests
+ * left, in every shape of the run (threads, connections, --pipeline). */
+static void test_n_counts_requests_of_a_pipelined_string(void **state)
+{
+    static const char *const shapes[][6] = {
+        {"-t", "1", "-c", "1", "--pipeline", "1"},
+        {"-t", "1", "-c", "2", "--pipeline", "1"},
+        {"-t", "2", "-c", "3", "--pipeline", "2"},
+    };
+    static const char *const ns[] = {"10", "11", "11"};
+    const char *sc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    sc = script(0, "three.lua",
+                "local req\n"
+                "function init()\n"
+                "  req = wrk.format(nil, '/1') .. wrk.format(nil, '/2') .. wrk.format(nil, '/3')\n"
+                "end\n"
+                "function request() return req end\n"
+                "function response(status) return status == 200 end\n");
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        long checks, failed, want = atol(ns[i]);
+        int rc =
+            LFB(lfb.server_port, "--expect", "http", "--script", sc, "-q", "-n", ns[i],
+                shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], shapes[i][5]);
+        script_counts(&checks, &failed);
+        if (rc != 0 || lfb_field("requests") != want || checks != want || failed != 0)
+            fail_msg("shape %zu, -n %ld: want exactly %ld requests, each checked (rc %d):\n%s", i,
+                     want, want, rc, lfb.out);
+    }
+}
+
 /* delay() and -R are refused (one line, exit 2); the words after "--" reach init(args), with
  * args[0] the target; "--" words without --script are refused. */
 static void test_usage(void **state)
@@ -1036,6 +1135,9 @@ int main(void)
         cmocka_unit_test_teardown(test_done_once_after_the_summary, lfb_teardown),
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
+        cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
+        cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
+        cmocka_unit_test_teardown(test_n_counts_requests_of_a_pipelined_string, lfb_teardown),
         cmocka_unit_test_teardown(test_usage, lfb_teardown),
         cmocka_unit_test_teardown(test_modes, lfb_teardown),
         cmocka_unit_test_teardown(test_json_and_merge, lfb_teardown),
