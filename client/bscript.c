@@ -987,6 +987,11 @@ int bscript_request(struct bscthread *t, const uint8_t **data, struct scpiece *p
     return take_request(t, data, pieces, max);
 }
 
+void bscript_fail(struct bscthread *t, const char *msg)
+{
+    set_error(t, strdup(msg));
+}
+
 void bscript_untag(struct bscthread *t, int tag)
 {
     luaL_unref(t->st.L, LUA_REGISTRYINDEX, tag);
@@ -1315,7 +1320,7 @@ bool bscript_stop_asked(const struct bscthread *t)
 
 const char *bscript_error(const struct bscthread *t)
 {
-    return t->error;
+    return t->error ? t->error : "a script error whose message could not be kept (out of memory)";
 }
 
 const char *bscript_thread_failure(const struct bscthread *t)

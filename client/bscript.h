@@ -72,6 +72,9 @@ const struct sockaddr *bscript_addr(const struct bscthread *t, socklen_t *len);
 int bscript_request(struct bscthread *t, const uint8_t **data, struct scpiece *pieces, int max,
                     int *tag);
 
+/* The engine's own reason to stop the thread's script (out of memory), kept as its error. */
+void bscript_fail(struct bscthread *t, const char *msg);
+
 /* Drops a tag whose request will never be answered. */
 void bscript_untag(struct bscthread *t, int tag);
 

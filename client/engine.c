@@ -393,7 +393,9 @@ static bool issue_script(struct bconn *c, uint64_t t0, uint64_t now)
         }
         return true;
     }
-    n = bscript_request(t->sc, &data, pc, (int)(t->ring - c->qn), &tag);
+    /* at most the first string's count (the batch): the rule does not depend on how many are
+     * in flight at the moment (the ring has room for a batch whenever this is called) */
+    n = bscript_request(t->sc, &data, pc, (int)t->batch, &tag);
     if (!script_after(t, n < 0))
         return false;
     if (n > left)
@@ -405,8 +407,11 @@ static bool issue_script(struct bconn *c, uint64_t t0, uint64_t now)
 
         if (pc[k].len > b->cap) {
             uint8_t *p = realloc(b->p, pc[k].len);
-            if (!p)
-                return script_after(t, true); /* out of memory: said as the script's failure */
+            if (!p) { /* said as the script's failure: the run cannot go on as asked */
+                bscript_untag(t->sc, tag);
+                bscript_fail(t->sc, "out of memory for a request's bytes");
+                return script_after(t, true);
+            }
             b->p = p;
             b->cap = pc[k].len;
         }

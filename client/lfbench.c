@@ -243,9 +243,10 @@ struct run {
  * count hook stops a Lua loop at the budget, SIGALRM a C call that never returns. */
 static void on_script_alarm(int sig)
 {
-    static const char m[] = "lfbench: FAILED: the script's setup, init or done has run past its "
-                            "budget in a call that does not return (a C function that never "
-                            "ends): exiting\n";
+    static const char m[] =
+        "lfbench: FAILED: the script's setup, init, done or a finalizer at exit ran past its "
+        "budget in a call that does not return (a C function that never "
+        "ends): exiting\n";
     (void)sig;
     (void)!write(2, m, sizeof(m) - 1);
     _exit(1);
@@ -1098,6 +1099,10 @@ int main(int argc, char **argv)
     free(R.joined);
     free(R.series);
     result_free(&res);
-    bscript_free(R.sc);
+    if (R.sc) { /* closing the states runs the script's finalizers (__gc): bounded as well */
+        script_alarm((unsigned)(SCRIPT_PHASE_BUDGET_NS / 1000000000ull) + 2);
+        bscript_free(R.sc);
+        alarm(0);
+    }
     return rc;
 }
