@@ -956,6 +956,27 @@ static void test_n_counts_requests_of_a_pipelined_string(void **state)
     }
 }
 
+/* Regression (white-box review): with --pipeline 4, a later request() string of more requests
+ * than the first was accepted while the connection had room, refused when it had not: a rule
+ * that hung on timing. The first string sets the batch; a longer one is a script error, always. */
+static void test_batch_rule_is_fixed(void **state)
+{
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = HELLO(script(0, "grows.lua",
+                      "local n = 0\n"
+                      "function request()\n"
+                      "  n = n + 1\n"
+                      "  local one = wrk.format('GET', '/')\n"
+                      "  return n == 2 and one .. one or one\n"
+                      "end\n"),
+               "--pipeline", "4", "-d", "1");
+    if (rc != 1 || !strstr(lfb.out, "more than 1 requests"))
+        fail_msg("rc %d: want a string longer than the first refused:\n%s", rc, lfb.out);
+}
+
 /* delay() and -R are refused (one line, exit 2); the words after "--" reach init(args), with
  * args[0] the target; "--" words without --script are refused. */
 static void test_usage(void **state)
@@ -1138,6 +1159,7 @@ int main(void)
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
         cmocka_unit_test_teardown(test_n_counts_requests_of_a_pipelined_string, lfb_teardown),
+        cmocka_unit_test_teardown(test_batch_rule_is_fixed, lfb_teardown),
         cmocka_unit_test_teardown(test_usage, lfb_teardown),
         cmocka_unit_test_teardown(test_modes, lfb_teardown),
         cmocka_unit_test_teardown(test_json_and_merge, lfb_teardown),
