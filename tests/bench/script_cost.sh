@@ -7,13 +7,17 @@
 #            request() returns one prepared string, and the same with response(status, headers,
 #            body) checking the status and the body
 #   kv       --expect line against lua/kv.lua: --mix of two fixed files, a GET and a SET 9:1
-#            (baseline), and lua/bench/kv_mix.lua (keys=1000 get=0.9 size=32, every answer checked)
-# Knobs: REPS (5), DUR (3 s measured after 1 s of warm-up), CONNS (100).
+#            (baseline), and lua/bench/kv_mix.lua (keys=1000 get=0.9 size=32, every answer checked),
+#            in the closed loop: what QPS the script reaches
+# Knobs: REPS (5), DUR (3 s measured after 1 s of warm-up), CONNS (100), RATE (0: the closed
+# loop; N: the http variants in the open loop at N requests/s). With many connections the closed
+# loop saturates both sides, and a client that spends more per response reads more responses
+# per syscall, which hides what it spent: CONNS=1 shows each request's cost alone.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-REPS=${REPS:-5} DUR=${DUR:-3} CONNS=${CONNS:-100}
+REPS=${REPS:-5} DUR=${DUR:-3} CONNS=${CONNS:-100} RATE=${RATE:-0}
 make -s -C "$top" lfepolld lfbench
-echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg); REPS=$REPS DUR=$DUR CONNS=$CONNS"
+echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg); REPS=$REPS DUR=$DUR CONNS=$CONNS RATE=$RATE"
 dir=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -50,12 +54,14 @@ one() { # NAME PORT LFBENCH-OPTIONS...
     c[$name]+=" $lc"
     echo "rep=$rep $name qps=$lq client_us_per_req=$lc"
 }
+open=
+[ "$RATE" = 0 ] || open="-R $RATE"
 names=(http-fixed http-request http-response kv-mix kv-script)
 run() {
     case $1 in
-    http-fixed) one "$1" $hport --expect http ;;
-    http-request) one "$1" $hport --expect http --script "$dir/req.lua" ;;
-    http-response) one "$1" $hport --expect http --script "$dir/resp.lua" ;;
+    http-fixed) one "$1" $hport $open --expect http ;;
+    http-request) one "$1" $hport $open --expect http --script "$dir/req.lua" ;;
+    http-response) one "$1" $hport $open --expect http --script "$dir/resp.lua" ;;
     kv-mix) one "$1" $kport --expect line --mix "$dir/get.txt:9,$dir/set.txt:1" ;;
     kv-script) one "$1" $kport --expect line --script "$top/lua/bench/kv_mix.lua" -- keys=1000 get=0.9 size=32 ;;
     esac
