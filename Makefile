@@ -235,10 +235,10 @@ TEST_ENV = LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
            BADSERVER=$(abspath $(BADSERVER)) LFE_SANITIZER=$(SANITIZER) PEER_BIN=$(abspath $(PEER_BIN))
 
 # What make test runs: every test (the default), or TESTS=threads, the suites that drive the
-# threads of both programs (the daemon's, lfbench's), which is what the ThreadSanitizer pass of
-# .ci/run needs. ACCEPT_THREADS=N runs the daemon's suites with N accept threads (LFE_ACCEPT_THREADS,
+# threads of both programs (the daemon's, lfbench's; test_fault also builds the fault shim that
+# test_lfbench preloads), which is what the ThreadSanitizer pass of .ci/run needs. ACCEPT_THREADS=N runs the daemon's suites with N accept threads (LFE_ACCEPT_THREADS,
 # harness.c): the AddressSanitizer pass of .ci/run runs them with 2.
-THREAD_BINS = $(UNIT_BINS) $(DAEMON_INT) $(TOBJ)/test_lfbench $(TOBJ)/test_lfbench_counts \
+THREAD_BINS = $(UNIT_BINS) $(DAEMON_INT) $(TOBJ)/test_fault $(TOBJ)/test_lfbench $(TOBJ)/test_lfbench_counts \
               $(TOBJ)/test_lfbench_script
 RUN_BINS = $(if $(filter threads,$(TESTS)),$(THREAD_BINS),$(UNIT_BINS) $(INT_BINS))
 RUN_LIST = $(filter-out $(DAEMON_INT),$(RUN_BINS)) \
