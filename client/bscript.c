@@ -231,6 +231,15 @@ static char *pop_message(lua_State *L, const char *hookname)
     return s;
 }
 
+/* The error on top of L's stack, popped, as the one line the caller prints ("--script: ..."). */
+static void say_message(lua_State *L, const char *hookname, char *err, size_t errlen)
+{
+    char *m = pop_message(L, hookname);
+
+    snprintf(err, errlen, "--script: %s", m ? m : "out of memory");
+    free(m);
+}
+
 /* --- addresses ------------------------------------------------------------------------------ */
 
 struct addr {
@@ -793,9 +802,7 @@ static int state_run_file(struct state *st, const struct bopt *o, char *err, siz
         return -EINVAL;
     }
     if (state_call(st, "the file's top level", SCRIPT_PHASE_BUDGET_NS, 0, 0) != LUA_OK) {
-        char *m = pop_message(L, "");
-        snprintf(err, errlen, "--script: %s", m ? m : "out of memory");
-        free(m);
+        say_message(L, "", err, errlen);
         return -EINVAL;
     }
     return 0;
@@ -1030,9 +1037,7 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     if (raw_global(M, "setup") == LUA_TFUNCTION) {
         push_thread(M, t);
         if (state_call(&s->st, "setup()", SCRIPT_PHASE_BUDGET_NS, 1, 0) != LUA_OK) {
-            char *m = pop_message(M, "setup()");
-            snprintf(err, errlen, "--script: %s", m ? m : "out of memory");
-            free(m);
+            say_message(M, "setup()", err, errlen);
             return NULL;
         }
     } else {
@@ -1051,9 +1056,7 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
             lua_rawseti(L, -2, i + 1);
         }
         if (state_call(&t->st, "init()", SCRIPT_PHASE_BUDGET_NS, 1, 0) != LUA_OK) {
-            char *m = pop_message(L, "init()");
-            snprintf(err, errlen, "--script: %s", m ? m : "out of memory");
-            free(m);
+            say_message(L, "init()", err, errlen);
             return NULL;
         }
     } else {
@@ -1120,12 +1123,9 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     }
     t->w.batch = n;
     return t;
-lua_fail : {
-    char *m = pop_message(L, "");
-    snprintf(err, errlen, "--script: %s", m ? m : "out of memory");
-    free(m);
+lua_fail:
+    say_message(L, "", err, errlen);
     return NULL;
-}
 }
 
 const struct scwants *bscript_wants(const struct bscthread *t)
@@ -1389,9 +1389,7 @@ int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size
     push_latency(L, sum->lat);
     push_rates(L, s);
     if (state_call(&s->st, "done()", SCRIPT_PHASE_BUDGET_NS, 3, 0) != LUA_OK) {
-        char *m = pop_message(L, "done()");
-        snprintf(err, errlen, "--script: %s", m ? m : "out of memory");
-        free(m);
+        say_message(L, "done()", err, errlen);
         return -1;
     }
     return 0;
