@@ -236,13 +236,17 @@ TEST_ENV = LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
 
 # What make test runs: every test (the default), or TESTS=threads, the suites that drive the
 # threads of both programs (the daemon's, lfbench's; test_fault also builds the fault shim that
-# test_lfbench preloads), which is what the ThreadSanitizer pass of .ci/run needs. ACCEPT_THREADS=N runs the daemon's suites with N accept threads (LFE_ACCEPT_THREADS,
-# harness.c): the AddressSanitizer pass of .ci/run runs them with 2.
+# test_lfbench preloads), which is what the ThreadSanitizer pass of .ci/run needs.
+# ACCEPT_THREADS=N runs the daemon's suites with N accept threads (LFE_ACCEPT_THREADS,
+# harness.c), ONESHOT=always with --oneshot always (LFE_ONESHOT: EPOLLONESHOT and a re-arm per
+# event in every group, where the default registers a one-worker group level-triggered): the
+# AddressSanitizer pass of .ci/run runs them with both.
 THREAD_BINS = $(UNIT_BINS) $(DAEMON_INT) $(TOBJ)/test_fault $(TOBJ)/test_lfbench $(TOBJ)/test_lfbench_counts \
               $(TOBJ)/test_lfbench_script
 RUN_BINS = $(if $(filter threads,$(TESTS)),$(THREAD_BINS),$(UNIT_BINS) $(INT_BINS))
 RUN_LIST = $(filter-out $(DAEMON_INT),$(RUN_BINS)) \
-           $(if $(ACCEPT_THREADS),LFE_ACCEPT_THREADS=$(ACCEPT_THREADS)) $(filter $(DAEMON_INT),$(RUN_BINS))
+           $(if $(ACCEPT_THREADS),LFE_ACCEPT_THREADS=$(ACCEPT_THREADS)) \
+           $(if $(ONESHOT),LFE_ONESHOT=$(ONESHOT)) $(filter $(DAEMON_INT),$(RUN_BINS))
 
 test: deps
 	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(RUN_BINS)

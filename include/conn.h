@@ -26,6 +26,13 @@
     0x100u /* re-armed without EPOLLIN (output at --max-pending, or input ended): input            \
             * waiting in the socket is not an event, and the idle sweep does not count it */
 
+/* In a solo group (one worker, level-triggered: src/worker.c), the events the registration
+ * asks for now, so that a worker re-arms only when they change. */
+#define CONN_REG_IN 0x200u
+#define CONN_REG_OUT 0x400u
+#define CONN_REG_RDHUP 0x800u
+#define CONN_REG_MASK (CONN_REG_IN | CONN_REG_OUT | CONN_REG_RDHUP)
+
 /* Why a connection ends: on_close's reason in Lua mode (conn_why_name), a counter otherwise. */
 enum conn_why {
     CONN_WHY_NONE,          /* not ending */
@@ -54,7 +61,8 @@ enum conn_kind {
 
 /* A connection. Allocated by the accept thread, then owned by exactly one worker at a time: the
  * one whose epoll_wait returned it (EPOLLONESHOT disarms it) until that worker re-arms it with
- * EPOLL_CTL_MOD or closes and frees it. Idle, it holds no buffer: only this struct. */
+ * EPOLL_CTL_MOD or closes and frees it; in a solo group, its one worker. Idle, it holds no buffer:
+ * only this struct. */
 struct conn {
     int fd;          /* the socket; never used after close */
     uint32_t flags;  /* CONN_* */

@@ -36,6 +36,7 @@ struct opt {
     int drain_ms;                       /* SIGTERM grace for in-flight work */
     int batch;                          /* maxevents per epoll_wait of a worker */
     enum dispatch_policy dispatch;      /* how the accept thread picks a group */
+    bool oneshot_always;                /* --oneshot always: no level-triggered solo groups */
     int verbosity;                      /* 0 quiet (warnings), 1 info, 2 debug */
     const char *lua;                    /* --lua SCRIPT, or NULL: echo */
     size_t lua_mem;                     /* --lua-mem-mb, bytes per lua_State (0: no cap) */

@@ -287,13 +287,14 @@ static enum drained accept_all(struct acc *a, int li, long max)
         __atomic_add_fetch(&s->live, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&s->table[fd], c, __ATOMIC_RELEASE);
         raise_fd_hi(s, fd);
-        ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+        ev.events = EPOLLIN | EPOLLRDHUP;
         if (s->opt->proxy)
             c->flags |= CONN_PROXY; /* its first bytes are a PROXY header, for the worker */
         else if (s->lua && __atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
             ev.events |= EPOLLOUT; /* on_connect may speak first: run it now, not at input */
         if (s->lua)
             lconn_of(c)->sc.id = __atomic_add_fetch(&s->next_id, 1, __ATOMIC_RELAXED);
+        ev.events = pool_arm_events(g, c, ev.events);
         ev.data.ptr = c;
         if (s->opt->proxy) /* its header has a deadline, --idle-timeout or not */
             idle_arm(s, fd, idle_header_date(s, mono_ms()));

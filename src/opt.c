@@ -66,6 +66,11 @@
     X(DISPATCH, "--dispatch", 0, "rr|least", set_pool,                                             \
       "group choice per connection: round-robin, or the less loaded\n"                             \
       "of two random groups (default rr)")                                                         \
+    X(ONESHOT, "--oneshot", 0, "auto|always", set_pool,                                            \
+      "auto: a group of one worker registers its connections\n"                                    \
+      "level-triggered and re-arms only when what it waits for\n"                                  \
+      "changes; always: EPOLLONESHOT and a re-arm per event in\n"                                  \
+      "every group (default auto)")                                                                \
     X(LUA, "--lua", 0, "SCRIPT", set_lua,                                                          \
       "serve connections with this Lua 5.4 script (see lua/README.md)")                            \
     X(LUA_MEM_MB, "--lua-mem-mb", 0, "N", set_lua,                                                 \
@@ -513,6 +518,14 @@ static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name,
             o->dispatch = DISPATCH_LEAST;
         else {
             snprintf(err, errlen, "--dispatch: '%s' is not a policy; use rr or least", val);
+            return OPT_ERROR;
+        }
+        break;
+    case OPT_ONESHOT:
+        if (!strcmp(val, "auto") || !strcmp(val, "always"))
+            o->oneshot_always = val[1] == 'l';
+        else {
+            snprintf(err, errlen, "--oneshot: '%s' is not a mode; use auto or always", val);
             return OPT_ERROR;
         }
         break;

@@ -43,7 +43,8 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
     if (s->iplimit)
         iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[c->fd], __ATOMIC_RELAXED));
     /* No EPOLL_CTL_DEL first: the registration is disarmed (its EPOLLONESHOT event was delivered
-     * to this worker and not re-armed) or was never made, so no other thread can be handed it,
+     * to this worker and not re-armed), or in a solo group only this thread waits on its epoll
+     * fd, or it was never made, so no other thread can be handed it,
      * and close() of the only reference to the socket removes it from the epoll set. One
      * syscall less per connection. */
     sysc_close(c->fd);

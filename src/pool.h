@@ -58,8 +58,10 @@ struct group {
     int epfd;                               /* the shared epoll fd */
     int stopfd;                             /* eventfd, level-triggered, data.ptr NULL: stop */
     int nworkers;                           /* W: threads waiting on epfd */
-    cpu_set_t cpus;                         /* where its workers run */
-    struct worker *workers;                 /* nworkers of them */
+    bool solo;      /* one worker and --oneshot auto: connections are registered level-triggered,
+                     * without EPOLLONESHOT (worker.c, rearm) */
+    cpu_set_t cpus; /* where its workers run */
+    struct worker *workers; /* nworkers of them */
 };
 
 /* One accept thread: the listeners it polls (its shard of each --listen address), its epoll set
@@ -123,6 +125,27 @@ struct server {
     pthread_mutex_t iplock;      /* --max-conns-per-ip: held by whoever takes a slot (the
                                   * accept threads, or the workers with --proxy-protocol) */
 };
+
+/* The registration of c in group g for events (EPOLLIN, EPOLLOUT, EPOLLRDHUP): in a solo group
+ * level-triggered, remembered in c's CONN_REG_* bits (so a worker re-arms only when they
+ * change); elsewhere EPOLLONESHOT. Caller owns c, before the epoll_ctl that uses the result. */
+static inline uint32_t pool_arm_events(const struct group *g, struct conn *c, uint32_t events)
+{
+    if (!g->solo)
+        return events | EPOLLONESHOT;
+    c->flags = (c->flags & ~CONN_REG_MASK) | (events & EPOLLIN ? CONN_REG_IN : 0) |
+               (events & EPOLLOUT ? CONN_REG_OUT : 0) | (events & EPOLLRDHUP ? CONN_REG_RDHUP : 0);
+    return events;
+}
+
+/* Whether c, in a solo group, is registered for exactly events: then it needs no re-arm. */
+static inline bool pool_armed_for(const struct group *g, const struct conn *c, uint32_t events)
+{
+    return g->solo && !(events & ~(uint32_t)(EPOLLIN | EPOLLOUT | EPOLLRDHUP)) &&
+           (c->flags & CONN_REG_MASK) ==
+               ((events & EPOLLIN ? CONN_REG_IN : 0) | (events & EPOLLOUT ? CONN_REG_OUT : 0) |
+                (events & EPOLLRDHUP ? CONN_REG_RDHUP : 0));
+}
 
 /* Hand-off of a connection between threads. The kernel orders it: epoll_ctl (ADD by the accept
  * thread, MOD by a worker) happens before the epoll_wait that returns the connection to the

@@ -15,6 +15,14 @@
  * closes it. MOD re-polls the socket, so data that arrived meanwhile is reported at once. A
  * worker may take up to --batch events per epoll_wait; each is owned the same way.
  *
+ * Solo groups (--oneshot auto, the default). A group of one worker has no hand-off to make: the
+ * one thread in epoll_wait on its fd owns every connection in it. Its connections are
+ * registered level-triggered, without EPOLLONESHOT, and the worker calls EPOLL_CTL_MOD only
+ * when the events a connection waits for change (the CONN_REG_* bits remember what the
+ * registration asks: pool.h, pool_arm_events): one syscall less per request. Level-triggered
+ * re-reporting stands in for MOD's re-poll; the idle words are published the same way (ARMED
+ * between events), and close() still removes the registration (the only reference).
+ *
  * Locks. None of ours on the request path: epoll_ctl and epoll_wait are thread-safe (the kernel
  * takes each group's ep->mtx, which is why there are several groups). Shared words are atomics:
  * live counts (accept +1, closing worker -1), npending, draining, accept_paused, and the
@@ -173,6 +181,7 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
 
         g->idx = gi;
         g->nworkers = p->nworkers[gi];
+        g->solo = g->nworkers == 1 && !o->oneshot_always;
         g->cpus = p->cpus[gi];
         CPU_OR(&s->all_cpus, &s->all_cpus, &g->cpus);
         g->workers = calloc64((size_t)g->nworkers, sizeof(*g->workers));

@@ -229,8 +229,6 @@ static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const s
     if (had != has)
         __atomic_add_fetch(&s->npending, has ? 1 : -1, __ATOMIC_RELAXED);
 rearm:
-    ev.events = want | EPOLLONESHOT;
-    ev.data.ptr = c;
     /* for the idle sweep: input it will not read is no event of its (published by the arm) */
     c->flags = (c->flags & ~CONN_NOREAD) | (want & EPOLLIN ? 0 : CONN_NOREAD);
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
@@ -243,9 +241,14 @@ rearm:
         idle_rearm(s, fd);
     else if (s->opt->idle_ms)
         idle_arm(s, fd, (long)(end / 1000000));
+    if (pool_armed_for(w->g, c, want))
+        return end; /* level-triggered and already waiting for want: no re-arm */
+    ev.events = pool_arm_events(w->g, c, want);
+    ev.data.ptr = c;
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
-        /* Failed: the registration is unchanged (still disarmed), so c is still ours. Its
+        /* Failed: the registration is unchanged (still disarmed, or in a solo group still
+         * this worker's alone), so c is still ours. Its
          * pending output is lost: the client sees the close; the script hears io_error. */
         STAT_ADD(&w->st, err_epoll, 1);
         if (log_now())
@@ -297,7 +300,7 @@ static void close_idle(struct worker *w, struct conn *c)
  * workers serve them meanwhile instead of leaving them behind a wait. A connection re-armed
  * for input and output reports what it has at once; one that expired for --idle-timeout, or
  * whose re-arm fails, stays in the batch (closing it here would run on_close inside the
- * waiting callback). */
+ * waiting callback). A solo group has no other worker: its events stay in the batch, dated. */
 static void give_back_rest(void *arg)
 {
     struct worker *w = arg;
@@ -332,6 +335,10 @@ static void give_back_rest(void *arg)
                 w->evs[keep++] = w->evs[i];
                 continue;
             }
+        }
+        if (w->g->solo) { /* no other worker to serve it: it stays in the batch */
+            w->evs[keep++] = w->evs[i];
+            continue;
         }
         ev.data.ptr = c;
         fd = c->fd; /* after the re-arm, c is another worker's */

@@ -231,7 +231,8 @@ static void stop(struct daemon *d)
 
 /* EPOLL_CTL_MOD failing in a worker: the third re-arm of the connection fails after its third
  * echo went out; the worker closes it (pending output lost), counts err_epoll, logs. In Lua
- * mode the script hears on_close "io_error": on_connect and on_close still pair. */
+ * mode the script hears on_close "io_error": on_connect and on_close still pair. With
+ * --oneshot always: a re-arm at every event, in every group. */
 static void mod_fails(const char *const *args, bool lua)
 {
     struct daemon d;
@@ -259,13 +260,16 @@ static void mod_fails(const char *const *args, bool lua)
 
 static void test_fault_worker_epoll_mod(void **state)
 {
+    static const char *const args[] = {"--oneshot", "always", NULL};
+
     (void)state;
-    mod_fails(NULL, false);
+    mod_fails(args, false);
 }
 
 static void test_fault_worker_epoll_mod_lua(void **state)
 {
-    static const char *const args[] = {"--lua", "tests/fault/close_log.lua", NULL};
+    static const char *const args[] = {"--lua", "tests/fault/close_log.lua", "--oneshot", "always",
+                                       NULL};
 
     (void)state;
     mod_fails(args, true);
@@ -554,8 +558,9 @@ static void test_fault_send_mid_reply_echo(void **state)
                "connection closed on an I/O error: No buffer space available", NULL);
 }
 
-/* Every re-arm failing: each connection is closed after its first echo. 300 connections, each
- * counted; the log says so about once a second per worker, not 300 times. */
+/* Every re-arm failing (--oneshot always: one at every event): each connection is closed after
+ * its first echo. 300 connections, each counted; the log says so about once a second per
+ * worker, not 300 times. */
 static void test_fault_epoll_mod_flood_rate_limited(void **state)
 {
     struct daemon d;
@@ -564,7 +569,9 @@ static void test_fault_epoll_mod_flood_rate_limited(void **state)
     int lines = 0;
 
     (void)state;
-    spawn_faulty(&d, "epoll_ctl_mod:ENOMEM:thread=lfe-g", NULL);
+    static const char *const args[] = {"--oneshot", "always", NULL};
+
+    spawn_faulty(&d, "epoll_ctl_mod:ENOMEM:thread=lfe-g", args);
     l = (struct load){.port = d.port,
                       .conns = 10,
                       .short_total = 300,
@@ -583,6 +590,54 @@ static void test_fault_epoll_mod_flood_rate_limited(void **state)
     /* 2 workers, a line a second each at most */
     if (lines < 1 || lines > 2 * (took / 1000 + 2))
         fail_msg("%d lines for 300 failures in %ld ms", lines, took);
+    stop(&d);
+}
+
+/* A solo group (one worker, level-triggered) re-arms only when what a connection waits for
+ * changes: a request larger than the kernel's buffers from a client that does not read sends it
+ * to EPOLLOUT, and that MOD fails. The worker closes it (its pending output lost: the client
+ * sees the close), counts err_epoll, logs; small echoes, which never re-arm, go on; and the
+ * next connection that needs the change gets it (only the first call fails). */
+static void test_fault_solo_group_mod(void **state)
+{
+    static const char *const args[] = {
+        "--groups", "1", "--workers", "1", "--oneshot", "auto", "--max-pending", "64K", NULL};
+    static char big[8 << 20];
+    struct daemon d;
+    int fd;
+
+    (void)state;
+    spawn_faulty(&d, "epoll_ctl_mod:ENOMEM:nth=1:thread=lfe-g", args);
+    fd = tcp_connect(d.port);
+    for (int i = 0; i < 50; i++)
+        echo_once(fd, "small"); /* no re-arm: the fault's first call is still to come */
+    assert_int_equal(total_stat(&d, "err_epoll"), 0);
+    memset(big, 'b', sizeof(big));
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    for (size_t off = 0; off < sizeof(big);) { /* send until the server stops reading */
+        ssize_t n = send(fd, big + off, sizeof(big) - off, MSG_NOSIGNAL);
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN)
+            break; /* closed under us: the re-arm failed */
+        if (poll(&p, 1, 300) <= 0)
+            break; /* nothing moves: the server holds what it can */
+    }
+    for (long until = now_ms() + 5000 * slow; total_stat(&d, "err_epoll") < 1 && now_ms() < until;)
+        sleep_ms(20);
+    assert_int_equal(total_stat(&d, "err_epoll"), 1);
+    fcntl(fd, F_SETFL, 0);
+    expect_closed(fd, big, sizeof(big)); /* what was echoed before the fault, then the close */
+    close(fd);
+    assert_log(&d, "lfe-fault: epoll_ctl_mod -> ENOMEM (call 1)");
+    assert_log(&d, "epoll_ctl(MOD) on fd ");
+    assert_counters_add_up(&d);
+    assert_serves(&d);
+    assert_counters_add_up(&d);
     stop(&d);
 }
 
@@ -614,6 +669,7 @@ int main(void)
         cmocka_unit_test_teardown(test_fault_send_reset_mid_reply_lua, teardown),
         cmocka_unit_test_teardown(test_fault_send_mid_reply_echo, teardown),
         cmocka_unit_test_teardown(test_fault_epoll_mod_flood_rate_limited, teardown),
+        cmocka_unit_test_teardown(test_fault_solo_group_mod, teardown),
         cmocka_unit_test_teardown(test_fault_shim_rejects_bad_rule, teardown),
     };
     const char *env = getenv("LFE_FAULT_SHIM");

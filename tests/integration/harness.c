@@ -75,7 +75,8 @@ const char *log_text(const struct daemon *d)
  * see its log). */
 int spawn(struct daemon *d, const char *const *args, long nofile, const cpu_set_t *cpus)
 {
-    const char *argv[64] = {lfepolld}, *nacc = getenv("LFE_ACCEPT_THREADS");
+    const char *argv[64] = {lfepolld}, *nacc = getenv("LFE_ACCEPT_THREADS"),
+               *oneshot = getenv("LFE_ONESHOT");
     int argc = 1, fd;
     bool has_listen = false;
     long deadline = now_ms() + 5000L * slow;
@@ -84,6 +85,11 @@ int spawn(struct daemon *d, const char *const *args, long nofile, const cpu_set_
     if (nacc && *nacc) {
         argv[argc++] = "--accept-threads";
         argv[argc++] = nacc;
+    }
+    /* $LFE_ONESHOT: the same with --oneshot always (every group re-arms at each event) */
+    if (oneshot && *oneshot) {
+        argv[argc++] = "--oneshot";
+        argv[argc++] = oneshot;
     }
     for (; args && *args; args++) {
         has_listen |= strcmp(*args, "--listen") == 0;

@@ -514,6 +514,72 @@ static void test_sigterm_idle_and_sigusr1(void **state)
     cleanup(&d);
 }
 
+/* One group's run of echo load with args: the stats' events, rearms and closed. Small requests
+ * first (no output ever waits), then a reader that does not read for 500 ms and requests larger
+ * than the kernel's buffers, with a 64 KiB cap (the connection goes to EPOLLOUT and back):
+ * every byte checked. */
+static void rearm_counts(const char *const *args, long *events, long *rearms, long *closed)
+{
+    struct daemon d;
+    struct load l;
+
+    assert_int_equal(spawn(&d, args, 0, NULL), 0);
+    l = base_load(&d);
+    l.conns = 8;
+    l.reqs = 300;
+    l.min_size = 1;
+    l.max_size = 512;
+    load_run(&l);
+    assert_clean(&l, 2400);
+    l = base_load(&d);
+    l.conns = 4;
+    l.reqs = 1;
+    l.min_size = l.max_size = tcp_wmem_max() * 2 > (16u << 20) ? tcp_wmem_max() * 2 : 16u << 20;
+    l.noread_ms = 500;
+    load_run(&l);
+    assert_clean(&l, 4);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    *events = stat_value(log_text(&d), "stats: total", "events");
+    *rearms = stat_value(log_text(&d), "stats: total", "rearms");
+    *closed = stat_value(log_text(&d), "stats: total", "closed");
+    if (stat_value(log_text(&d), "stats: total", "paused") <= 0)
+        fail_msg("reading never paused at --max-pending 64K: %s", log_text(&d));
+    cleanup(&d);
+}
+
+/* --oneshot auto (the default): a group of one worker registers its connections
+ * level-triggered and re-arms only when what a connection waits for changes (output pending,
+ * reading paused), so an echo of small requests makes no EPOLL_CTL_MOD; every other group,
+ * and every group under --oneshot always, re-arms at each event that does not close. Each run
+ * echoes every byte, output waiting included. */
+static void test_solo_group_rearms_only_on_change(void **state)
+{
+    static const char *const solo[] = {"--cpus",        "0",   "--groups",  "1",
+                                       "--workers",     "1",   "--oneshot", "auto",
+                                       "--max-pending", "64K", NULL};
+    static const char *const always[] = {"--cpus",        "0",   "--groups",  "1",
+                                         "--workers",     "1",   "--oneshot", "always",
+                                         "--max-pending", "64K", NULL};
+    static const char *const pair[] = {"--cpus",        "0",   "--groups",  "1",
+                                       "--workers",     "2",   "--oneshot", "auto",
+                                       "--max-pending", "64K", NULL};
+    long ev, re, cl;
+
+    (void)state;
+    rearm_counts(solo, &ev, &re, &cl);
+    /* the second load's reader pauses: a few MODs to EPOLLOUT and back per connection */
+    if (ev < 2400 || re > ev / 10)
+        fail_msg("solo group: %ld events, %ld re-arms: want re-arms only on a change", ev, re);
+    rearm_counts(always, &ev, &re, &cl);
+    if (re != ev - cl)
+        fail_msg("--oneshot always: %ld events, %ld closed, %ld re-arms: want one a kept event", ev,
+                 cl, re);
+    rearm_counts(pair, &ev, &re, &cl);
+    if (re != ev - cl)
+        fail_msg("two workers: %ld events, %ld closed, %ld re-arms: want one a kept event", ev, cl,
+                 re);
+}
+
 /* lfepolld with args on the port of listen ("127.0.0.1:P", also in args) must not start: one
  * line naming listen and "port in use", exit status 1. */
 static void want_port_in_use(const char *const *args, const char *listen)
@@ -788,6 +854,7 @@ int main(void)
         cmocka_unit_test_teardown(test_cpus_keeps_main_thread, teardown),
         cmocka_unit_test_teardown(test_sigterm_under_load, teardown),
         cmocka_unit_test_teardown(test_sigterm_idle_and_sigusr1, teardown),
+        cmocka_unit_test_teardown(test_solo_group_rearms_only_on_change, teardown),
         cmocka_unit_test_teardown(test_port_in_use, teardown),
         cmocka_unit_test_teardown(test_accept_threads_port_in_use, teardown),
         cmocka_unit_test_teardown(test_bad_flags, teardown),

@@ -77,14 +77,17 @@ static int teardown_all(void **state)
     return teardown(state);
 }
 
-/* Sends line, returns the answer line (static, without "\n"), or "<closed>" / "<silent>". */
+/* Sends line (NULL: nothing), returns the answer line (static, without "\n"), or "<closed>" /
+ * "<silent>". */
 static const char *cmd(int fd, const char *line, long timeout_ms)
 {
     static char buf[4096];
     size_t got = 0;
 
-    send_all(fd, line, strlen(line));
-    send_all(fd, "\n", 1);
+    if (line) { /* NULL: only the answer to what was sent before */
+        send_all(fd, line, strlen(line));
+        send_all(fd, "\n", 1);
+    }
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         ssize_t n;
@@ -107,7 +110,7 @@ static void expect(int fd, const char *line, const char *want)
     const char *got = cmd(fd, line, 10000);
 
     if (strcmp(got, want))
-        fail_msg("'%s': got '%s', want '%s'", line, got, want);
+        fail_msg("'%s': got '%s', want '%s'", line ? line : "(sent before)", got, want);
 }
 
 static void expect_prefix(int fd, const char *line, const char *want)
@@ -115,7 +118,7 @@ static void expect_prefix(int fd, const char *line, const char *want)
     const char *got = cmd(fd, line, 10000);
 
     if (strncmp(got, want, strlen(want)))
-        fail_msg("'%s': got '%s', want '%s...'", line, got, want);
+        fail_msg("'%s': got '%s', want '%s...'", line ? line : "(sent before)", got, want);
 }
 
 /* The log names what, within 5 s. */
@@ -350,6 +353,53 @@ static void test_batch_given_back(void **state)
     free(body);
     for (int i = 0; i < 2; i++)
         close(busy[i]);
+    close(sleeper);
+    for (int i = 0; i < 20; i++)
+        close(fast[i]);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* A solo group (one worker, level-triggered: --oneshot auto) has no other worker to give a
+ * batch to: the events behind a callback that waits stay in the batch and are served after
+ * it, and the connections stay registered as they were (a regression: re-arming them with
+ * EPOLLONESHOT, as for a group of several, left each disarmed after its next event, and a
+ * second request hung). The worker is kept busy (sleep 0.5) while a sleeper and 20 echoes
+ * queue, so that one batch takes them all; then each connection asks twice more. */
+static void test_solo_batch_kept_through_wait(void **state)
+{
+    static const char *const args[] = {
+        "--lua", "tests/lua/io.lua", "--groups",    "1",         "--workers", "1", "--batch",
+        "32",    "--admin",          "127.0.0.1:0", "--oneshot", "auto",      NULL};
+    struct daemon d;
+    int ap, busy, sleeper, fast[20];
+    char *body;
+
+    (void)state;
+    start(&d, args);
+    ap = admin_port(&d);
+    busy = tcp_connect(d.port);
+    sleeper = tcp_connect(d.port);
+    for (int i = 0; i < 20; i++)
+        fast[i] = tcp_connect(d.port);
+    send_all(busy, "sleep 0.5\n", 10);
+    sleep_ms(200);
+    send_all(sleeper, "sleep 0.3\n", 10);
+    for (int i = 0; i < 20; i++)
+        send_all(fast[i], "x\n", 2);
+    expect_prefix(busy, NULL, "slept 0.5");
+    expect_prefix(sleeper, NULL, "slept 0.3");
+    for (int i = 0; i < 20; i++)
+        expect(fast[i], NULL, "unknown command");
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 20; i++)
+            expect(fast[i], "y", "unknown command");
+        expect_prefix(sleeper, "sleep 0", "slept 0.0");
+    }
+    assert_int_equal(http_get(ap, "/metrics", &body), 200);
+    assert_int_equal(metric_sum(body, "lfepolld_worker_given_back_total"), 0);
+    free(body);
+    close(busy);
     close(sleeper);
     for (int i = 0; i < 20; i++)
         close(fast[i]);
@@ -870,6 +920,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_use, teardown_all),
         cmocka_unit_test_teardown(test_timeouts, teardown_all),
         cmocka_unit_test_teardown(test_batch_given_back, teardown_all),
+        cmocka_unit_test_teardown(test_solo_batch_kept_through_wait, teardown_all),
         cmocka_unit_test_teardown(test_idle_and_waits, teardown_all),
         cmocka_unit_test_teardown(test_stop_while_waiting, teardown_all),
         cmocka_unit_test_teardown(test_proxy_and_delay, teardown_all),
