@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Toward a million connections (issue 26, item 7), to the descriptor limit of this machine: for
-# each count N, lfepolld (--cpus 0, on CPU 0) holding N connections from lfbench --mode long
-# (CPU 1, over --source SRC), in a network namespace of its own with sysctl.conf applied there
+# Toward a million connections (issue 26, item 7): for each count N, lfepolld (--cpus SRV_CPUS,
+# pinned there) holding N connections from lfbench --mode long (-t THREADS, pinned to CLI_CPUS,
+# over --source SRC), in a network namespace of its own with sysctl.conf applied there
 # (lfepolld --apply-sysctl: only the per-namespace keys exist inside it, so the host's settings
 # are not touched). Three lfbench runs per N, each opening all N again:
 #   idle:   -R 10, so the connections sit idle: the time to open them (lfbench's "opening"
@@ -13,28 +13,97 @@
 #           p50 and p99 from the intended send time, and sockstat "mem" mid-run;
 #   closed: closed loop, every connection one request in flight: QPS, client CPU per request.
 # Both ends are on this host, so a kernel figure per connection is per connection PAIR (a
-# client socket and a server socket). Each N must fit RLIMIT_NOFILE's hard limit (one
-# descriptor per connection in each process). Medians of REPS namespaces per N.
+# client socket and a server socket). Medians of REPS namespaces per N.
 #   tests/bench/million.sh      CONNS="1000 5000 10000 19000" RATE=20000 DUR=5 REPS=1
 #                               SRC=127.0.0.2-127.0.0.33
+# Knobs (defaults in brackets):
+#   SRV_CPUS [0], CLI_CPUS [1], THREADS [1]: lfepolld --cpus and taskset; lfbench's taskset and -t.
+#   NETNS [1]: 0 runs in this network namespace, no unshare or ip needed: sysctl.conf is then
+#     applied to the HOST (lfepolld --apply-sysctl, never lowering a key), and its TIME_WAIT and
+#     sockstat are the host's: only on a throwaway benchmark machine.
+#   RAISE_NOFILE [0]: as root, raise fs.nr_open (and fs.file-max) and RLIMIT_NOFILE's hard limit
+#     to what the largest N needs; 0 stops with the limit to raise instead.
+#   LFEPOLLD, LFBENCH [./lfepolld, ./lfbench of this checkout]; SKIP_BUILD [0]: 1 runs no make
+#     (prebuilt binaries on a machine without a compiler).
+# Each N needs N descriptors in each process (RLIMIT_NOFILE) and, to one server port, about
+# N / (ports in ip_local_port_range) source addresses in SRC: both are checked before any run.
+# Each N is bounded by a timeout of 120 s + 1 s per 2,000 connections (1,000,000: 10 min 20 s).
+# A million on 16 CPUs, as root, on a machine of its own:
+#   CONNS="100000 1000000" SRV_CPUS=0-7 CLI_CPUS=8-15 THREADS=8 RAISE_NOFILE=1 \
+#       SRC=127.0.0.2-127.0.0.41 tests/bench/million.sh
 set -euo pipefail
+die() { echo "million.sh: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "million.sh makes network namespaces: run it as root" >&2; exit 1; }
-command -v unshare >/dev/null || { echo "million.sh: needs unshare (util-linux)" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 CONNS=${CONNS:-"1000 5000 10000 19000"} RATE=${RATE:-20000} DUR=${DUR:-5} REPS=${REPS:-1}
 SRC=${SRC:-127.0.0.2-127.0.0.33}
-make -s --no-print-directory -C "$top" lfepolld lfbench
-ulimit -n "$(ulimit -Hn)"
+SRV_CPUS=${SRV_CPUS:-0} CLI_CPUS=${CLI_CPUS:-1} THREADS=${THREADS:-1}
+NETNS=${NETNS:-1} RAISE_NOFILE=${RAISE_NOFILE:-0} SKIP_BUILD=${SKIP_BUILD:-0}
+LFEPOLLD=${LFEPOLLD:-$top/lfepolld} LFBENCH=${LFBENCH:-$top/lfbench}
+case $NETNS in
+0) ;;
+1)
+    command -v unshare >/dev/null && command -v ip >/dev/null ||
+        die "NETNS=1 needs unshare (util-linux) and ip (iproute2); without them NETNS=0 runs in this namespace (it applies sysctl.conf to the host: a throwaway machine only)"
+    unshare -n true 2>/dev/null ||
+        die "unshare -n cannot make a network namespace here (no CAP_SYS_ADMIN: a container?); NETNS=0 runs in this namespace (it applies sysctl.conf to the host: a throwaway machine only)"
+    ;;
+*) die "NETNS=$NETNS: 1 (a namespace of its own) or 0 (this namespace)" ;;
+esac
+if [ "$SKIP_BUILD" != 1 ]; then
+    command -v make >/dev/null || die "no make here: build elsewhere and run with SKIP_BUILD=1 LFEPOLLD=... LFBENCH=..."
+    make -s --no-print-directory -C "$top" lfepolld lfbench
+fi
+for b in "$LFEPOLLD" "$LFBENCH"; do [ -x "$b" ] || die "$b is not an executable: build it (make lfepolld lfbench) or point LFEPOLLD/LFBENCH at one"; done
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "THREADS=$THREADS: a count of lfbench threads, 1 or more"
+for n in $CONNS; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "CONNS: '$n' is not a connection count"; done
+
+# Descriptors: N in each process, plus lfbench's 16 a thread and some for lfepolld's own.
+max=0
+for n in $CONNS; do [ "$n" -le "$max" ] || max=$n; done
+need=$((max + 16 * THREADS + 200))
 hard=$(ulimit -Hn)
-for n in $CONNS; do
-    [ "$n" -le $((hard - 100)) ] || {
-        echo "million.sh: $n connections need $n descriptors in each process and RLIMIT_NOFILE's" \
-            "hard limit is $hard: raise it (ulimit -Hn as root, fs.nr_open) or lower CONNS" >&2
-        exit 2
-    }
-done
+if [ "$hard" != unlimited ] && [ "$need" -gt "$hard" ]; then
+    [ "$RAISE_NOFILE" = 1 ] || die "$max connections need $need descriptors in each process and RLIMIT_NOFILE's hard limit is $hard: RAISE_NOFILE=1 raises it (fs.nr_open, ulimit -Hn: root), or lower CONNS"
+    if [ "$(cat /proc/sys/fs/nr_open)" -lt "$need" ]; then
+        echo "$need" 2>/dev/null >/proc/sys/fs/nr_open ||
+            die "cannot raise fs.nr_open to $need (read-only /proc/sys: a container?): run the container with --ulimit nofile=$need or lower CONNS"
+    fi
+    ulimit -Hn "$need" 2>/dev/null || die "cannot raise RLIMIT_NOFILE's hard limit from $hard to $need (no CAP_SYS_RESOURCE?): lower CONNS"
+    hard=$need
+fi
+ulimit -n "$hard"
+# Both ends on this host: 2 N open files host-wide.
+fmax=$(cat /proc/sys/fs/file-max)
+if [ "$fmax" -lt $((2 * need + 100000)) ]; then
+    if [ "$RAISE_NOFILE" = 1 ] && echo $((2 * need + 100000)) 2>/dev/null >/proc/sys/fs/file-max; then
+        fmax=$((2 * need + 100000))
+    else
+        echo "million.sh: fs.file-max $fmax is below the $((2 * need)) files of $max connection pairs: the largest N may fail to open (RAISE_NOFILE=1 raises it)" >&2
+    fi
+fi
+if [ "$NETNS" = 0 ]; then
+    # The host's keys, never lowered; what was set or could not be goes to stderr (it exits 1
+    # while any key, RLIMIT_NOFILE included, still needs attention: not an error here).
+    { "$LFEPOLLD" --apply-sysctl 2>&1 || true; } | { grep -E '^(set|cannot set) ' || true; } |
+        sed 's/^/million.sh: host: /' >&2
+    range=$(cat /proc/sys/net/ipv4/ip_local_port_range)
+else
+    range=$(unshare -n sh -c '"$1" --apply-sysctl >/dev/null 2>&1; cat /proc/sys/net/ipv4/ip_local_port_range' sh "$LFEPOLLD")
+fi
+# Ports: to one server address and port, each source address has the ephemeral range's ports.
+ip2n() { local IFS=.; set -- $1; echo $((($1 << 24) + ($2 << 16) + ($3 << 8) + $4)); }
+[[ $SRC =~ ^[0-9.]+(-[0-9.]+)?$ ]] || die "SRC=$SRC: an IPv4 address or range A-B in 127.0.0.0/8"
+naddr=$(($(ip2n "${SRC#*-}") - $(ip2n "${SRC%%-*}") + 1))
+[ "$naddr" -ge 1 ] && [ "$naddr" -le 256 ] || die "SRC=$SRC: an ascending range A-B of 1 to 256 addresses (lfbench --source)"
+read -r plo phi <<<"$range"
+per=$((phi - plo + 1))
+[ "$max" -le $((naddr * per)) ] ||
+    die "$max connections to one server port need $(((max + per - 1) / per)) source addresses with ports $plo-$phi ($per each), and SRC=$SRC has $naddr: widen SRC"
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); $(nproc) CPUs;" \
-    "load $(cut -d' ' -f1-3 /proc/loadavg); RLIMIT_NOFILE $hard; tcp_mem $(tr '\t' ' ' </proc/sys/net/ipv4/tcp_mem) (pages, host-wide); CONNS=\"$CONNS\" RATE=$RATE DUR=$DUR REPS=$REPS SRC=$SRC"
+    "load $(cut -d' ' -f1-3 /proc/loadavg); RLIMIT_NOFILE $hard; fs.file-max $fmax; tcp_mem $(tr '\t' ' ' </proc/sys/net/ipv4/tcp_mem 2>/dev/null) (pages, host-wide);" \
+    "CONNS=\"$CONNS\" RATE=$RATE DUR=$DUR REPS=$REPS SRC=$SRC ($naddr x $per ports) SRV_CPUS=$SRV_CPUS CLI_CPUS=$CLI_CPUS THREADS=$THREADS NETNS=$NETNS"
+
 # SLUB merges caches of one size: a line of /proc/slabinfo then counts its aliases' objects too
 # (here eventpoll_epi's holds tcp_bind_bucket's and tcp_bind2_bucket's).
 for c in TCP sock_inode_cache filp dentry eventpoll_epi ep_head; do
@@ -44,16 +113,22 @@ for c in TCP sock_inode_cache filp dentry eventpoll_epi ep_head; do
     [ -z "$a" ] || echo "slabinfo's $c line also counts: $a"
 done
 
-# One N in a fresh namespace; prints KEY=VALUE words on one line starting "result".
+# One N, in a fresh namespace (NETNS=1) or in this one; prints KEY=VALUE words on one line
+# starting "result", and a line a phase on stderr as it goes (what a cut-short run leaves).
 one() { # N
-    timeout -k 10 $((300 + $1 / 50)) unshare -n bash -s -- "$top" "$1" "$RATE" "$DUR" "$SRC" <<'INNER'
+    local ns=()
+    [ "$NETNS" = 0 ] || ns=(unshare -n)
+    timeout -k 10 $((120 + $1 / 2000)) ${ns[@]+"${ns[@]}"} bash -s -- "$LFEPOLLD" "$LFBENCH" "$1" "$RATE" \
+        "$DUR" "$SRC" "$NETNS" "$SRV_CPUS" "$CLI_CPUS" "$THREADS" <<'INNER'
 set -eu
-top=$1 n=$2 rate=$3 dur=$4 src=$5
-ip link set lo up
-"$top/lfepolld" --apply-sysctl >/dev/null 2>&1 || true
-echo "namespace: somaxconn $(cat /proc/sys/net/core/somaxconn), ports $(tr '\t' - </proc/sys/net/ipv4/ip_local_port_range)" >&2
+lfepolld=$1 lfbench=$2 n=$3 rate=$4 dur=$5 src=$6 netns=$7 srv_cpus=$8 cli_cpus=$9 threads=${10}
+if [ "$netns" = 1 ]; then
+    ip link set lo up
+    "$lfepolld" --apply-sysctl >/dev/null 2>&1 || true
+fi
+echo "n=$n: somaxconn $(cat /proc/sys/net/core/somaxconn), ports $(tr '\t' - </proc/sys/net/ipv4/ip_local_port_range)" >&2
 port=9876
-taskset -c 0 "$top/lfepolld" --listen 127.0.0.1:$port --cpus 0 -q 2>/dev/null &
+taskset -c "$srv_cpus" "$lfepolld" --listen 127.0.0.1:$port --cpus "$srv_cpus" -q 2>/dev/null &
 srv=$!
 bench=
 out=$(mktemp)
@@ -76,23 +151,27 @@ snap() {
     done
 }
 # phase NAME SAMPLE_AFTER LFBENCH-ARGS...: lfbench in the background; SAMPLE_AFTER seconds
-# after all N are established (2N sockets more in the namespace), snap NAME; then the run's output is in $out.
+# after all N are established (2N sockets more in the namespace), snap NAME; then the run's
+# output is in $out. The waits allow a million opened at 5,000/s and closed at 10,000/s.
 phase() {
-    local name=$1 after=$2 base
+    local name=$1 after=$2 base end
     shift 2
     base=$(inuse)
-    taskset -c 1 "$top/lfbench" -c "$n" --source "$src" --open-timeout 600s -q "$@" \
-        127.0.0.1:$port >"$out" 2>&1 &
+    taskset -c "$cli_cpus" "$lfbench" -t "$threads" -c "$n" --source "$src" --open-timeout 600s \
+        -q "$@" 127.0.0.1:$port >"$out" 2>&1 &
     bench=$!
-    for _ in $(seq 3000); do # up to 10 min
+    end=$((SECONDS + 60 + n / 5000))
+    while [ $SECONDS -lt $end ]; do
         [ "$(inuse)" -ge $((base + 2 * n)) ] || ! kill -0 $bench 2>/dev/null && break
         sleep 0.2
     done
     sleep "$after"
     snap "$name"
-    wait $bench || echo "lfbench ($name) exited $?: $(grep -E 'errors|FAILED|unsent' "$out" | head -3 | tr '\n' ' ')" >&2
+    wait $bench || echo "lfbench ($name) exited $?: $(grep -E 'errors|FAILED|unsent|lfbench:' "$out" | head -3 | tr '\n' ' ')" >&2
     bench=
-    for _ in $(seq 300); do [ "$(inuse)" -lt $((base + 10)) ] && break; sleep 0.1; done
+    echo "n=$n $name: $(grep -m1 '^opening' "$out" || echo 'no opening line')" >&2
+    end=$((SECONDS + 30 + n / 10000))
+    while [ $SECONDS -lt $end ]; do [ "$(inuse)" -lt $((base + 10)) ] && break; sleep 0.1; done
 }
 opened() { sed -n 's/^opening *\([0-9]*\) of [0-9]* connections\{0,1\} open in \([0-9.]*\) s.*/\1 \2/p' "$out"; }
 field() { awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) {print $(i + 1); exit}}' "$out"; }
@@ -102,6 +181,8 @@ snap s0
 phase idle 1.5 -R 10 -d 5
 read -r open_n open_s < <(opened) || { open_n=0 open_s=-; }
 overflows=$(field ListenOverflows) cookies=$(field SyncookiesSent) retrans=$(field RetransSegs)
+per() { echo "$1 $2 $n" | awk '{printf "%.0f", ($1 - $2) / $3}'; }
+echo "n=$n idle: lfepolld $(per $((idle_srv * 1024)) $((s0_srv * 1024))) B/conn, lfbench $idle_cli kB, Slab $(per $((idle_slab * 1024)) $((s0_slab * 1024))) B/pair, inuse $idle_inuse" >&2
 phase open $((2 + dur / 2)) -R "$rate" --warmup 2 -d "$dur"
 o_p50=$(field p50) o_p99=$(field p99)
 o_qps=$(awk '/^requests/ {for (i = 1; i <= NF; i++) if ($i == "req/s,") print $(i - 1)}' "$out")
@@ -111,7 +192,6 @@ phase closed $((2 + dur / 2)) --warmup 2 -d "$dur"
 c_qps=$(awk '/^requests/ {for (i = 1; i <= NF; i++) if ($i == "req/s,") print $(i - 1)}' "$out")
 c_us=$(awk '/^client CPU/ {for (i = 1; i <= NF; i++) if ($i == "µs") print $(i - 1)}' "$out")
 read -r _ c_open < <(opened) || c_open=-
-per() { echo "$1 $2 $n" | awk '{printf "%.0f", ($1 - $2) / $3}'; }
 line="result n=$n opened=$open_n open_s=$open_s open_s_openloop=$o_open open_s_closed=$c_open"
 line+=" srv_b=$(per $((idle_srv * 1024)) $((s0_srv * 1024))) cli_kb=$idle_cli"
 line+=" slab_b=$(per $((idle_slab * 1024)) $((s0_slab * 1024))) mem_pages_idle=$((idle_mem - s0_mem))"
