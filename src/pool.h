@@ -128,7 +128,8 @@ struct server {
 
 /* The registration of c in group g for events (EPOLLIN, EPOLLOUT, EPOLLRDHUP): in a solo group
  * level-triggered, remembered in c's CONN_REG_* bits (so a worker re-arms only when they
- * change); elsewhere EPOLLONESHOT. Caller owns c, before the epoll_ctl that uses the result. */
+ * change); elsewhere EPOLLONESHOT. Caller owns c, before it publishes c as armed (idle_arm:
+ * the sweeper may then read c->flags) and before the epoll_ctl that uses the result. */
 static inline uint32_t pool_arm_events(const struct group *g, struct conn *c, uint32_t events)
 {
     if (!g->solo)

@@ -182,7 +182,7 @@ static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
 static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io)
 {
     struct server *s = w->srv;
-    bool had, has;
+    bool had, has, armed;
     enum conn_why why = CONN_WHY_EOF;
     uint32_t want;
     struct epoll_event ev;
@@ -231,6 +231,11 @@ static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const s
 rearm:
     /* for the idle sweep: input it will not read is no event of its (published by the arm) */
     c->flags = (c->flags & ~CONN_NOREAD) | (want & EPOLLIN ? 0 : CONN_NOREAD);
+    /* What the registration will ask, in c->flags (CONN_REG_*) too: written before the idle
+     * word publishes c as armed, after which the sweeper may read c->flags (idle.c, judge) */
+    armed = pool_armed_for(w->g, c, want);
+    if (!armed)
+        ev.events = pool_arm_events(w->g, c, want);
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
     end = t.tv_sec * 1000000000LL + t.tv_nsec;
     if (c->flags & CONN_LINGER) /* dated by its window's start, not by this event: what the
@@ -241,9 +246,8 @@ rearm:
         idle_rearm(s, fd);
     else if (s->opt->idle_ms)
         idle_arm(s, fd, (long)(end / 1000000));
-    if (pool_armed_for(w->g, c, want))
+    if (armed)
         return end; /* level-triggered and already waiting for want: no re-arm */
-    ev.events = pool_arm_events(w->g, c, want);
     ev.data.ptr = c;
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {

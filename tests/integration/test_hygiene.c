@@ -2,7 +2,8 @@
  * client that never reads, a client that keeps talking, and a Lua script that hears "idle";
  * --proxy-protocol against v1 and v2 headers whole and byte by byte, garbage, a stop in the
  * middle of a header, the per-address limit on the header's address, and a real HAProxy
- * (send-proxy, send-proxy-v2, its health checks) in front. */
+ * (send-proxy, send-proxy-v2, its health checks) in front; a group of one worker asleep while
+ * its clients hold still. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -347,7 +348,9 @@ static bool none_live_within(int ap, long timeout_ms)
  * stops reading it at --max-pending and re-arms for output only; its sweep once took the input
  * it had stopped reading for an event waiting for a worker, re-dated the connection on every
  * look, and kept it (with --max-pending of heap and its kernel buffers) for ever. Nothing moves
- * on it: it must go within a few seconds, counted as idle. */
+ * on it: it must go within a few seconds, counted as idle. Under ThreadSanitizer it also caught
+ * a solo group's worker writing the connection's CONN_REG_* flags after publishing it ARMED,
+ * while the sweep read them (idle.c, judge). */
 static void test_idle_closes_a_sender_that_never_reads(void **state)
 {
     static const char *const echo[] = {"--idle-timeout", "1s", "--admin", "127.0.0.1:0", NULL};
@@ -433,6 +436,141 @@ static void test_idle_closes_a_half_closed_peer_that_never_reads(void **state)
         cleanup(&d);
     }
     free(buf);
+}
+
+/* A connection to 127.0.0.1:port whose receive buffer is small (most of what comes back
+ * waits in the daemon), that has sent the PROXY header head (NULL: none). */
+static int held_connect(int port, const char *head)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    if (head)
+        send_all(fd, head, strlen(head));
+    return fd;
+}
+
+/* A group of one worker registers its connections level-triggered (--oneshot auto): a socket
+ * that stays ready for what its registration asks is reported at every epoll_wait, so a state
+ * the daemon leaves a connection in while it waits for the client must ask for nothing that
+ * is already there, or the worker spins. Clients hold each such state still, at once, in one
+ * daemon: a PROXY header cut short ("PROX"); a client that sent until reading paused at
+ * --max-pending and never reads; one that sent less than the cap but more than the kernel holds,
+ * then its end (SHUT_WR), and never reads (output pending, input ended); one answered and left
+ * open; in Lua also a script's close (hold.lua's "bigclose") whose 900,000-byte reply the
+ * client does not read. One that half-closes after a request must be answered and closed. Then
+ * the worker must sleep: no more than a few events in 500 ms (a spinning one handles thousands),
+ * every connection still there, a new one served. The same with --oneshot always (EPOLLONESHOT,
+ * a re-arm per event), where a spin would be one re-arm's re-poll per event. */
+static void hold_still(const char *oneshot, bool lua)
+{
+    static const char v1[] = "PROXY TCP4 192.0.2.1 127.0.0.1 40000 9876\r\n";
+    size_t total = tcp_wmem_max() + (2u << 20);
+    char cap[32], *buf = malloc(total), got[64];
+    const char *args[20] = {"--groups",      "1",     "--workers",       "1",
+                            "--oneshot",     oneshot, "--admin",         "127.0.0.1:0",
+                            "--max-pending", cap,     "--proxy-protocol"};
+    const char *what = lua ? "lua" : "echo";
+    int ap, partial, paused, ended, answered, closing = -1, fin, fresh, n = 11;
+    double ev0, ev1, live;
+    struct daemon d;
+    long t0 = now_ms();
+    ssize_t r;
+
+    assert_non_null(buf);
+    memset(buf, 'h', total);
+    /* room for everything "ended" sends */
+    snprintf(cap, sizeof(cap), "%zuK", (total >> 10) + 4096);
+    if (lua) {
+        args[n++] = "--lua";
+        args[n++] = "tests/lua/hold.lua";
+    }
+    start(&d, args);
+    ap = admin_port(&d);
+    ended = held_connect(d.port, v1);
+    send_all(ended, buf, total);
+    assert_int_equal(shutdown(ended, SHUT_WR), 0);
+    for (long until = now_ms() + 10000 * slow;
+         metric(ap, "lfepolld_worker_bytes_in_total") < (double)total && now_ms() < until;)
+        sleep_ms(20);
+    if (metric(ap, "lfepolld_worker_bytes_in_total") != (double)total ||
+        metric(ap, "lfepolld_connections_pending_output") != 1)
+        fail_msg("%s, --oneshot %s: want all %zu bytes read and output pending", what, oneshot,
+                 total);
+    paused = held_connect(d.port, v1);
+    /* until the daemon takes nothing for 300 ms */
+    for (long stuck = now_ms(), off = 0; now_ms() - stuck < 300;) {
+        ssize_t w = send(paused, buf + off, 65536, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (w < 0 && errno != EAGAIN)
+            fail_msg("%s, --oneshot %s: send: %s", what, oneshot, strerror(errno));
+        if (w > 0) {
+            off = (off + w) % (long)(total - 65536);
+            stuck = now_ms();
+        } else {
+            sleep_ms(5);
+        }
+        if (now_ms() - t0 > 10000L * slow)
+            fail_msg("%s, --oneshot %s: the daemon kept reading for 10 s", what, oneshot);
+    }
+    if (metric(ap, "lfepolld_worker_paused_total") < 1)
+        fail_msg("%s, --oneshot %s: reading never paused at --max-pending", what, oneshot);
+    partial = held_connect(d.port, "PROX");
+    answered = held_connect(d.port, v1);
+    send_all(answered, "hi\n", 3);
+    assert_int_equal(wait_read(answered, got, sizeof(got), &r, 5000 * slow), 1);
+    if (lua) {
+        closing = held_connect(d.port, v1);
+        send_all(closing, "bigclose\n", 9);
+    }
+    fin = held_connect(d.port, v1);
+    send_all(fin, "bye\n", 4);
+    assert_int_equal(shutdown(fin, SHUT_WR), 0);
+    if (!closed_within(fin, 5000))
+        fail_msg("%s, --oneshot %s: a client that half-closed after its request was not "
+                 "answered and closed",
+                 what, oneshot);
+    sleep_ms(200); /* the last events of those states */
+    live = metric(ap, "lfepolld_connections");
+    ev0 = metric(ap, "lfepolld_worker_events_total");
+    sleep_ms(500);
+    ev1 = metric(ap, "lfepolld_worker_events_total");
+    if (ev1 - ev0 > 4)
+        fail_msg("%s, --oneshot %s: %.0f events in 500 ms while every client held still: the "
+                 "worker spins on a connection that stays ready",
+                 what, oneshot, ev1 - ev0);
+    if (live != (lua ? 5 : 4) || metric(ap, "lfepolld_connections") != live)
+        fail_msg("%s, --oneshot %s: %.0f connections live, want %d", what, oneshot, live,
+                 lua ? 5 : 4);
+    fresh = held_connect(d.port, v1);
+    send_all(fresh, "still\n", 6);
+    assert_int_equal(wait_read(fresh, got, sizeof(got), &r, 5000 * slow), 1);
+    for (int *fd = (int[]){fresh, fin, partial, paused, ended, answered, closing}, i = 0; i < 7;
+         i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+    free(buf);
+}
+
+static void test_solo_group_sleeps_while_clients_hold_still(void **state)
+{
+    (void)state;
+    hold_still("auto", false);
+    hold_still("always", false);
+}
+
+static void test_solo_group_sleeps_while_lua_clients_hold_still(void **state)
+{
+    (void)state;
+    hold_still("auto", true);
+    hold_still("always", true);
 }
 
 /* The other side of "nothing moved": a client that sent megabytes and then reads slowly but
@@ -880,6 +1018,8 @@ int main(void)
         cmocka_unit_test_teardown(test_idle_closes_a_sender_that_never_reads, teardown),
         cmocka_unit_test_teardown(test_idle_closes_a_half_closed_peer_that_never_reads, teardown),
         cmocka_unit_test_teardown(test_idle_keeps_a_slow_steady_reader, teardown),
+        cmocka_unit_test_teardown(test_solo_group_sleeps_while_clients_hold_still, teardown),
+        cmocka_unit_test_teardown(test_solo_group_sleeps_while_lua_clients_hold_still, teardown),
         cmocka_unit_test_teardown(test_proxy_echo, teardown),
         cmocka_unit_test_teardown(test_proxy_lua_peer_and_limit, teardown),
         cmocka_unit_test_teardown(test_proxy_header_deadline, teardown),
