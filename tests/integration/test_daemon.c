@@ -515,8 +515,8 @@ static void test_sigterm_idle_and_sigusr1(void **state)
 }
 
 /* One group's run of echo load with args: the stats' events, rearms and closed. Small requests
- * first (no output ever waits), then a reader that does not read for 500 ms and requests larger
- * than the kernel's buffers, with a 64 KiB cap (the connection goes to EPOLLOUT and back):
+ * first (no output ever waits), then a reader that does not read for 1 s (x TEST_SLOW) and requests
+ * larger than the kernel's buffers, with a 64 KiB cap (the connection goes to EPOLLOUT and back):
  * every byte checked. */
 static void rearm_counts(const char *const *args, long *events, long *rearms, long *closed)
 {
@@ -535,7 +535,7 @@ static void rearm_counts(const char *const *args, long *events, long *rearms, lo
     l.conns = 4;
     l.reqs = 1;
     l.min_size = l.max_size = tcp_wmem_max() * 2 > (16u << 20) ? tcp_wmem_max() * 2 : 16u << 20;
-    l.noread_ms = 500;
+    l.noread_ms = 1000 * slow; /* long enough for a slow (sanitized) server to fill the buffers */
     load_run(&l);
     assert_clean(&l, 4);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
