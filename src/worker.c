@@ -252,8 +252,8 @@ rearm:
     HANDOFF_RELEASE(c);
     if (epoll_ctl(w->g->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
         /* Failed: the registration is unchanged (still disarmed, or in a solo group still
-         * this worker's alone), so c is still ours. Its
-         * pending output is lost: the client sees the close; the script hears io_error. */
+         * this worker's alone), so c is still ours. Its pending output is lost: the client
+         * sees the close; the script hears io_error. */
         STAT_ADD(&w->st, err_epoll, 1);
         if (log_now())
             log_warn("worker %d.%d: epoll_ctl(MOD) on fd %d: %s; connection closed", w->g->idx,
