@@ -62,6 +62,7 @@ static void test_defaults(void **state)
     assert_int_equal(o.proxy_ms, 5000); /* a PROXY header is never waited for without end */
     assert_int_equal(o.batch, 16);
     assert_int_equal(o.dispatch, DISPATCH_RR);
+    assert_false(o.oneshot_always); /* --oneshot auto: groups of one level-triggered */
     assert_int_equal(o.verbosity, 1);
 }
 
@@ -96,6 +97,10 @@ static void test_every_flag(void **state)
     assert_int_equal(o.verbosity, 2);
     assert_int_equal(o.dispatch, DISPATCH_RR);
     assert_int_equal(o.drain_ms, 2500);
+    assert_int_equal(parse("--oneshot", "always", NULL), OPT_RUN);
+    assert_true(o.oneshot_always);
+    assert_int_equal(parse("--oneshot=always", "--oneshot", "auto", NULL), OPT_RUN);
+    assert_false(o.oneshot_always); /* the last one given wins */
 }
 
 static void test_help_version(void **state)
@@ -141,6 +146,11 @@ static void test_bad_values(void **state)
     expect_error("--batch: '0'", parse("--batch", "0", NULL));
     expect_error("--dispatch: 'random' is not a policy; use rr or least",
                  parse("--dispatch", "random", NULL));
+    expect_error("--oneshot: 'never' is not a mode; use auto or always",
+                 parse("--oneshot", "never", NULL));
+    expect_error("--oneshot: 'Always' is not a mode; use auto or always",
+                 parse("--oneshot", "Always", NULL));
+    expect_error("--oneshot: '' is not a mode; use auto or always", parse("--oneshot=", NULL));
 }
 
 static void test_too_many_listen(void **state)
