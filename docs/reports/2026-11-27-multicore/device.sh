@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# device.sh: issue 26's figures on the 16-CPU device, in one run of about 4-5 minutes (each step
+# device.sh: issue 26's figures on a 16-CPU machine, in one run of about 4-5 minutes (each step
 # bounded: A_TIMEOUT + B_TIMEOUT + ~15 s at most). Run as root from the repository root, with
 # lfepolld, lfbench and .dev carried (.dev/collect.sh fills .dev/lib and .dev/peers first):
-#   OUT=/some/dir .dev/device.sh          (the device sets $OUT)
+#   OUT=/some/dir .dev/device.sh          (OUT: where the results go)
 # It changes the HOST's settings (sysctl.conf's keys, the port range, fs.nr_open, tcp_mem,
 # nf_conntrack_max, RLIMIT_NOFILE): for a throwaway machine only. DRY=1 changes none of them and
 # shrinks every step, to try the script anywhere:
 #   DRY=1 OUT=$(mktemp -d) .dev/device.sh
 # Steps: A, tests/bench/multicore.sh long connections (rp, lf, lf_os: --oneshot always, uring);
 #        B, tests/bench/million.sh at 100,000 and 1,000,000 connections.
-# Results, at most 8 files directly under $OUT: device.log (everything), multicore.txt (step A's
+# Results under $OUT: device.log (everything), multicore.txt (step A's
 # header, report, raw lines and any server's messages).
 set -uo pipefail
 DRY=${DRY:-0}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# device2.sh: the second device run: long connections REPS=5 (rp lf lf_os uring), then short
+# device2.sh: the second run on the 16-CPU machine: long connections REPS=5 (rp lf lf_os uring), then short
 # connections REPS=3 for rp and lf with the scaling curve at 1, 2, 4 server CPUs.
 set -uo pipefail
 top=$PWD
