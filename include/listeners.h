@@ -6,6 +6,7 @@
 
 #include "opt.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct listeners {
@@ -17,6 +18,7 @@ struct listeners {
     int tconn;                 /* --takeover: the predecessor to tell READY, or -1 */
     int reused;                /* sockets taken over... */
     int ntaken;                /* ...of those handed over */
+    bool taken[OPT_MAX_LFDS];  /* fds[i] was handed over (its options set once it is ours) */
 };
 
 /* Fills l for o with naccept accept threads. Socket activation: the sockets systemd passed
@@ -26,10 +28,17 @@ struct listeners {
  * first, so that shards never join another process's SO_REUSEPORT group), and shards are
  * added up to naccept beside sockets that carry SO_REUSEPORT. A handed socket bound where
  * --admin asks becomes admin_fd; the others are closed. Then --defer-accept and --fastopen on
- * each listener. Returns 0, or the exit status (1, or 2 for a usage error) with one line in
- * err; l then holds nothing open but tconn (the caller closes it: the predecessor goes on). */
+ * each listener bound here (the handed ones are the predecessor's until it lets them go:
+ * listeners_taken_over). Under socket activation nothing is set (a warning names the .socket
+ * setting for each such option) and --takeover is an error. Returns 0, or the exit status (1,
+ * or 2 for a usage error) with one line in err; l then holds nothing open but tconn (the
+ * caller closes it: the predecessor goes on). */
 int listeners_acquire(struct listeners *l, const struct opt *o, int naccept, char *err,
                       size_t errlen);
+
+/* Once the predecessor has been told READY (the handed sockets are this instance's alone):
+ * --defer-accept and --fastopen on each of them as this instance's options say, set or not. */
+void listeners_taken_over(const struct listeners *l, const struct opt *o);
 
 /* Closes every socket of l (fds, admin_fd) and forgets them. */
 void listeners_close(struct listeners *l);

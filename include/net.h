@@ -40,6 +40,13 @@ int net_listen_shard(int like, int backlog, char *err, size_t errlen);
  * listener, so that closing it resets nothing that was queued. Returns 0 or -errno. */
 int net_refuse_syns(int lfd);
 
+/* Whether listener lfd carries exactly net_refuse_syns's filter: left on a socket that outlived
+ * a stop (one from systemd's socket activation, before lfepolld left those as they came). */
+bool net_refuses_syns(int lfd);
+
+/* Takes lfd's socket filter off (net_refuses_syns's). Returns 0 or -errno. */
+int net_accept_syns(int lfd);
+
 /* Whether listener lfd defers accepting (TCP_DEFER_ACCEPT set). */
 bool net_defers(int lfd);
 

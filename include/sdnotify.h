@@ -22,8 +22,9 @@ long long sdnotify_watchdog_usec(void);
 
 /* Socket activation: when $LISTEN_PID is this process, the number of listening sockets handed
  * over from fd 3 ($LISTEN_FDS), each checked to be a listening stream socket and made
- * non-blocking and close-on-exec; 0 when none were handed to this process. -1 with one line in
- * err when the variables or a descriptor are not what systemd hands over. */
+ * close-on-exec (its descriptor's flag; nothing of the socket, which systemd keeps, changes
+ * here); 0 when none were handed to this process. -1 with one line in err when the variables
+ * or a descriptor are not what systemd hands over. */
 int sdnotify_listen_fds(int max, char *err, size_t errlen);
 
 #endif /* LFE_SDNOTIFY_H */

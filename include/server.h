@@ -50,6 +50,12 @@ void server_handover(struct server *s);
  * is the other's to accept). false: they are this instance's alone again. */
 void server_listeners_shared(struct server *s, bool shared);
 
+/* Before server_start: the listeners are systemd's (socket activation), which keeps them after
+ * this process exits and passes them to the next start, so they leave it as they came: made
+ * non-blocking by server_start and put back as they were before their close; at the stop no
+ * SYN filter and no drain of their queues (what waits there is the next start's). */
+void server_listeners_kept(struct server *s);
+
 /* SIGHUP in Lua mode: checks and publishes a new generation of the script (workers switch
  * between requests). Logs the outcome. Returns 0, or -1 when the old script stays. */
 int server_reload(struct server *s);

@@ -28,6 +28,7 @@ static int bind_address(struct listeners *l, const struct opt *o, int i, int nac
      * shards, whatever our count: closing one would reset what waits in its queue */
     for (int k = 0; k < ntaken; k++)
         if (taken[k] >= 0 && takeover_match(taken[k], o->listen[i]) && l->n < OPT_MAX_LFDS) {
+            l->taken[l->n] = true;
             l->fds[l->n++] = taken[k];
             taken[k] = -1;
             l->reused++;
@@ -72,29 +73,92 @@ static int bind_address(struct listeners *l, const struct opt *o, int i, int nac
     return 0;
 }
 
-/* --defer-accept and --fastopen on every listener bound or taken over here. */
-static void set_options(const struct listeners *l, const struct opt *o)
+/* The value of TCP option name on fd, or -1 where it cannot be read. */
+static int tcp_option(int fd, int name)
 {
+    int v = 0;
+    socklen_t sl = sizeof(v);
+
+    return getsockopt(fd, IPPROTO_TCP, name, &v, &sl) == 0 ? v : -1;
+}
+
+/* --defer-accept and --fastopen on the listeners this instance bound (taken: false), or on
+ * those a predecessor handed over (taken: true; called once it has let them go: until then a
+ * start that fails must leave them as they came). A taken one follows this instance's options,
+ * set or not: a restart without --defer-accept does not go on deferring. */
+static void set_options(const struct listeners *l, const struct opt *o, bool taken)
+{
+    int secs = o->defer_accept ? 1 : 0; /* TCP_DEFER_ACCEPT: accept once the first bytes came
+                                         * (1 s of SYN-ACK retries, then accepted without) */
     char v[32];
 
-    for (int i = 0; i < l->n && o->defer_accept; i++) {
-        int secs = 1; /* TCP_DEFER_ACCEPT: accept once the first bytes came (1 s of SYN-ACK
-                       * retries, then the connection is accepted without them) */
-
-        if (setsockopt(l->fds[i], IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) < 0)
-            log_warn("--defer-accept: setsockopt(TCP_DEFER_ACCEPT): %s; accepting as usual",
-                     strerror(errno));
+    for (int i = 0; i < l->n; i++) {
+        if (l->taken[i] != taken)
+            continue;
+        if ((o->defer_accept || (taken && tcp_option(l->fds[i], TCP_DEFER_ACCEPT) > 0)) &&
+            setsockopt(l->fds[i], IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) < 0)
+            log_warn("--defer-accept: setsockopt(TCP_DEFER_ACCEPT): %s; %s", strerror(errno),
+                     o->defer_accept ? "accepting as usual" : "the socket handed over defers");
+        if ((o->fastopen || (taken && tcp_option(l->fds[i], TCP_FASTOPEN) > 0)) &&
+            setsockopt(l->fds[i], IPPROTO_TCP, TCP_FASTOPEN, &o->fastopen, sizeof(o->fastopen)) < 0)
+            log_warn("--fastopen: setsockopt(TCP_FASTOPEN): %s; %s", strerror(errno),
+                     o->fastopen ? "no data is taken from a SYN"
+                                 : "the socket handed over takes it");
     }
-    for (int i = 0; i < l->n && o->fastopen; i++)
-        if (setsockopt(l->fds[i], IPPROTO_TCP, TCP_FASTOPEN, &o->fastopen, sizeof(o->fastopen)) < 0)
-            log_warn("--fastopen: setsockopt(TCP_FASTOPEN): %s; no data is taken from a SYN",
-                     strerror(errno));
     /* bit 2 (value 2) is the server side: without it the kernel ignores a SYN's data */
-    if (o->fastopen && tune_read("/proc/sys", "net.ipv4.tcp_fastopen", v, sizeof(v)) == 0 &&
+    if (!taken && o->fastopen &&
+        tune_read("/proc/sys", "net.ipv4.tcp_fastopen", v, sizeof(v)) == 0 &&
         !(strtol(v, NULL, 0) & 2))
         log_warn("--fastopen %d: net.ipv4.tcp_fastopen is %s, without the server bit (2): the "
                  "kernel takes no data from a SYN; sysctl -w net.ipv4.tcp_fastopen=3",
                  o->fastopen, v);
+}
+
+/* Socket activation: the sockets systemd passed, used as they are: systemd keeps them and
+ * passes them to the next start, so nothing of theirs is changed here (server.c borrows
+ * O_NONBLOCK while serving). One thing is undone: the SYN filter an older lfepolld's stop left
+ * on them, under which no connection would ever come. Returns 0 or 2 with err. */
+static int take_activated(struct listeners *l, const struct opt *o, char *err, size_t errlen)
+{
+    if (!o->listen_default) {
+        snprintf(err, errlen,
+                 "%d socket%s handed over by systemd ($LISTEN_FDS) and --listen both given: "
+                 "drop --listen (the .socket unit's ListenStream= decides)",
+                 l->activated, l->activated == 1 ? "" : "s");
+        return 2;
+    }
+    if (o->takeover) {
+        snprintf(err, errlen,
+                 "--takeover with sockets from systemd ($LISTEN_FDS): systemd keeps them across "
+                 "restarts (systemctl restart loses nothing queued): drop --takeover");
+        return 2;
+    }
+    for (int i = 0; i < l->activated; i++) {
+        int fd = SD_LISTEN_FDS_START + i, rc;
+        char name[128];
+
+        l->fds[l->n++] = fd;
+        if (!net_refuses_syns(fd))
+            continue;
+        net_local_name(fd, name, sizeof(name));
+        if ((rc = net_accept_syns(fd)) < 0)
+            log_warn("socket activation: fd %d (%s) drops every new connection (the SYN filter "
+                     "of an older lfepolld's stop) and it cannot be taken off (%s): restart "
+                     "the socket unit (systemctl restart lfepolld.socket)",
+                     fd, name, strerror(-rc));
+        else
+            log_warn("socket activation: fd %d (%s) carried the SYN filter an older lfepolld's "
+                     "stop left on it, which dropped every new connection: taken off",
+                     fd, name);
+    }
+    if (o->defer_accept)
+        log_warn("--defer-accept: not set on sockets from systemd, which are used as they are: "
+                 "set DeferAcceptSec=1 in the .socket unit");
+    if (o->fastopen)
+        log_warn("--fastopen %d: not set on sockets from systemd, which are used as they are: "
+                 "set FastOpen=true in the .socket unit",
+                 o->fastopen);
+    return 0;
 }
 
 int listeners_acquire(struct listeners *l, const struct opt *o, int naccept, char *err,
@@ -106,18 +170,8 @@ int listeners_acquire(struct listeners *l, const struct opt *o, int naccept, cha
     l->admin_fd = l->tconn = -1;
     if ((l->activated = sdnotify_listen_fds(OPT_MAX_LISTEN, err, errlen)) < 0)
         return 2;
-    if (l->activated) {
-        if (!o->listen_default) {
-            snprintf(err, errlen,
-                     "%d socket%s handed over by systemd ($LISTEN_FDS) and --listen both given: "
-                     "drop --listen (the .socket unit's ListenStream= decides)",
-                     l->activated, l->activated == 1 ? "" : "s");
-            return 2;
-        }
-        for (int i = 0; i < l->activated; i++) /* used as they are */
-            l->fds[l->n++] = SD_LISTEN_FDS_START + i;
-        return 0;
-    }
+    if (l->activated)
+        return take_activated(l, o, err, errlen);
     if (o->nlisten * naccept > OPT_MAX_LFDS) {
         snprintf(err, errlen,
                  "%d --listen addresses with %d accept threads need %d listening sockets; at "
@@ -145,8 +199,13 @@ int listeners_acquire(struct listeners *l, const struct opt *o, int naccept, cha
     for (int k = 0; k < ntaken; k++)
         if (taken[k] >= 0)
             close(taken[k]); /* bound where no --listen of ours asks: the old one's alone */
-    set_options(l, o);
+    set_options(l, o, false);
     return 0;
+}
+
+void listeners_taken_over(const struct listeners *l, const struct opt *o)
+{
+    set_options(l, o, true);
 }
 
 void listeners_close(struct listeners *l)

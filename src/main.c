@@ -469,7 +469,7 @@ static long conn_budget(const struct opt *o, const struct plan *p, const struct 
 
 /* --takeover: PATH is served for the next instance before the predecessor is told to go (if it
  * cannot be, this instance stops and the predecessor goes on serving). Returns 0 or -1. */
-static int hand_over(struct listeners *l)
+static int hand_over(struct listeners *l, const struct opt *o)
 {
     int hand[OPT_MAX_LFDS + 1], nhand = 0;
     char err[512];
@@ -486,6 +486,7 @@ static int hand_over(struct listeners *l)
         takeover_ready(l->tconn);
         l->tconn = -1;
         server_listeners_shared(srv, false); /* the predecessor lets them go: ours now */
+        listeners_taken_over(l, o);
         log_info("--takeover: %d of %d listener%s taken over from the running instance, which "
                  "now drains",
                  l->reused, l->ntaken, l->ntaken == 1 ? "" : "s");
@@ -661,6 +662,8 @@ int main(int argc, char **argv)
     /* Until it is told READY, the predecessor serves the listeners it handed over: a start
      * that fails from here must leave them as they are (no SYN filter on its sockets). */
     server_listeners_shared(srv, l.reused > 0);
+    if (l.activated)
+        server_listeners_kept(srv);
     /* /health and the watchdog call a worker stuck past the Lua timeout (1 s where there is
      * none) unresponsive */
     stall = o.lua && o.lua_timeout_ms > 0 ? o.lua_timeout_ms : 1000;
@@ -682,7 +685,7 @@ int main(int argc, char **argv)
         goto out_server;
     }
     rc = 1;
-    if (hand_over(&l) < 0) {
+    if (hand_over(&l, &o) < 0) {
         server_stop(srv, 0, NULL);
         goto out_server;
     }

@@ -191,22 +191,40 @@ bool net_defers(int lfd)
     return getsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, &sl) == 0 && secs > 0;
 }
 
+/* Runs where tcp_v4_rcv/tcp_v6_rcv filter a segment for the listener, with the data at the TCP
+ * header: byte 13 holds the flags. A SYN without ACK is dropped (the client retries it in a
+ * second, and by then finds the port closed: refused); everything else passes, so a handshake
+ * under way completes into the accept queue, where it is accepted. */
+static const struct sock_filter refuse_syns[] = {
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x10, 1, 0), /* ACK: keep */
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x02, 1, 0), /* SYN: drop */
+    BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+    BPF_STMT(BPF_RET | BPF_K, 0),
+};
+#define NREFUSE (sizeof(refuse_syns) / sizeof(refuse_syns[0]))
+
 int net_refuse_syns(int lfd)
 {
-    /* Runs where tcp_v4_rcv/tcp_v6_rcv filter a segment for the listener, with the data at the
-     * TCP header: byte 13 holds the flags. A SYN without ACK is dropped (the client retries it
-     * in a second, and by then finds the port closed: refused); everything else passes, so a
-     * handshake under way completes into the accept queue, where it is accepted. */
-    static struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x10, 1, 0), /* ACK: keep */
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x02, 1, 0), /* SYN: drop */
-        BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
-        BPF_STMT(BPF_RET | BPF_K, 0),
-    };
-    struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+    struct sock_fprog prog = {.len = NREFUSE, .filter = (struct sock_filter *)refuse_syns};
 
     return setsockopt(lfd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ? -errno : 0;
+}
+
+bool net_refuses_syns(int lfd)
+{
+    struct sock_filter got[NREFUSE + 1];
+    socklen_t n = NREFUSE + 1; /* SO_GET_FILTER counts instructions, not bytes */
+
+    return getsockopt(lfd, SOL_SOCKET, SO_GET_FILTER, got, &n) == 0 && n == NREFUSE &&
+           !memcmp(got, refuse_syns, sizeof(refuse_syns));
+}
+
+int net_accept_syns(int lfd)
+{
+    int zero = 0;
+
+    return setsockopt(lfd, SOL_SOCKET, SO_DETACH_FILTER, &zero, sizeof(zero)) < 0 ? -errno : 0;
 }
 
 int net_accept(int lfd)

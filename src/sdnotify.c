@@ -126,9 +126,10 @@ int sdnotify_listen_fds(int max, char *err, size_t errlen)
                      fd);
             return -1;
         }
-        fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-            fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        /* close-on-exec is this descriptor's; O_NONBLOCK would be the socket's, which
+         * systemd shares: the server sets it while it serves and puts it back (server.c) */
+        fl = fcntl(fd, F_GETFD);
+        if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0) {
             snprintf(err, errlen, "socket activation: fd %d: fcntl: %s", fd, strerror(errno));
             return -1;
         }

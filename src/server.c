@@ -37,19 +37,22 @@
  * idle.c's; the same sweep ends lingering Lua closes and PROXY headers past --proxy-timeout, by
  * their dates.
  *
- * Stop. SIGTERM: draining = 1, the accept thread exits and main closes the listeners; workers go
- * on serving. Main waits until the pool is quiet (no output pending, no worker inside a batch,
- * no event handled across two 10 ms looks) or the drain timeout passes, then makes each group's
- * stop eventfd readable (level-triggered, never read, so all W workers see it), joins them,
- * writes out any output still pending (within the timeout) and closes every connection. Echo
- * has no request boundary, so "in flight" means bytes moving; a client that never stops sending
- * holds the drain to its timeout. A hand-over (--takeover: a successor serves the listeners) does
- * not wait for clients to stop: an echo connection that has an event and is found between
- * requests (everything echoed, nothing more in its socket) gets its FIN at once, in the segment
- * of its last echo (worker.c, drain_echo), and ends when its client closes. Only a hand-over,
- * because "nothing in its socket" may also be the middle of a long request whose next bytes are
- * on their way: a client that has somewhere to reconnect loses at most that one request, while a
- * plain stop keeps its promise that what a client sends is echoed.
+ * Stop. SIGTERM: each listener drops new SYNs (a socket filter), the accept threads take what
+ * the queues hold, exit, and main closes the listeners; workers go on serving. Listeners that
+ * live on in other hands are left as they came: a successor's (a hand-over) and systemd's
+ * (socket activation: no filter, no drain of the queue, O_NONBLOCK put back). Main waits until the
+ * pool is quiet (no output pending, no worker inside a batch, no event handled across two 10 ms
+ * looks) or the drain timeout passes, then makes each group's stop eventfd readable
+ * (level-triggered, never read, so all W workers see it), joins them, writes out any output still
+ * pending (within the timeout) and closes every connection. Echo has no request boundary, so "in
+ * flight" means bytes moving; a client that never stops sending holds the drain to its timeout. A
+ * hand-over (--takeover: a successor serves the listeners) does not wait for clients to stop: an
+ * echo connection that has an event and is found between requests (everything echoed, nothing more
+ * in its socket) gets its FIN at once, in the segment of its last echo (worker.c, drain_echo), and
+ * ends when its client closes. Only a hand-over, because "nothing in its socket" may also be the
+ * middle of a long request whose next bytes are on their way: a client that has somewhere to
+ * reconnect loses at most that one request, while a plain stop keeps its promise that what a client
+ * sends is echoed.
  */
 #include "server.h"
 
@@ -59,6 +62,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -262,11 +266,44 @@ static int start_thread(pthread_t *tid, void *(*fn)(void *), void *arg, const cp
     return -rc;
 }
 
+/* A socket systemd keeps is non-blocking only while this process serves it (the accept threads
+ * rely on EAGAIN): its file status flags are systemd's and the next start's too. */
+static int borrow_listeners(struct server *s)
+{
+    for (int i = 0; s->kept && i < s->nlisten; i++) {
+        int fl = fcntl(s->lfds[i], F_GETFL);
+
+        if (fl < 0 || fcntl(s->lfds[i], F_SETFL, fl | O_NONBLOCK) < 0) {
+            log_err("socket activation: fd %d: cannot make it non-blocking: %s", s->lfds[i],
+                    strerror(errno));
+            return -errno;
+        }
+        s->lflags[i] = fl;
+    }
+    return 0;
+}
+
+/* Listener i as it came, then closed. */
+static void close_listener(struct server *s, int i)
+{
+    if (s->lfds[i] < 0)
+        return;
+    if (s->kept && s->lflags[i] >= 0 && !(s->lflags[i] & O_NONBLOCK) &&
+        fcntl(s->lfds[i], F_SETFL, s->lflags[i]) < 0)
+        log_warn("socket activation: fd %d: cannot make it blocking again as systemd passed it "
+                 "(%s): the next start gets it non-blocking",
+                 s->lfds[i], strerror(errno));
+    close(s->lfds[i]);
+    s->lfds[i] = -1;
+}
+
 int server_start(struct server *s)
 {
     char name[32];
     int rc;
 
+    if ((rc = borrow_listeners(s)) < 0)
+        return rc;
     if (s->lua && (rc = script_env_start(s->lua)) < 0) {
         log_err("cannot start the Lua timeout watchdog: %s", strerror(-rc));
         return rc;
@@ -372,6 +409,13 @@ void server_listeners_shared(struct server *s, bool shared)
     s->shared = shared;
 }
 
+void server_listeners_kept(struct server *s)
+{
+    s->kept = true;
+    for (int i = 0; i < s->nlisten; i++)
+        s->lflags[i] = -1;
+}
+
 int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
 {
     long deadline = now_ms() + timeout_ms;
@@ -384,9 +428,11 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
     /* Not a hand-over (where the listeners are the successor's now): every listener drops new
      * SYNs, the accept threads take what the queues hold and what completes meanwhile, then
      * the listeners close; a client that comes later is refused, none queued is reset. The
-     * filter is the socket's, not this process's: never on listeners a successor may serve. */
+     * filter is the socket's, not this process's: never on listeners a successor may serve,
+     * nor on those systemd keeps (its socket outlives us, queue and all: what waits there is
+     * the next start's, and a filter would drop every SYN it is ever sent). */
     s->drain_accept_ms = s->drain_min_ms = 0;
-    for (int i = 0; !s->handover && !s->shared && i < s->nlisten; i++) {
+    for (int i = 0; !s->handover && !s->shared && !s->kept && i < s->nlisten; i++) {
         int rc = s->lfds[i] >= 0 ? net_refuse_syns(s->lfds[i]) : 0;
         long want = DRAIN_ACCEPT_MS;
 
@@ -416,11 +462,8 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
             pthread_join(s->acc[i].tid, NULL);
             s->acc[i].started = false;
         }
-    for (int i = 0; i < s->nlisten; i++) {
-        if (s->lfds[i] >= 0)
-            close(s->lfds[i]); /* new connections are refused from here on */
-        s->lfds[i] = -1;
-    }
+    for (int i = 0; i < s->nlisten; i++)
+        close_listener(s, i); /* new connections are refused from here on (or wait in systemd's) */
     log_info("draining %ld connections (%ld with output pending), up to %d ms",
              __atomic_load_n(&s->live, __ATOMIC_RELAXED),
              __atomic_load_n(&s->npending, __ATOMIC_RELAXED), timeout_ms);
@@ -531,8 +574,7 @@ void server_free(struct server *s)
     if (!s)
         return;
     for (int i = 0; i < s->nlisten; i++)
-        if (s->lfds[i] >= 0)
-            close(s->lfds[i]);
+        close_listener(s, i);
     for (int i = 0; i < s->nacc; i++) {
         if (s->acc[i].epfd >= 0)
             close(s->acc[i].epfd);

@@ -13,8 +13,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -291,6 +293,115 @@ static void test_socket_activation(void **state)
     assert_int_equal(wait_exit(pid, 10000), 2);
     assert_non_null(strstr(slurp(log), "fd 3 is not a listening stream socket"));
     close(udp);
+    close(lfd);
+    unlink(log);
+}
+
+/* How many instructions the socket filter on fd has (0: none). */
+static int filter_len(int fd)
+{
+    struct sock_filter f[16];
+    socklen_t n = 16;
+
+    assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, f, &n), 0);
+    return (int)n;
+}
+
+/* Starts lfepolld on lfd as systemd would and waits for its line. */
+static pid_t activated(int lfd, const char *log, const char *const *extra)
+{
+    pid_t pid = activate(lfd, "1", false, log, extra);
+    long deadline = now_ms() + 5000L * slow;
+
+    while (!strstr(slurp(log), "from systemd's socket activation") && now_ms() < deadline)
+        sleep_ms(10);
+    if (!strstr(slurp(log), "from systemd's socket activation"))
+        fail_msg("the activated daemon did not start: %s", slurp(log));
+    return pid;
+}
+
+/* Regression (issue 33, defect 1): the stop attached the SYN-dropping filter to every listener,
+ * systemd's sockets included. systemd keeps them after the service exits and passes them to the
+ * next start, so after one restart no connection ever came again. The test plays systemd: it
+ * holds the socket (blocking, no filter), passes it to one instance, stops it, and finds the
+ * socket as it gave it: no filter, still blocking. A client that connects while no instance runs
+ * waits in systemd's queue and is served by the second instance, as is a new one; --takeover is
+ * refused, --defer-accept and --fastopen are warned of and not set. Last, a socket that carries
+ * the filter an older lfepolld left (copied here: drops a SYN without ACK) is healed. */
+static void test_activation_socket_survives_restarts(void **state)
+{
+    static struct sock_filter refuse[] = {
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x10, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x02, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog prog = {.len = 5, .filter = refuse};
+    static const char *const takeover[] = {"--takeover", "/tmp/lfe-act-takeover.sock", NULL};
+    static const char *const opts[] = {"--defer-accept", "--fastopen", "8", NULL};
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t al = sizeof(a);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), port, waiting, v;
+    char log[] = "/tmp/lfe-act-XXXXXX", buf[16];
+    pid_t pid;
+
+    (void)state;
+    close(mkstemp(log));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 128), 0);
+    getsockname(lfd, (struct sockaddr *)&a, &al);
+    port = ntohs(a.sin_port);
+    for (int round = 0; round < 2; round++) {
+        pid = activated(lfd, log, NULL);
+        round_trip(port, "first\n", "first\n");
+        kill(pid, SIGTERM);
+        assert_int_equal(wait_exit(pid, 10000), 0);
+        if (filter_len(lfd) != 0)
+            fail_msg("stop %d left a socket filter of %d instructions on systemd's socket: it "
+                     "drops every SYN from now on",
+                     round + 1, filter_len(lfd));
+        if (fcntl(lfd, F_GETFL) & O_NONBLOCK)
+            fail_msg("stop %d left systemd's socket non-blocking (it came blocking)", round + 1);
+    }
+    /* between two starts: queued by the kernel in systemd's socket, served by the next one */
+    waiting = try_connect(port);
+    if (waiting < 0)
+        fail_msg("a connect between two starts failed: %s", strerror(errno));
+    assert_int_equal(send(waiting, "waited\n", 7, MSG_NOSIGNAL), 7);
+    pid = activated(lfd, log, opts);
+    if (read_exact(waiting, buf, 7, 5000L * slow) != 7 || memcmp(buf, "waited\n", 7))
+        fail_msg("the connection that waited in systemd's queue was not served: %s", slurp(log));
+    close(waiting);
+    round_trip(port, "second\n", "second\n");
+    if (!strstr(slurp(log), "--defer-accept: not set on sockets from systemd") ||
+        !strstr(slurp(log), "set DeferAcceptSec=1") || !strstr(slurp(log), "set FastOpen=true"))
+        fail_msg("want the --defer-accept and --fastopen warnings: %s", slurp(log));
+    al = sizeof(v);
+    assert_int_equal(getsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &al), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(getsockopt(lfd, IPPROTO_TCP, TCP_FASTOPEN, &v, &al), 0);
+    assert_int_equal(v, 0);
+    kill(pid, SIGTERM);
+    assert_int_equal(wait_exit(pid, 10000), 0);
+    assert_int_equal(filter_len(lfd), 0);
+    /* --takeover: refused, one line, exit 2, the socket untouched */
+    pid = activate(lfd, "1", false, log, takeover);
+    assert_int_equal(wait_exit(pid, 10000), 2);
+    if (!strstr(slurp(log), "--takeover with sockets from systemd") ||
+        !strstr(slurp(log), "drop --takeover"))
+        fail_msg("want the --takeover refusal: %s", slurp(log));
+    /* the filter an older lfepolld's stop left: taken off, and said */
+    assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)), 0);
+    assert_int_equal(filter_len(lfd), 5);
+    pid = activated(lfd, log, NULL);
+    round_trip(port, "healed\n", "healed\n");
+    if (!strstr(slurp(log), "carried the SYN filter an older lfepolld's stop left on it"))
+        fail_msg("want the line on the filter taken off: %s", slurp(log));
+    kill(pid, SIGTERM);
+    assert_int_equal(wait_exit(pid, 10000), 0);
+    assert_int_equal(filter_len(lfd), 0);
     close(lfd);
     unlink(log);
 }
@@ -584,6 +695,7 @@ int main(void)
         cmocka_unit_test_teardown(test_notify_lifecycle, teardown),
         cmocka_unit_test_teardown(test_notify_nobody_listening, teardown),
         cmocka_unit_test_teardown(test_socket_activation, teardown),
+        cmocka_unit_test_teardown(test_activation_socket_survives_restarts, teardown),
         cmocka_unit_test_teardown(test_reuseport_two_instances, teardown_netns),
         cmocka_unit_test_teardown(test_user_drop, teardown),
     };

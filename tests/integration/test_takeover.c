@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -1021,6 +1022,92 @@ static void handed_not_listening(int type, const char *why)
     cleanup(&b);
 }
 
+/* TCP option name of fd (TCP_DEFER_ACCEPT, TCP_FASTOPEN), as getsockopt reads it. */
+static int tcp_opt(int fd, int name)
+{
+    int v = -1;
+    socklen_t sl = sizeof(v);
+
+    assert_int_equal(getsockopt(fd, IPPROTO_TCP, name, &v, &sl), 0);
+    return v;
+}
+
+/* Regression (issue 33, the same fault as systemd's socket at a stop): a successor set
+ * --defer-accept and --fastopen on the sockets it was handed as soon as it received them, while
+ * they were still the predecessor's. A successor whose start then failed (here its script does
+ * not compile) left the predecessor serving a socket that deferred and took SYN data it was
+ * never told of. Now a handed socket is left as it came until the predecessor has been told
+ * READY; from then on it follows the successor's options, set or not. The test is the
+ * predecessor: it holds the socket and reads its options itself. */
+static void test_takeover_options_wait_for_ready(void **state)
+{
+    char script[] = "/tmp/lfe-broken-XXXXXX.lua";
+    const char *bad[] = {"--listen",   addr, "--takeover", sock,   "--defer-accept",
+                         "--fastopen", "8",  "--lua",      script, NULL};
+    const char *plain[] = {"--listen", addr, "--takeover", sock, NULL};
+    const char *want[] = {"--listen",       addr,         "--takeover", sock,
+                          "--defer-accept", "--fastopen", "8",          NULL};
+    struct daemon b;
+    int lfd, port, fd, one = 1;
+    pid_t pid;
+
+    (void)state;
+    setup_paths();
+    port = atoi(strrchr(addr, ':') + 1);
+    fd = mkstemps(script, 4);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "function on_data(\n", 18), 18);
+    close(fd);
+    /* a successor that fails: the socket is as the predecessor had it */
+    lfd = inet_socket(SOCK_STREAM, true, port);
+    unlink(sock); /* the last fake instance's */
+    pid = fake_instance(&lfd, 1, (uid_t)-1, (gid_t)-1);
+    if (spawn(&b, bad, 0, NULL) != -1)
+        fail_msg("a successor whose script does not compile started: %s", log_text(&b));
+    assert_int_not_equal(stop_daemon(&b, 0, 10000), 0);
+    cleanup(&b);
+    assert_int_equal(wait_child(pid, 15000), FAKE_NO_READY);
+    if (tcp_opt(lfd, TCP_DEFER_ACCEPT) != 0 || tcp_opt(lfd, TCP_FASTOPEN) != 0)
+        fail_msg("a successor that never said READY changed the predecessor's socket: "
+                 "TCP_DEFER_ACCEPT %d, TCP_FASTOPEN %d (both were 0)",
+                 tcp_opt(lfd, TCP_DEFER_ACCEPT), tcp_opt(lfd, TCP_FASTOPEN));
+    /* a successor that asks for both: set once it said READY */
+    unlink(sock); /* the last fake instance's */
+    pid = fake_instance(&lfd, 1, (uid_t)-1, (gid_t)-1);
+    if (spawn(&b, want, 0, NULL) < 0)
+        fail_msg("B did not start: %s", log_text(&b));
+    assert_int_equal(wait_child(pid, 15000), FAKE_READY);
+    assert_true(wait_log(&b, "taken over from the running instance", 5000));
+    assert_true(tcp_opt(lfd, TCP_DEFER_ACCEPT) > 0);
+    assert_int_equal(tcp_opt(lfd, TCP_FASTOPEN), 8);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&b);
+    close(lfd);
+    /* a successor that asks for neither: a socket that deferred and took SYN data stops */
+    lfd = inet_socket(SOCK_STREAM, true, port);
+    assert_int_equal(setsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one)), 0);
+    one = 8;
+    assert_int_equal(setsockopt(lfd, IPPROTO_TCP, TCP_FASTOPEN, &one, sizeof(one)), 0);
+    unlink(sock); /* the last fake instance's */
+    pid = fake_instance(&lfd, 1, (uid_t)-1, (gid_t)-1);
+    if (spawn(&b, plain, 0, NULL) < 0)
+        fail_msg("B did not start: %s", log_text(&b));
+    assert_int_equal(wait_child(pid, 15000), FAKE_READY);
+    assert_true(wait_log(&b, "taken over from the running instance", 5000));
+    if (tcp_opt(lfd, TCP_DEFER_ACCEPT) != 0 || tcp_opt(lfd, TCP_FASTOPEN) != 0)
+        fail_msg("B, without --defer-accept or --fastopen, kept them on the socket it took: "
+                 "TCP_DEFER_ACCEPT %d, TCP_FASTOPEN %d",
+                 tcp_opt(lfd, TCP_DEFER_ACCEPT), tcp_opt(lfd, TCP_FASTOPEN));
+    fd = tcp_connect(port);
+    assert_true(echoes(fd));
+    close(fd);
+    assert_int_equal(stop_daemon(&b, SIGTERM, 10000), 0);
+    cleanup(&b);
+    close(lfd);
+    unlink(script);
+    unlink(sock);
+}
+
 static void test_takeover_handed_socket_not_listening(void **state)
 {
     (void)state;
@@ -1237,6 +1324,7 @@ int main(void)
         cmocka_unit_test_teardown(test_takeover_hostile, teardown),
         cmocka_unit_test_teardown(test_takeover_refuses_other_uid, teardown),
         cmocka_unit_test_teardown(test_takeover_refuses_squatter, teardown),
+        cmocka_unit_test_teardown(test_takeover_options_wait_for_ready, teardown),
         cmocka_unit_test_teardown(test_takeover_handed_socket_not_listening, teardown),
         cmocka_unit_test_teardown(test_takeover_handed_socket_udp, teardown),
         cmocka_unit_test_teardown(test_takeover_dripping_peer, teardown),
