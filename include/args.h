@@ -20,9 +20,9 @@ int args_next(int argc, char **argv, int *i, const char *const *with_value, cons
               struct arg *a, char *err, size_t errlen);
 
 /* Parses a duration as both binaries take it: "N" (in units of plain_ms milliseconds: 1000 for
- * an option in seconds, 1 for one in milliseconds), "Ns" or "Nms"; N is decimal digits with at
- * most one '.' (2.5s, .5s, 500ms). Returns 0 with *ms, or -EINVAL for anything else, or for more
- * than a day. */
+ * an option in seconds, 1 for one in milliseconds), "Nms", "Ns", "Nm" or "Nh"; N is decimal
+ * digits with at most one '.' (2.5s, .5s, 500ms, 1.5m). Returns 0 with *ms, or -EINVAL for
+ * anything else, or for more than a day. */
 int args_duration_ms(const char *s, double plain_ms, double *ms);
 
 /* Keeps a message that quotes what the user typed on one line: each control character in s (a

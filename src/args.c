@@ -59,6 +59,10 @@ int args_duration_ms(const char *s, double plain_ms, double *ms)
         ;
     else if (strcmp(s + digits, "s") == 0)
         v *= 1000.0;
+    else if (strcmp(s + digits, "m") == 0)
+        v *= 60000.0;
+    else if (strcmp(s + digits, "h") == 0)
+        v *= 3600000.0;
     else if (s[digits] == '\0')
         v *= plain_ms;
     else

@@ -51,17 +51,19 @@
       "output held per connection before reading pauses (default 1M)")                             \
     X(IDLE_TIMEOUT, "--idle-timeout", 0, "TIME", set_pool,                                         \
       "close a connection on which nothing moved (no byte read,\n"                                 \
-      "none taken) for TIME: 300, 30s, 500ms (default 0: never)")                                  \
+      "none taken) for TIME: 300 (seconds), 30s, 5m, 500ms\n"                                      \
+      "(default 0: never)")                                                                        \
     X(PROXY_PROTOCOL, "--proxy-protocol", 0, NULL, set_accept,                                     \
       "every connection starts with a PROXY protocol v1 or v2\n"                                   \
       "header (HAProxy send-proxy); its client address is the\n"                                   \
       "peer's; a connection without one is closed")                                                \
     X(PROXY_TIMEOUT, "--proxy-timeout", 0, "TIME", set_accept,                                     \
       "time for that header to arrive whole after the accept,\n"                                   \
-      "else the connection is closed: 5, 2.5s, 500ms (default 5s)")                                \
-    X(DRAIN_TIMEOUT, "--drain-timeout", 0, "TIME", set_pool,                                       \
-      "on SIGTERM/SIGINT, time for in-flight work: 5, 2.5s, 500ms\n"                               \
+      "else the connection is closed: 5 (seconds), 2.5s, 500ms\n"                                  \
       "(default 5s)")                                                                              \
+    X(DRAIN_TIMEOUT, "--drain-timeout", 0, "TIME", set_pool,                                       \
+      "on SIGTERM/SIGINT, time for in-flight work: 5 (seconds),\n"                                 \
+      "2.5s, 500ms (default 5s)")                                                                  \
     X(BATCH, "--batch", 0, "N", set_pool, "events one worker takes per epoll_wait (default 16)")   \
     X(DISPATCH, "--dispatch", 0, "rr|least", set_pool,                                             \
       "group choice per connection: round-robin, or the less loaded\n"                             \
@@ -76,13 +78,15 @@
     X(LUA_MEM_MB, "--lua-mem-mb", 0, "N", set_lua,                                                 \
       "memory cap per worker's Lua state, MiB; 0 = none (default 64)")                             \
     X(LUA_TIMEOUT_MS, "--lua-timeout-ms", 0, "N", set_lua,                                         \
-      "abort a callback running longer; 0 = never (default 1000);\n"                               \
-      "time waiting in lfe.sleep or a socket does not count")                                      \
+      "milliseconds (or 2s, 250ms): abort a callback running longer;\n"                            \
+      "0 = never (default 1000); time waiting in lfe.sleep or a\n"                                 \
+      "socket does not count")                                                                     \
     X(LUA_WALL_TIMEOUT_MS, "--lua-wall-timeout-ms", 0, "N", set_lua,                               \
-      "end a callback taking longer, waits included; 0 = never\n"                                  \
-      "(default 5000)")                                                                            \
+      "milliseconds (or 2s, 250ms): end a callback taking longer,\n"                               \
+      "waits included; 0 = never (default 5000)")                                                  \
     X(LUA_IO_TIMEOUT_MS, "--lua-io-timeout-ms", 0, "N", set_lua,                                   \
-      "default timeout of lfe.connect and each socket call (1000)")                                \
+      "milliseconds (or 2s, 250ms): default timeout of lfe.connect\n"                              \
+      "and each socket call (default 1000)")                                                       \
     X(LUA_SHARED_MB, "--lua-shared-mb", 0, "N", set_lua,                                           \
       "capacity of lfe.shared, MiB (default 16)")                                                  \
     X(LUA_CTX_MB, "--lua-ctx-mb", 0, "N", set_lua,                                                 \
@@ -146,6 +150,8 @@ static const char usage_head[] =
     "Leader-follower TCP daemon: one accept thread hands connections to epoll groups; each\n"
     "group's worker threads share one epoll fd (EPOLLONESHOT) and are pinned to its CPUs.\n"
     "Each connection is a byte-exact echo, or served by a Lua 5.4 script (--lua).\n"
+    "A TIME is seconds (5, 2.5) or has a unit: 500ms, 2.5s, 1m, 1h; an option named -ms\n"
+    "takes milliseconds (250) or a unit as well.\n"
     "\n";
 
 static const char usage_tail[] =
@@ -253,6 +259,25 @@ static int parse_long(const char *s, long min, long max, long *out)
     return 0;
 }
 
+/* An option whose name ends in -ms: a bare whole number of milliseconds, as the name says (its
+ * old configs keep their meaning), or a time with its unit (2s, 250ms, 1.5m), rounded to the
+ * millisecond. */
+static int parse_ms(const char *s, long min, long max, long *out)
+{
+    double ms;
+    long v;
+
+    if (!s || !*s || s[strspn(s, "0123456789")] == '\0')
+        return parse_long(s, min, max, out);
+    if (s[strspn(s, "0123456789.")] == '\0' || args_duration_ms(s, 1.0, &ms) < 0)
+        return -EINVAL; /* 1.5 alone: no fraction of a bare millisecond */
+    v = (long)(ms + 0.5);
+    if (v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
 /* A HOST:PORT must have a port of 0-65535 after its last colon, and IPv6 must be bracketed. */
 static bool hostport_ok(const char *s)
 {
@@ -330,10 +355,10 @@ static enum opt_result set_lua(struct opt *o, enum opt_id id, const char *name, 
         break;
     }
     case OPT_LUA_TIMEOUT_MS:
-        if (parse_long(val, 0, 3600000, &v) < 0) {
+        if (parse_ms(val, 0, 3600000, &v) < 0) {
             snprintf(err, errlen,
                      "--lua-timeout-ms: '%s' is not a whole number of milliseconds from 0 "
-                     "to 3600000",
+                     "to 3600000, nor a time with a unit (2s, 250ms) up to 3600s",
                      val);
             return OPT_ERROR;
         }
@@ -343,10 +368,11 @@ static enum opt_result set_lua(struct opt *o, enum opt_id id, const char *name, 
     case OPT_LUA_IO_TIMEOUT_MS: {
         bool wall = name[6] == 'w';
 
-        if (parse_long(val, wall ? 0 : 1, 3600000, &v) < 0) {
+        if (parse_ms(val, wall ? 0 : 1, 3600000, &v) < 0) {
             snprintf(err, errlen,
-                     "%s: '%s' is not a whole number of milliseconds from %d to 3600000", name, val,
-                     wall ? 0 : 1);
+                     "%s: '%s' is not a whole number of milliseconds from %d to 3600000, nor a "
+                     "time with a unit (2s, 250ms) up to 3600s",
+                     name, val, wall ? 0 : 1);
             return OPT_ERROR;
         }
         *(wall ? &o->lua_wall_ms : &o->lua_io_ms) = (int)v;
@@ -399,8 +425,8 @@ static enum opt_result set_accept(struct opt *o, enum opt_id id, const char *nam
     case OPT_PROXY_TIMEOUT:
         if (opt_parse_duration_ms(val, &v) < 0 || v < 1) {
             snprintf(err, errlen,
-                     "--proxy-timeout: '%s' is not a duration of 1ms to 86400s; write 5, "
-                     "2.5s or 500ms",
+                     "--proxy-timeout: '%s' is not a duration of 1ms to 86400s; write 5 "
+                     "(seconds), 2.5s or 500ms",
                      val);
             return OPT_ERROR;
         }
@@ -488,7 +514,9 @@ static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name,
     }
     case OPT_DRAIN_TIMEOUT:
         if (opt_parse_duration_ms(val, &v) < 0) {
-            snprintf(err, errlen, "--drain-timeout: '%s' is not a duration; write 5, 2.5s or 500ms",
+            snprintf(err, errlen,
+                     "--drain-timeout: '%s' is not a duration of 0 to 86400s; write 5 (seconds), "
+                     "2.5s or 500ms",
                      val);
             return OPT_ERROR;
         }
@@ -498,7 +526,7 @@ static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name,
         if (opt_parse_duration_ms(val, &v) < 0) {
             snprintf(err, errlen,
                      "--idle-timeout: '%s' is not a duration of 0 (never) to 86400s; write "
-                     "300, 30s or 500ms",
+                     "300 (seconds), 30s, 5m or 500ms",
                      val);
             return OPT_ERROR;
         }

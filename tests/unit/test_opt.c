@@ -137,7 +137,8 @@ static void test_bad_values(void **state)
     expect_error("--max-pending: '2G'", parse("--max-pending", "2G", NULL));
     expect_error("--max-pending: '1Q'", parse("--max-pending", "1Q", NULL));
     expect_error("--drain-timeout: 'soon'", parse("--drain-timeout", "soon", NULL));
-    expect_error("--drain-timeout: '5h'", parse("--drain-timeout", "5h", NULL));
+    expect_error("--drain-timeout: '25h' is not a duration of 0 to 86400s; write 5 (seconds)",
+                 parse("--drain-timeout", "25h", NULL));
     expect_error("--drain-timeout: '-1'", parse("--drain-timeout", "-1", NULL));
     expect_error("--proxy-timeout: '0' is not a duration of 1ms to 86400s",
                  parse("--proxy-timeout", "0", NULL));
@@ -195,8 +196,91 @@ static void test_sizes_durations(void **state)
     assert_int_equal(ms, 20);
     assert_int_equal(opt_parse_duration_ms("0", &ms), 0);
     assert_int_equal(ms, 0);
-    assert_int_equal(opt_parse_duration_ms("1m", &ms), -EINVAL);
+    assert_int_equal(opt_parse_duration_ms("1m", &ms), 0); /* issue 33: minutes and hours */
+    assert_int_equal(ms, 60000);
+    assert_int_equal(opt_parse_duration_ms("1.5h", &ms), 0);
+    assert_int_equal(ms, 5400000);
+    assert_int_equal(opt_parse_duration_ms("24h", &ms), 0);
+    assert_int_equal(ms, 86400000);
+    assert_int_equal(opt_parse_duration_ms("25h", &ms), -EINVAL);
+    assert_int_equal(opt_parse_duration_ms("1d", &ms), -EINVAL);
+    assert_int_equal(opt_parse_duration_ms("1M", &ms), -EINVAL);
+    assert_int_equal(opt_parse_duration_ms("1min", &ms), -EINVAL);
+    assert_int_equal(opt_parse_duration_ms("1us", &ms), -EINVAL);
     assert_int_equal(opt_parse_duration_ms("", &ms), -EINVAL);
+}
+
+/* Issue 33 (B.9): the TIME options take a bare number as seconds (as lfbench's do now), and
+ * with a unit; the options named -ms keep a bare number in milliseconds, as their names say
+ * (configs that set lua-timeout-ms = 1000 keep their meaning), and take a unit too. */
+static void test_time_units(void **state)
+{
+    static const struct {
+        const char *opt, *val;
+        long ms;
+    } good[] = {
+        {"--idle-timeout", "300", 300000},
+        {"--idle-timeout", "5m", 300000},
+        {"--idle-timeout", "1h", 3600000},
+        {"--proxy-timeout", "2", 2000},
+        {"--drain-timeout", "0.5m", 30000},
+        {"--lua-timeout-ms", "250", 250},
+        {"--lua-timeout-ms", "2s", 2000},
+        {"--lua-timeout-ms", "1.5s", 1500},
+        {"--lua-timeout-ms", "0", 0},
+        {"--lua-timeout-ms", "1m", 60000},
+        {"--lua-timeout-ms", "1h", 3600000},
+        {"--lua-timeout-ms", "0.6ms", 1},
+        {"--lua-wall-timeout-ms", "0s", 0},
+        {"--lua-wall-timeout-ms", "10s", 10000},
+        {"--lua-io-timeout-ms", "1", 1},
+        {"--lua-io-timeout-ms", "500ms", 500},
+        {"--lua-io-timeout-ms", "3600000", 3600000},
+    };
+    static const struct {
+        const char *opt, *val, *msg;
+    } bad[] = {
+        {"--lua-timeout-ms", "1.5",
+         "--lua-timeout-ms: '1.5' is not a whole number of milliseconds from 0 to 3600000, nor a "
+         "time with a unit (2s, 250ms) up to 3600s"},
+        {"--lua-timeout-ms", "2h", "--lua-timeout-ms: '2h' is not a whole number"},
+        {"--lua-timeout-ms", "3600001", "--lua-timeout-ms: '3600001'"},
+        {"--lua-timeout-ms", "-1", "--lua-timeout-ms: '-1'"},
+        {"--lua-timeout-ms", "2x", "--lua-timeout-ms: '2x'"},
+        {"--lua-timeout-ms", "s", "--lua-timeout-ms: 's'"},
+        {"--lua-timeout-ms", "", "--lua-timeout-ms: ''"},
+        {"--lua-io-timeout-ms", "0",
+         "--lua-io-timeout-ms: '0' is not a whole number of "
+         "milliseconds from 1 to 3600000, nor a time"},
+        {"--lua-io-timeout-ms", "0.4ms", "--lua-io-timeout-ms: '0.4ms'"},
+        {"--lua-wall-timeout-ms", "soon",
+         "--lua-wall-timeout-ms: 'soon' is not a whole number of "
+         "milliseconds"},
+        {"--idle-timeout", "2d",
+         "--idle-timeout: '2d' is not a duration of 0 (never) to 86400s; "
+         "write 300 (seconds)"},
+        {"--proxy-timeout", "1 s",
+         "--proxy-timeout: '1 s' is not a duration of 1ms to 86400s; "
+         "write 5 (seconds)"},
+    };
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(good) / sizeof(good[0]); k++) {
+        long got;
+
+        if (parse(good[k].opt, good[k].val, NULL) != OPT_RUN)
+            fail_msg("%s %s refused: %s", good[k].opt, good[k].val, err);
+        got = !strcmp(good[k].opt, "--idle-timeout")          ? o.idle_ms
+              : !strcmp(good[k].opt, "--proxy-timeout")       ? o.proxy_ms
+              : !strcmp(good[k].opt, "--drain-timeout")       ? o.drain_ms
+              : !strcmp(good[k].opt, "--lua-timeout-ms")      ? o.lua_timeout_ms
+              : !strcmp(good[k].opt, "--lua-wall-timeout-ms") ? o.lua_wall_ms
+                                                              : o.lua_io_ms;
+        if (got != good[k].ms)
+            fail_msg("%s %s: %ld ms, want %ld", good[k].opt, good[k].val, got, good[k].ms);
+    }
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        expect_error(bad[k].msg, parse(bad[k].opt, bad[k].val, NULL));
 }
 
 /* Found by fuzz_opt: an argument holding a newline or a terminal escape went into the error
@@ -385,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_too_many_listen),
         cmocka_unit_test(test_sizes_durations),
+        cmocka_unit_test(test_time_units),
         cmocka_unit_test(test_error_quoting_newline_is_one_line),
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_file_errors),
