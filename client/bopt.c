@@ -2,6 +2,7 @@
 #include "bopt.h"
 
 #include "args.h"
+#include "http.h"
 #include "topo.h"
 
 #include <arpa/inet.h>
@@ -11,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 /* The ids of the options with no short letter (those with one use the letter). */
@@ -31,6 +33,7 @@ enum {
     O_OK_STATUS,
     O_REQUEST,
     O_SCRIPT,
+    O_LATENCY,
     O_RECONNECT_EVERY,
     O_SOURCE,
     O_JSON,
@@ -56,12 +59,13 @@ const struct bopt_option bopt_options[] = {
      "short: one request per connection (connect, write, read the\n"
      "response, close)"},
     {O_PIPELINE, 0, "pipeline", "D", "requests in flight per connection (long mode, default 1)"},
-    {'d', 'd', NULL, "TIME", "run time after warm-up: 10, 2.5s, 500ms (default 10s)"},
+    {'d', 'd', NULL, "TIME", "run time after warm-up: 10, 2.5s, 500ms, 1m (default 10s)"},
     {'n', 'n', NULL, "REQUESTS", "stop after this many requests instead"},
     {O_WARMUP, 0, "warmup", "TIME", "excluded from the statistics: 2, 2s, 500ms (default 0)"},
     {O_TIMEOUT, 0, "timeout", "TIME",
-     "per request; a stuck request is an error: 250 (ms, for a plain\n"
-     "number), 1s, 2.5s (default 5s)"},
+     "per request; a stuck request is an error: 2 (seconds), 1.5s,\n"
+     "250ms (default 5s); a bare number was once milliseconds, and\n"
+     "one of 10 or more draws a warning"},
     {'R', 'R', NULL, "RATE",
      "open loop: RATE requests/s in total, latency measured from the\n"
      "intended send time (no coordinated omission); a due send waits\n"
@@ -98,8 +102,11 @@ const struct bopt_option bopt_options[] = {
      "200-299,301 (default 2xx); any other is counted as non-2xx"},
     {O_REQUEST, 0, "request", "FILE",
      "the raw HTTP/1.x request to send with --expect http (default:\n"
-     "GET / with the target as Host); LF line ends in its head are sent\n"
-     "as CRLF"},
+     "GET / or the URL's path, with the target as Host); LF line ends\n"
+     "in its head are sent as CRLF"},
+    {'H', 'H', "header", "\"N: V\"",
+     "add this header to lfbench's own GET (repeatable; Host replaces\n"
+     "the default one): -H 'Connection: close' makes the server close"},
     {O_SCRIPT, 0, "script", "FILE",
      "Lua 5.4 script with wrk's API: request() makes each request,\n"
      "response() checks each answer (false or an error: a mismatch),\n"
@@ -115,6 +122,9 @@ const struct bopt_option bopt_options[] = {
      "one JSON object per second as the run goes, flushed ('-': stdout)"},
     {O_HDR_LOG, 0, "hdr-log", "FILE",
      "HdrHistogram interval log (format 1.3), one histogram per second"},
+    {O_LATENCY, 0, "latency", NULL,
+     "after the summary, the latency distribution: 50% to 100%, as\n"
+     "wrk2 prints it (the summary always has p50 to p99.99)"},
     {O_START_AT, 0, "start-at", "WHEN",
      "begin at WHEN (epoch seconds, or +TIME from now: +5, +2.5s), so that\n"
      "several lfbench processes measure the same window"},
@@ -140,8 +150,11 @@ const size_t bopt_noptions = sizeof(bopt_options) / sizeof(bopt_options[0]);
 
 static const char usage_head[] =
     "usage: lfbench [options] HOST:PORT [-- SCRIPT ARGS...]\n"
+    "       lfbench [options] http://HOST[:PORT][/PATH] [-- SCRIPT ARGS...]\n"
     "\n"
     "Load client for TCP echo and framed servers: QPS and latency, every byte verified.\n"
+    "An http:// target is --expect http with that path (no TLS; HOST an address or\n"
+    "localhost). A TIME is seconds (10, 2.5) or has a unit: 500ms, 2.5s, 1m, 1h.\n"
     "\n";
 
 static const char usage_tail[] =
@@ -163,7 +176,8 @@ void bopt_usage(FILE *out)
         const char *h = op->help;
 
         if (op->letter && op->name)
-            snprintf(spec, sizeof(spec), "-%c, --%s", op->letter, op->name);
+            snprintf(spec, sizeof(spec), "-%c, --%s%s%s", op->letter, op->name, op->arg ? " " : "",
+                     op->arg ? op->arg : "");
         else if (op->letter)
             snprintf(spec, sizeof(spec), "-%c%s%s", op->letter, op->arg ? " " : "",
                      op->arg ? op->arg : "");
@@ -254,6 +268,56 @@ int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len
         a->sin_port = htons((uint16_t)port);
         *len = sizeof(*a);
     }
+    return 0;
+}
+
+#define URL_MAX_PATH 8192
+
+int bopt_parse_url(const char *s, char *hostport, size_t hpl, char *authority, size_t al,
+                   char **path)
+{
+    const char *a, *end, *host_end, *port = NULL, *p;
+    size_t plen;
+    char *out;
+
+    if (!strncasecmp(s, "https://", 8))
+        return -EPROTONOSUPPORT;
+    if (strncasecmp(s, "http://", 7))
+        return -EINVAL;
+    a = s + 7;
+    end = a + strcspn(a, "/?#");
+    if (end == a || memchr(a, '@', (size_t)(end - a)))
+        return -EINVAL; /* no host, or user info: a password on a command line is no target */
+    if (*a == '[') {
+        host_end = memchr(a, ']', (size_t)(end - a));
+        if (!host_end || (++host_end < end && *host_end != ':'))
+            return -EINVAL;
+    } else {
+        host_end = memchr(a, ':', (size_t)(end - a));
+        if (!host_end)
+            host_end = end;
+    }
+    if (host_end < end) {
+        port = host_end + 1;
+        if (port == end || strspn(port, "0123456789") != (size_t)(end - port))
+            return -EINVAL;
+    }
+    if ((size_t)(end - a) >= al ||
+        (size_t)snprintf(hostport, hpl, "%.*s:%.*s", (int)(host_end - a), a,
+                         port ? (int)(end - port) : 2, port ? port : "80") >= hpl)
+        return -EINVAL;
+    snprintf(authority, al, "%.*s", (int)(end - a), a);
+    /* the path and query; a fragment is the client's, never sent */
+    plen = strcspn(end, "#");
+    if (plen > URL_MAX_PATH)
+        return -EINVAL;
+    for (p = end; p < end + plen; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+            return -EINVAL;
+    if (!(out = malloc(plen + 2)))
+        return -ENOMEM;
+    snprintf(out, plen + 2, "%s%.*s", *end == '/' ? "" : "/", (int)plen, end);
+    *path = out;
     return 0;
 }
 
@@ -426,12 +490,23 @@ void bopt_free(struct bopt *o)
 {
     free(o->mixbuf);
     o->mixbuf = NULL;
+    free(o->path);
+    o->path = NULL;
+    free(o->get_name);
+    o->get_name = NULL;
 }
 
 /* What was given, for the checks of one option against another. */
 struct given {
-    bool d, n, size, request;
+    bool d, n, size, request, expect;
 };
+
+static const char *const expect_words[] = {"echo", "line", "len32", "bytes N", "http"};
+
+/* A bare number of seconds that was milliseconds once (--timeout): one of at least this many
+ * seconds is more likely an old command line's milliseconds than a request timeout anyone
+ * means, and draws a warning; a smaller one reads as wrk's (2 s by default) and does not. */
+#define TIMEOUT_WARN_S 10
 
 /* In the functions that take options: one line in err, and the error return. */
 #define BAD(...)                                                                                   \
@@ -499,13 +574,30 @@ static int take_load(struct bopt *o, struct given *g, int id, const char *val, c
                 val);
         o->warmup = d / 1000.0;
         break;
-    case O_TIMEOUT:
-        if (args_duration_ms(val, 1.0, &d) < 0 || d < 1 || d > 3600000)
-            BAD("--timeout: '%s' is not a duration of 1ms to 3600s; write 250 (milliseconds), "
-                "250ms or 1.5s",
+    case O_TIMEOUT: {
+        /* bare: digits and a '.' only; args_duration_ms says whether it is a number at all */
+        bool bare = *val && val[strspn(val, "0123456789.")] == '\0';
+        double old;
+
+        if (args_duration_ms(val, 1000.0, &d) < 0 || d < 1 || d > 3600000) {
+            if (bare && args_duration_ms(val, 1.0, &old) == 0 && old >= 1 && old <= 3600000)
+                BAD("--timeout: '%s' is not a duration of 1ms to 3600s: a bare number is "
+                    "seconds now (it was milliseconds); write %sms for the old meaning",
+                    val, val);
+            BAD("--timeout: '%s' is not a duration of 1ms to 3600s; write 2 (seconds), 1.5s or "
+                "250ms",
                 val);
+        }
         o->timeout_ms = (int)(d + 0.5);
+        if (bare && d >= TIMEOUT_WARN_S * 1000.0)
+            snprintf(o->warning, sizeof(o->warning),
+                     "--timeout %s: a bare number is seconds now (was milliseconds); write %sms "
+                     "for the old meaning, or %ss to say seconds without this warning",
+                     val, val, val);
+        else
+            o->warning[0] = '\0'; /* the last --timeout given is the one */
         break;
+    }
     case 'R':
         if (parse_num(val, 0.001, 1e9, &d) < 0)
             BAD("-R: '%s' is not a rate in requests per second", val);
@@ -563,6 +655,9 @@ static int take_load(struct bopt *o, struct given *g, int id, const char *val, c
     case 'q':
         o->quiet = true;
         break;
+    case O_LATENCY:
+        o->latency = true;
+        break;
     default:
         return 1;
     }
@@ -612,6 +707,7 @@ static int take_io(struct bopt *o, struct given *g, int id, const char *val, int
         break;
     }
     case O_EXPECT:
+        g->expect = true;
         if (!strcmp(val, "echo"))
             o->expect = EXPECT_ECHO;
         else if (!strcmp(val, "line"))
@@ -647,6 +743,22 @@ static int take_io(struct bopt *o, struct given *g, int id, const char *val, int
     case O_SCRIPT:
         o->script = val;
         break;
+    case 'H': {
+        size_t nl;
+        const char *why;
+
+        if (o->nheaders == BOPT_MAX_HEADERS)
+            BAD("-H: at most %d headers", BOPT_MAX_HEADERS);
+        if (http_field_check(val, &nl, &why) < 0)
+            BAD("-H: '%s' is not a header 'Name: value': %s", val, why);
+        if ((nl == 14 && !strncasecmp(val, "content-length", 14)) ||
+            (nl == 17 && !strncasecmp(val, "transfer-encoding", 17)))
+            BAD("-H: %.*s frames a body, and lfbench's GET has none; for a request with a body "
+                "give --request FILE, or --script",
+                (int)nl, val);
+        o->headers[o->nheaders++] = val;
+        break;
+    }
     case O_SOURCE: {
         int n = bopt_parse_sources(val, o->sources, BOPT_MAX_SOURCES);
         if (n < 0)
@@ -670,14 +782,91 @@ static int take_io(struct bopt *o, struct given *g, int id, const char *val, int
     return 0;
 }
 
+/* An http:// target: o->target becomes its ADDR:PORT (o->url keeps it as given), and the run
+ * --expect http. Any other target is left to bopt_parse_target. 0, or -1 with one line in
+ * err. */
+static int take_url(struct bopt *o, const struct given *g, char *err, size_t errlen)
+{
+    int rc;
+
+    if (!strstr(o->target, "://"))
+        return 0;
+    rc = bopt_parse_url(o->target, o->hostport, sizeof(o->hostport), o->authority,
+                        sizeof(o->authority), &o->path);
+    /* a URL is quoted up to 100 bytes: a path may be 8 KiB */
+    if (rc == -EPROTONOSUPPORT)
+        BAD("target '%.100s%s': https:// is not supported yet (lfbench has no TLS); give an "
+            "http:// URL, or put a TLS terminator such as stunnel or haproxy in front of the "
+            "server",
+            o->target, strlen(o->target) > 100 ? "..." : "");
+    if (rc == -ENOMEM)
+        BAD("out of memory");
+    if (rc < 0 || bopt_parse_target(o->hostport, &o->addr, &o->addrlen) < 0)
+        BAD("target '%.100s%s' is not http://ADDR[:PORT][/PATH]; write "
+            "http://127.0.0.1:8080/path or http://[::1]:9876/ (an address or localhost: lfbench "
+            "looks up no names; the path printable ASCII, %%-encoded, at most %d bytes)",
+            o->target, strlen(o->target) > 100 ? "..." : "", URL_MAX_PATH);
+    if (g->expect && o->expect != EXPECT_HTTP)
+        BAD("an http:// target is HTTP, but --expect %s was given; drop --expect, or give the "
+            "target as %s",
+            expect_words[o->expect], o->hostport);
+    o->url = o->target;
+    o->target = o->hostport;
+    o->expect = EXPECT_HTTP;
+    return 0;
+}
+
+/* What the HTTP request lfbench makes itself takes from the URL and -H, against the options
+ * that make the request in another way. 0, or -1 with one line in err. */
+static int check_http(struct bopt *o, char *err, size_t errlen)
+{
+    size_t head;
+
+    if (o->path && strcmp(o->path, "/") && o->nclasses)
+        BAD("the URL's path %.100s with a request file (--request, --payload or --mix): the "
+            "file holds the whole request, its path included; give the URL without a path "
+            "(http://%s/), or drop the file",
+            o->path, o->authority);
+    if (o->path && strcmp(o->path, "/") && o->script)
+        BAD("the URL's path %.100s with --script: lfbench does not give a script the URL's path "
+            "yet (wrk.path stays /); set wrk.path in the script and give http://%s/",
+            o->path, o->authority);
+    if (o->nheaders && o->expect != EXPECT_HTTP)
+        BAD("-H adds a header to an HTTP request: give an http:// target or --expect http");
+    if (o->nheaders && o->nclasses)
+        BAD("-H adds headers to lfbench's own GET, and a --request, --payload or --mix file "
+            "holds its own: write them in the file");
+    if (o->nheaders && o->script)
+        BAD("-H with --script: the script makes the requests, and lfbench does not give it -H "
+            "yet; set wrk.headers in the script");
+    if (o->expect != EXPECT_HTTP || o->nclasses)
+        return 0;
+    head = strlen(o->path ? o->path : "/") + strlen(o->url ? o->authority : o->target) + 64;
+    for (int k = 0; k < o->nheaders; k++)
+        head += strlen(o->headers[k]) + 2;
+    if (head > HTTP_MAX_HEAD)
+        BAD("-H: the request's head would be about %zu bytes; at most %d (servers refuse more "
+            "long before)",
+            head, HTTP_MAX_HEAD);
+    if (asprintf(&o->get_name, "GET %s", o->path ? o->path : "/") < 0) {
+        o->get_name = NULL;
+        BAD("out of memory");
+    }
+    return 0;
+}
+
 /* The options against each other and the target, once all are read; what one implies of
  * another (-n: no -d; -t at most -c). 0, or -1 with one line in err. */
 static int check(struct bopt *o, const struct given *g, char *err, size_t errlen)
 {
     if (!o->target)
-        BAD("no target: give HOST:PORT last, e.g. lfbench 127.0.0.1:9876");
+        BAD("no target: give HOST:PORT or an http:// URL last, e.g. lfbench 127.0.0.1:9876");
+    if (take_url(o, g, err, errlen) < 0)
+        return -1;
     if (bopt_parse_target(o->target, &o->addr, &o->addrlen) < 0)
-        BAD("target '%s' is not ADDR:PORT; write 127.0.0.1:9876 or [::1]:9876", o->target);
+        BAD("target '%s' is not ADDR:PORT; write 127.0.0.1:9876 or [::1]:9876 (or an HTTP URL: "
+            "http://127.0.0.1:8080/path)",
+            o->target);
     if (g->d && g->n)
         BAD("-d and -n both given: pick a duration or a request count");
     if (g->n)
@@ -712,6 +901,8 @@ static int check(struct bopt *o, const struct given *g, char *err, size_t errlen
     if (o->script && g->request)
         BAD("--request with --script: the script makes the HTTP requests (request(), or "
             "wrk.method, wrk.path, wrk.headers and wrk.body); drop one");
+    if (check_http(o, err, errlen) < 0)
+        return -1;
     if (o->threads > o->conns)
         o->threads = o->conns; /* a thread with no connection would idle */
     if (g->n && (uint64_t)o->threads > o->requests)
@@ -724,7 +915,7 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
 {
     struct option lopt[NOPT + 1];
     char sopt[2 + 2 * NOPT + 1], name[64];
-    struct given g = {false, false, false, false};
+    struct given g = {false, false, false, false, false};
     bool dashes = false;
     int rc;
 

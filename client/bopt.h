@@ -12,6 +12,7 @@
 #define BOPT_MAX_CLASSES 16
 #define BOPT_MAX_SOURCES 256
 #define BOPT_MAX_PIPELINE 1024
+#define BOPT_MAX_HEADERS 64 /* -H */
 
 enum bmode { MODE_LONG, MODE_SHORT };
 enum expect { EXPECT_ECHO, EXPECT_LINE, EXPECT_LEN32, EXPECT_BYTES, EXPECT_HTTP };
@@ -64,8 +65,17 @@ struct bopt {
     double open_timeout;                     /* --open-timeout seconds: wait for connections */
     uint64_t max_errors;                     /* --max-errors */
     bool quiet;                              /* -q: no progress lines */
+    bool latency;                            /* --latency: the percentile table too */
+    const char *headers[BOPT_MAX_HEADERS];   /* -H "Name: value" (argv's), checked */
+    int nheaders;
     char *mixbuf;                 /* --mix list, split in place: cls[].file point into it */
-    const char *target;           /* HOST:PORT as given */
+    const char *target;           /* HOST:PORT as given, or hostport of a URL */
+    const char *url;              /* the target as given when it is an http:// URL, else NULL */
+    char hostport[80];            /* a URL's ADDR:PORT (port 80 when it names none) */
+    char authority[80];           /* a URL's host and port as written: the Host header */
+    char *path;                   /* a URL's path and query (malloc'd), NULL: "/" */
+    char *get_name;               /* "GET PATH" (malloc'd): the default request's class name */
+    char warning[256];            /* one line the user should see (a changed meaning), or "" */
     struct sockaddr_storage addr; /* the target, resolved */
     socklen_t addrlen;
 };
@@ -106,7 +116,7 @@ int bopt_parse_statuses(const char *s, uint64_t *ok);
 enum bopt_result bopt_parse(struct bopt *o, int argc, char **argv, FILE *out, char *err,
                             size_t errlen);
 
-/* Frees what bopt_parse() allocated (the --mix list). */
+/* Frees what bopt_parse() allocated (the --mix list, a URL's path). */
 void bopt_free(struct bopt *o);
 
 /* Parses "A" or "A-B" (IPv4, same /24 walk is not required: any ascending range of at most
@@ -115,5 +125,15 @@ int bopt_parse_sources(const char *s, struct in_addr *out, int max);
 
 /* Parses "[v6]:port" or "v4:port" into ss. Returns 0 or -EINVAL. */
 int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len);
+
+/* Splits an "http://HOST[:PORT][/PATH]" target (the scheme in any case; HOST an IPv4 address,
+ * localhost or [IPv6]) into hostport ("HOST:PORT", port 80 when absent, for
+ * bopt_parse_target), authority (HOST[:PORT] as written: the Host header) and *path (malloc'd:
+ * the path and query, "/" when absent, "/?q" for "?q"; a #fragment dropped, as clients do).
+ * Returns 0; -EPROTONOSUPPORT for https:// (TLS); -ENOMEM; -EINVAL for anything else: user
+ * info (@), an empty or bad port, a path byte that is a space, a control or not ASCII, a path
+ * over 8 KiB. Does not check that HOST is an address (bopt_parse_target does). */
+int bopt_parse_url(const char *s, char *hostport, size_t hpl, char *authority, size_t al,
+                   char **path);
 
 #endif /* LFE_BOPT_H */

@@ -491,6 +491,33 @@ static bool list_has(const uint8_t *p, const uint8_t *end, const char *token)
     return false;
 }
 
+int http_field_check(const char *s, size_t *name_len, const char **why)
+{
+    const uint8_t *p = (const uint8_t *)s, *name = p;
+
+    while (is_tchar(*p))
+        p++;
+    if (p == name) {
+        *why = *p == ':' ? "its name is empty"
+                         : "it does not start with a field name (letters, digits and "
+                           "!#$%&'*+-.^_`|~)";
+        return -EINVAL;
+    }
+    if (*p != ':') {
+        *why = *p ? "its name holds a byte no field name has (letters, digits and "
+                    "!#$%&'*+-.^_`|~ only, and no blank before the colon)"
+                  : "it has no colon after the name";
+        return -EINVAL;
+    }
+    *name_len = (size_t)(p - name);
+    for (p++; *p; p++)
+        if (!is_vbyte(*p)) {
+            *why = "its value holds a control byte (a newline?); a tab is the only one allowed";
+            return -EINVAL;
+        }
+    return 0;
+}
+
 /* One request at req's start: the whole of req[0, len) (whole), or its first request. */
 static int check_request(const uint8_t *req, size_t len, struct http_req_info *info,
                          const char **why, bool whole)

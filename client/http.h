@@ -74,6 +74,12 @@ int http_request_check(const uint8_t *req, size_t len, struct http_req_info *inf
 int http_request_first(const uint8_t *req, size_t len, struct http_req_info *info,
                        const char **why);
 
+/* Whether the NUL-terminated s is one header field line without its CRLF, "Name: value" (RFC
+ * 9110: a name of token bytes, a colon, a value of visible bytes, spaces and tabs; blanks
+ * around it allowed, and an empty one). Returns 0 with *name_len, or -EINVAL with *why a phrase
+ * saying what is wrong (static text). */
+int http_field_check(const char *s, size_t *name_len, const char **why);
+
 /* The bare LFs of req's head (up to its first empty line) made CRLF, for request files written
  * with LF line ends; the body stays as it is. Returns the length of the result, written to out
  * unless out is NULL (call with NULL first to size out), or 0 if the head has no bare LF. */

@@ -510,6 +510,8 @@ static int parse_and_check(struct bopt *o, struct payloads *p, int argc, char **
     case BOPT_RUN:
         break;
     }
+    if (o->warning[0]) /* -q too: what an option means changed */
+        fprintf(stderr, "lfbench: warning: %s\n", o->warning);
     if (preflight(o) < 0) {
         bopt_free(o);
         return 2;
@@ -527,9 +529,9 @@ static void announce(const struct bopt *o, const struct payloads *p)
 {
     if (o->quiet) /* -q: the result and errors only */
         return;
-    fprintf(stderr, "lfbench: %s, %s mode, %d connection%s, %d thread%s, pipeline %d, ", o->target,
-            mode_name[o->mode], o->conns, o->conns == 1 ? "" : "s", o->threads,
-            o->threads == 1 ? "" : "s", o->pipeline);
+    fprintf(stderr, "lfbench: %s, %s mode, %d connection%s, %d thread%s, pipeline %d, ",
+            o->url ? o->url : o->target, mode_name[o->mode], o->conns, o->conns == 1 ? "" : "s",
+            o->threads, o->threads == 1 ? "" : "s", o->pipeline);
     if (o->script && o->expect == EXPECT_HTTP) /* the script makes every request */
         fprintf(stderr, "requests from %s", o->script);
     else if (o->script) /* request(), or lfbench's payloads without one */
@@ -988,14 +990,33 @@ static int verdict(const struct bresult *res, const struct run *r)
     return rc;
 }
 
-/* The summary on stdout, --json, the verdict, then the script's done(). Returns the exit
- * status. */
+/* --latency: the percentiles of the whole measured window one a line, as wrk2's --latency
+ * prints them (wrk's four, then the tail), after the summary. */
+static void print_distribution(FILE *f, const struct bresult *res)
+{
+    static const double pct[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
+    const struct hist *h = res->lat;
+
+    if (!h || !h->count) {
+        fprintf(f, "latency distribution: no samples\n");
+        return;
+    }
+    fprintf(f, "latency distribution (µs, %llu samples%s)\n", (unsigned long long)h->count,
+            res->nsteps ? ", all steps together" : "");
+    for (size_t k = 0; k < sizeof(pct) / sizeof(pct[0]); k++)
+        fprintf(f, "  %8.3f%% %12.1f\n", pct[k], hist_us(hist_percentile(h, pct[k])));
+}
+
+/* The summary on stdout (--latency: its distribution too), --json, the verdict, then the
+ * script's done(). Returns the exit status. */
 static int report(const struct bresult *res, struct run *r)
 {
     int rc;
     char err[512];
 
     result_print(stdout, res);
+    if (r->o->latency)
+        print_distribution(stdout, res);
     if (r->jf) {
         rc = result_write_json(r->jf, res);
         if (fclose(r->jf) != 0 && rc == 0)

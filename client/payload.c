@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PAYLOAD_MAX (1UL << 30) /* a request: 1 byte to 1 GiB */
 #define PATN 65521              /* prime period: a shifted stream never lines up again */
@@ -64,27 +65,67 @@ static int http_class(struct pclass *c, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether -H gave a field named name. */
+static bool has_header(const struct bopt *o, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (int k = 0; k < o->nheaders; k++)
+        if (!strncasecmp(o->headers[k], name, n) && o->headers[k][n] == ':')
+            return true;
+    return false;
+}
+
+/* --expect http without a request file: GET of the URL's path (or /), Host the URL's host and
+ * port as written (or the target), then the -H headers (a Host among them replaces the
+ * default one, as in wrk). Checked as a request file is, which also reads a Connection: close
+ * of -H into the class. */
+static int http_default(struct payloads *p, const struct bopt *o, char *err, size_t errlen)
+{
+    struct pclass *c = &p->cls[0];
+    const char *path = o->path ? o->path : "/", *host = o->url ? o->authority : o->target;
+    bool own_host = has_header(o, "host");
+    size_t len = strlen(path) + strlen(host) + 32, at;
+    const char *why;
+    struct http_req_info info;
+
+    for (int k = 0; k < o->nheaders; k++)
+        len += strlen(o->headers[k]) + 2;
+    c->name = o->get_name ? o->get_name : "GET /";
+    if (!(c->data = malloc(len))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    at = (size_t)snprintf((char *)c->data, len, "GET %s HTTP/1.1\r\n", path);
+    if (!own_host)
+        at += (size_t)snprintf((char *)c->data + at, len - at, "Host: %s\r\n", host);
+    for (int k = 0; k < o->nheaders; k++)
+        at += (size_t)snprintf((char *)c->data + at, len - at, "%s\r\n", o->headers[k]);
+    at += (size_t)snprintf((char *)c->data + at, len - at, "\r\n");
+    c->len = at;
+    c->weight = 1;
+    p->n = 1;
+    p->total_weight = 1;
+    if (http_request_check(c->data, c->len, &info, &why) < 0) { /* bopt checked each part */
+        snprintf(err, errlen,
+                 "--expect http: the request made of the target and -H is not one "
+                 "HTTP/1.x request: %s",
+                 why);
+        payload_free(p);
+        return -EINVAL;
+    }
+    c->head = info.head;
+    c->close = info.close;
+    return 0;
+}
+
 int payload_load(struct payloads *p, const struct bopt *o, char *err, size_t errlen)
 {
     memset(p, 0, sizeof(*p));
     pattern_init();
     p->line = o->expect == EXPECT_LINE;
-    if (o->nclasses == 0 && o->expect == EXPECT_HTTP) {
-        int len = snprintf(NULL, 0, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", o->target);
-        p->cls[0].name = "GET /";
-        p->cls[0].data = malloc((size_t)len + 1);
-        if (!p->cls[0].data) {
-            snprintf(err, errlen, "out of memory");
-            return -ENOMEM;
-        }
-        snprintf((char *)p->cls[0].data, (size_t)len + 1, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n",
-                 o->target);
-        p->cls[0].len = (size_t)len;
-        p->cls[0].weight = 1;
-        p->n = 1;
-        p->total_weight = 1;
-        return 0;
-    }
+    if (o->nclasses == 0 && o->expect == EXPECT_HTTP)
+        return http_default(p, o, err, errlen);
     if (o->nclasses == 0) {
         p->cls[0].name = "generated";
         p->cls[0].len = o->size;

@@ -28,7 +28,8 @@ struct payloads {
 };
 
 /* Loads the files named in o (or sets up one generated class of o->size bytes; with --expect
- * http, the request "GET / HTTP/1.1\r\nHost: <target as given>\r\n\r\n"). An HTTP request
+ * http, the request "GET <the URL's path, or /> HTTP/1.1\r\nHost: <the URL's host[:port] as
+ * written, or the target as given>\r\n", the -H lines, "\r\n"). An HTTP request
  * file must be one request (http_request_check); one whose head has bare LF line ends (an
  * editor's) is sent with CRLF. Returns 0, or -errno with one line in err (a missing or empty
  * file, a line request without '\n', a file that is not an HTTP request). */

@@ -45,7 +45,7 @@ start() { # start INDEX: the server, pinned, on a fresh port (sets pid and port)
 stop() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; pid=; }
 bench() { # bench ARGS...: lfbench against the running server; its text report on stdout
     taskset -c "$CLI_CPUS" "$LFBENCH" -t "$CLI_THREADS" --cpus "$CLI_CPUS" -d "$DUR" \
-        --warmup "$WARM" --timeout 10000 --max-errors 1000000 ${BP[@]+"${BP[@]}"} "$@" \
+        --warmup "$WARM" --timeout 10000ms --max-errors 1000000 ${BP[@]+"${BP[@]}"} "$@" \
         "127.0.0.1:$port" 2>&1 || true
 }
 

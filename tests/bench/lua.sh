@@ -64,7 +64,7 @@ for rep in $(seq "$REPS"); do
         g=${shape%x*} w=${shape#*x}
         start --lua "$top/lua/compute.lua" --groups "$g" --workers "$w" --lua-timeout-ms 5000
         sleep 0.3
-        r=$(taskset -c 1 "$top/lfbench" -c 16 -R "$RATE" -d "$MIXDUR" --warmup 1 --timeout 20000 -q \
+        r=$(taskset -c 1 "$top/lfbench" -c 16 -R "$RATE" -d "$MIXDUR" --warmup 1 --timeout 20000ms -q \
             --mix "$tmp/small.bin:99,$tmp/big.bin:1" --expect bytes 8 127.0.0.1:$port 2>/dev/null || true)
         stop
         # the per-class lines: "    PATH min A  p50 B  p90 C  p99 D  p99.9 E ..."

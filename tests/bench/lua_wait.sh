@@ -66,7 +66,7 @@ run_one() { # RATE LAYOUT
     pid=$!
     wait_port "$pp" || { echo "$layout did not start: $(cat "$work/proxy.log")" >&2; kill $pid; return; }
     taskset -c 1 ./lfbench -R "$rate" -c "$CONNS" -d "$DUR" --warmup 1 --mix "$work/fast:99,$work/slow:1" \
-        --timeout 2000 --max-errors 1000000 -q --json "$work/r.json" 127.0.0.1:$pp >/dev/null 2>&1
+        --timeout 2000ms --max-errors 1000000 -q --json "$work/r.json" 127.0.0.1:$pp >/dev/null 2>&1
     kill $pid
     wait $pid 2>/dev/null
     python3 - "$work/r.json" "$rate" "$layout" <<'EOF'

@@ -134,6 +134,17 @@ static void check_config(const struct bopt *o, char **argv, int argc)
              "expect bytes %zu", o->expect_bytes);
     FZ_CHECK(o->nsources >= 0 && o->nsources <= BOPT_MAX_SOURCES, "nsources %d", o->nsources);
     FZ_CHECK(!o->nsources || o->addr.ss_family == AF_INET, "--source with an IPv6 target");
+    /* a URL: HTTP, a path that starts with '/' and holds no blank, control or non-ASCII byte
+     * (it goes into the request line as it is); -H only with HTTP, each one line */
+    FZ_CHECK(!o->url || (o->expect == EXPECT_HTTP && o->path && o->path[0] == '/'), "url");
+    for (const char *q = o->path; q && *q; q++)
+        FZ_CHECK((unsigned char)*q > ' ' && (unsigned char)*q < 0x7f, "path byte %#x",
+                 (unsigned char)*q);
+    FZ_CHECK(!o->nheaders || o->expect == EXPECT_HTTP, "-H without HTTP");
+    for (int i = 0; i < o->nheaders; i++)
+        FZ_CHECK(strchr(o->headers[i], ':') && !strpbrk(o->headers[i], "\r\n"), "-H '%s'",
+                 o->headers[i]);
+    FZ_CHECK(!strchr(o->warning, '\n'), "a warning of two lines");
     (void)argv;
     (void)argc;
 }
@@ -150,6 +161,11 @@ static void check_same(const struct bopt *a, const struct bopt *b)
     }
     FZ_CHECK(!x.mixbuf == !y.mixbuf, "mixbuf");
     x.mixbuf = y.mixbuf = NULL;
+    /* a URL's path and the request's name: malloc'd at each parse */
+    FZ_CHECK(!x.path == !y.path && (!x.path || !strcmp(x.path, y.path)), "path");
+    FZ_CHECK(!x.get_name == !y.get_name && (!x.get_name || !strcmp(x.get_name, y.get_name)),
+             "get_name");
+    x.path = y.path = x.get_name = y.get_name = NULL;
     FZ_CHECK(!memcmp(&x, &y, sizeof(x)), "a second parse gave another configuration");
 }
 

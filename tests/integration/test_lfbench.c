@@ -97,7 +97,7 @@ static void test_version_quiet_units(void **state)
     assert_non_null(strstr(lfb.out, want));
     assert_non_null(strstr(lfb.out, " req/s  p99 "));
     expect_clean(lfb_bench(lfb.server_port, "-c", "4", "-d", "1.5s", "--warmup", "200ms",
-                           "--timeout", "2000", "--quiet", NULL),
+                           "--timeout", "2000ms", "--quiet", NULL),
                  -1);
     if (strncmp(lfb.out, "requests ", 9) != 0) /* the result is the first line */
         fail_msg("--quiet: want the result first, got: %s", lfb.out);
@@ -201,14 +201,14 @@ static void test_dropped_byte_is_lost(void **state)
 
     (void)state;
     lfb_start(srv);
-    assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-n", "1000", "--timeout", "200",
+    assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-n", "1000", "--timeout", "200ms",
                                "--max-errors", "1000000", "-q", NULL),
                      1);
     assert_true(lfb_field("lost") > 0);
     assert_true(lfb_field("timeout") > 0);
     /* pipelined, the drop shifts the stream: mismatches */
     assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-n", "1000", "--pipeline", "4",
-                               "--timeout", "200", "-q", NULL),
+                               "--timeout", "200ms", "-q", NULL),
                      1);
     assert_true(lfb_field("mismatch") > 0);
 }
@@ -354,7 +354,7 @@ static void test_open_loop_never_drops_a_due_send(void **state)
      * went out, and must say so */
     lfb_start(half);
     close(mkstemp(path));
-    if (lfb_bench(lfb.server_port, "-R", "1000", "-d", "1", "-c", "10", "--timeout", "300", "-q",
+    if (lfb_bench(lfb.server_port, "-R", "1000", "-d", "1", "-c", "10", "--timeout", "300ms", "-q",
                   "--json", path, NULL) != 1 ||
         lfb_field("unsent") < 300 || !strstr(lfb.out, "never went out"))
         fail_msg("want the sends due while the server stalled counted as unsent:\n%s", lfb.out);
@@ -370,7 +370,7 @@ static void test_open_loop_never_drops_a_due_send(void **state)
     lfb_start(pause);
     close(mkstemp(path));
     lfb_bench(lfb.server_port, "--mode", "short", "-R", "1000", "--connect-rate", "1000", "-c",
-              "50", "-d", "1.5", "--timeout", "3000", "--max-errors", "1000000", "-q", "--json",
+              "50", "-d", "1.5", "--timeout", "3000ms", "--max-errors", "1000000", "-q", "--json",
               path, NULL);
     j = lfb_slurp(path);
     due = jfield(j, "intended");
@@ -449,7 +449,7 @@ static void test_busy_poll(void **state)
     /* the server stops answering after 0.5 s of a 1 s run: the sends due after that are unsent */
     lfb_start(half);
     if (lfb_bench(lfb.server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout",
-                  "300", "-q", NULL) != 1 ||
+                  "300ms", "-q", NULL) != 1 ||
         lfb_field("unsent") < 300 || !strstr(lfb.out, "never went out"))
         fail_msg("want the sends due while the server stalled counted as unsent:\n%s", lfb.out);
     lfb_teardown(NULL);
@@ -459,7 +459,7 @@ static void test_busy_poll(void **state)
      * "saturated" (94% of a core), blaming the client for the server's stall. */
     lfb_start(early);
     if (lfb_bench(lfb.server_port, "--busy-poll", "-R", "1000", "-d", "1", "-c", "10", "--timeout",
-                  "1000", "-q", NULL) != 1 ||
+                  "1000ms", "-q", NULL) != 1 ||
         lfb_field("unsent") < 500 || strstr(lfb.out, "saturated"))
         fail_msg("want a client waiting on a stalled server not called saturated:\n%s", lfb.out);
 }
@@ -527,7 +527,8 @@ static void test_slow_opening_is_the_clients(void **state)
     snprintf(asan_opts, sizeof(asan_opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
              asan ? ":" : "");
     setenv("ASAN_OPTIONS", asan_opts, 1);
-    rc = lfb_bench(lfb.server_port, "-c", "100", "--timeout", "500", "-R", "500", "-d", "1", NULL);
+    rc =
+        lfb_bench(lfb.server_port, "-c", "100", "--timeout", "500ms", "-R", "500", "-d", "1", NULL);
     unsetenv("LD_PRELOAD");
     unsetenv("LFE_FAULT");
     if (asan)
@@ -701,7 +702,7 @@ static void test_counters_listen_overflow(void **state)
     (void)state;
     lfb_start(srv);
     kill(lfb.server_pid, SIGSTOP);
-    lfb_bench(lfb.server_port, "-c", "64", "-d", "0.5", "--timeout", "500", "-q", "--json", json,
+    lfb_bench(lfb.server_port, "-c", "64", "-d", "0.5", "--timeout", "500ms", "-q", "--json", json,
               NULL);
     kill(lfb.server_pid, SIGCONT);
     p = strstr(lfb.out, "ListenOverflows +");

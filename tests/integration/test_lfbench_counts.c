@@ -137,7 +137,7 @@ static void test_pipelined_failures_count_each_request(void **state)
 
     /* it stops answering for 0.5 s: every connection's requests time out, 8 at a time */
     start_server("stall", "300", "800", NULL);
-    bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1.5", "--timeout", "200",
+    bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1.5", "--timeout", "200ms",
           "--max-errors", "1000000", NULL);
     if (jnum("timeout") < 8)
         fail_msg("want timeouts:\n%s", lfb.out);

@@ -138,7 +138,7 @@ static void test_head(void **state)
     (void)state;
     start_hello();
     expect_clean(lfb_bench(lfb.server_port, "--expect", "http", "--request", req, "--pipeline", "4",
-                           "--timeout", "2000", "-c", "2", "-n", "2000", "-q", NULL),
+                           "--timeout", "2000ms", "-c", "2", "-n", "2000", "-q", NULL),
                  2000);
 }
 
@@ -197,19 +197,48 @@ static size_t fetch(int port, const char *req, char *buf, size_t size)
     return got;
 }
 
-/* nginx: a static file (Content-Length), gzip (chunked), a 404, keepalive_requests. */
-static void test_nginx(void **state)
+/* nginx on a free port, from a config in tmpdir: no root paths (pid, logs and temp files in
+ * tmpdir), keepalive_requests low, so every connection ends in a Connection: close; locations
+ * goes into its server block. Without nginx: skipped, but in CI. */
+static void start_nginx(const char *locations)
 {
-    static char conf[2048], text[20000], resp[65536];
+    static char conf[4096];
     char path[256];
-    const char *get, *gz, *missing;
 
-    (void)state;
     if (access(NGINX, X_OK) != 0) {
         if (getenv("CI"))
             fail_msg(NGINX " is missing (make deps installs nginx-light)");
         skip();
     }
+    snprintf(path, sizeof(path), "%s/www", tmpdir);
+    mkdir(path, 0755);
+    lfb.server_port = lfb_free_port();
+    snprintf(conf, sizeof(conf),
+             "daemon off;\nmaster_process off;\nworker_processes 1;\npid %s/nginx.pid;\n"
+             "error_log %s/error.log;\nevents { worker_connections 256; }\n"
+             "http {\n  access_log off;\n  default_type text/plain;\n"
+             "  client_body_temp_path %s/body;\n  proxy_temp_path %s/proxy;\n"
+             "  fastcgi_temp_path %s/fastcgi;\n  uwsgi_temp_path %s/uwsgi;\n"
+             "  scgi_temp_path %s/scgi;\n  keepalive_requests 100;\n"
+             "  server {\n    listen 127.0.0.1:%d;\n    root %s/www;\n%s  }\n}\n",
+             tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, lfb.server_port, tmpdir,
+             locations);
+    write_file(0, "nginx.conf", conf, strlen(conf));
+    snprintf(path, sizeof(path), "%s/nginx.conf", tmpdir);
+    /* started on the port its config names */
+    lfb.server_pid =
+        lfb_start_server((const char *[]){NGINX, "-p", tmpdir, "-c", path, "-e", "stderr", NULL},
+                         &lfb.server_port, lfb.slow);
+}
+
+/* nginx: a static file (Content-Length), gzip (chunked), a 404, keepalive_requests. */
+static void test_nginx(void **state)
+{
+    static char text[20000], resp[65536];
+    char path[256];
+    const char *get, *gz, *missing;
+
+    (void)state;
     snprintf(path, sizeof(path), "%s/www", tmpdir);
     mkdir(path, 0755);
     snprintf(path, sizeof(path), "%s/www/gz", tmpdir);
@@ -218,25 +247,7 @@ static void test_nginx(void **state)
         text[i] = "lfbench speaks HTTP/1.1\n"[i % 24];
     write_file(0, "www/index.html", text, 1000);
     write_file(0, "www/gz/big.txt", text, sizeof(text));
-    lfb.server_port = lfb_free_port();
-    /* no root paths: pid, logs and temp files in tmpdir; keepalive_requests low, so every
-     * connection ends in a Connection: close */
-    snprintf(conf, sizeof(conf),
-             "daemon off;\nmaster_process off;\nworker_processes 1;\npid %s/nginx.pid;\n"
-             "error_log %s/error.log;\nevents { worker_connections 256; }\n"
-             "http {\n  access_log off;\n  default_type text/plain;\n"
-             "  client_body_temp_path %s/body;\n  proxy_temp_path %s/proxy;\n"
-             "  fastcgi_temp_path %s/fastcgi;\n  uwsgi_temp_path %s/uwsgi;\n"
-             "  scgi_temp_path %s/scgi;\n  keepalive_requests 100;\n"
-             "  server {\n    listen 127.0.0.1:%d;\n    root %s/www;\n"
-             "    location /gz/ { gzip on; gzip_min_length 0; gzip_types text/plain; }\n  }\n}\n",
-             tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, lfb.server_port, tmpdir);
-    write_file(0, "nginx.conf", conf, strlen(conf));
-    snprintf(path, sizeof(path), "%s/nginx.conf", tmpdir);
-    /* started on the port its config names */
-    lfb.server_pid =
-        lfb_start_server((const char *[]){NGINX, "-p", tmpdir, "-c", path, "-e", "stderr", NULL},
-                         &lfb.server_port, lfb.slow);
+    start_nginx("    location /gz/ { gzip on; gzip_min_length 0; gzip_types text/plain; }\n");
     get = REQ(1, "get.req", "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
     gz = REQ(2, "gz.req", "GET /gz/big.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n");
     missing = REQ(3, "missing.req", "GET /missing HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -339,11 +350,11 @@ static void test_badserver_malformed(void **state)
 
         lfb_start(srv);
         rc = lfb_bench(lfb.server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout",
-                       "2000", "--max-errors", "1000000", "-q", NULL);
+                       "2000ms", "--max-errors", "1000000", "-q", NULL);
         if (rc != 1 || lfb_field("mismatch") <= 0)
             fail_msg("%s: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, lfb.out);
         rc = lfb_bench(lfb.server_port, "--expect", "http", "--mode", "short", "-c", "2", "-n",
-                       "50", "--timeout", "2000", "-q", NULL);
+                       "50", "--timeout", "2000ms", "-q", NULL);
         if (rc != 1 || lfb_field("mismatch") <= 0)
             fail_msg("%s short: want exit 1 with mismatches, got %d:\n%s", kinds[k], rc, lfb.out);
         lfb_teardown(state);
@@ -355,7 +366,7 @@ static void test_badserver_malformed(void **state)
 
         lfb_start(srv);
         rc = lfb_bench(lfb.server_port, "--expect", "http", "-c", "2", "-n", "100", "--timeout",
-                       "2000", "--max-errors", "1000000", "-q", NULL);
+                       "2000ms", "--max-errors", "1000000", "-q", NULL);
         if (rc != 1 || lfb_field("closed") <= 0 || lfb_field("lost") <= 0 ||
             lfb_field("requests") != 0)
             fail_msg("short body: want exit 1, closed and lost, got %d:\n%s", rc, lfb.out);
@@ -432,6 +443,230 @@ static void test_find_rate_counts_503(void **state)
                  lfb.out, st ? st : j);
 }
 
+/* lfbench with args (NULL-terminated, the target among them), its output into lfb.out. */
+static int bench_args(const char *first, ...)
+{
+    const char *args[48] = {lfb.lfbench};
+    int n = 1;
+    va_list ap;
+
+    va_start(ap, first);
+    for (const char *a = first; a && n < 47; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return lfb_run(args, lfb.out, sizeof(lfb.out), 60 * (unsigned)lfb.slow);
+}
+
+/* A server of one request, to see it as sent: a listener on family's loopback, and a child
+ * that accepts one connection, reads its request up to the empty line, answers 200, and writes
+ * every byte it read, up to the client's close, to tmpdir/caught. Returns the child's pid and
+ * its port in *port; -1 when that loopback cannot be bound (no IPv6 here). */
+static pid_t catch_one(int family, int *port)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    int lfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char path[256];
+    pid_t pid;
+
+    assert_true(lfd >= 0);
+    snprintf(path, sizeof(path), "%s/caught", tmpdir);
+    unlink(path);
+    memset(&ss, 0, sizeof(ss));
+    if (family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_loopback;
+    }
+    if (bind(lfd, (struct sockaddr *)&ss, len) < 0 || listen(lfd, 4) < 0) {
+        close(lfd);
+        return -1;
+    }
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&ss, &len), 0);
+    *port = ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                    : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        static char buf[1 << 16];
+        static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        size_t got = 0;
+        bool answered = false;
+        int fd, out;
+        ssize_t n;
+
+        alarm(30 * (unsigned)lfb.slow);
+        fd = accept(lfd, NULL, NULL);
+        while (fd >= 0 && got < sizeof(buf) && (n = read(fd, buf + got, sizeof(buf) - got)) > 0) {
+            got += (size_t)n;
+            if (!answered && memmem(buf, got, "\r\n\r\n", 4)) {
+                answered = write(fd, ok, sizeof(ok) - 1) == (ssize_t)sizeof(ok) - 1;
+            }
+        }
+        out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        _exit(out >= 0 && write(out, buf, got) == (ssize_t)got ? 0 : 1);
+    }
+    close(lfd);
+    return pid;
+}
+
+/* The request catch_one's child read, once it has exited. */
+static const char *caught(pid_t pid)
+{
+    static char buf[1 << 16];
+    char path[256];
+    int fd, status;
+    ssize_t n;
+
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    snprintf(path, sizeof(path), "%s/caught", tmpdir);
+    fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    assert_true(n >= 0);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Issue 33 (B.10): wrk's target, http://HOST:PORT/PATH, and -H: the request as the server reads
+ * it, byte for byte, over IPv4 and IPv6; and --latency's distribution after the summary. */
+static void test_url_and_headers_as_sent(void **state)
+{
+    char url[128], want[512];
+    const char *got;
+    int port;
+    pid_t pid;
+
+    (void)state;
+    /* a path with a query (the fragment is the client's), two -H in the order given */
+    pid = catch_one(AF_INET, &port);
+    assert_true(pid > 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/p/a.html?q=1&r=%%2F#frag", port);
+    if (bench_args("-c", "1", "-n", "1", "-H", "X-A: b", "--header", "X-B:  c d", "--latency", url,
+                   NULL) != 0)
+        fail_msg("lfbench %s:\n%s", url, lfb.out);
+    got = caught(pid);
+    snprintf(want, sizeof(want),
+             "GET /p/a.html?q=1&r=%%2F HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-A: b\r\nX-B:  c "
+             "d\r\n\r\n",
+             port);
+    if (strcmp(got, want))
+        fail_msg("the server read:\n%s\nwant:\n%s", got, want);
+    snprintf(want, sizeof(want), "lfbench: %s, long mode, 1 connection", url);
+    if (!strstr(lfb.out, want) || !strstr(lfb.out, "expect http") || lfb_field("requests") != 1 ||
+        !strstr(lfb.out, "\nlatency distribution (µs, 1 samples)\n") ||
+        !strstr(lfb.out, "\n    50.000% ") || !strstr(lfb.out, "\n   100.000% "))
+        fail_msg("want the URL in the banner, one request and the distribution:\n%s", lfb.out);
+
+    /* -H Host replaces the default one; no path: GET / */
+    pid = catch_one(AF_INET, &port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+    if (bench_args("-c", "1", "-n", "1", "-H", "Host: example.org", url, NULL) != 0)
+        fail_msg("lfbench %s:\n%s", url, lfb.out);
+    assert_string_equal(caught(pid), "GET / HTTP/1.1\r\nHost: example.org\r\n\r\n");
+    if (strstr(lfb.out, "latency distribution"))
+        fail_msg("a distribution without --latency:\n%s", lfb.out);
+
+    /* HOST:PORT with --expect http takes -H too, its Host the target as given */
+    pid = catch_one(AF_INET, &port);
+    snprintf(url, sizeof(url), "localhost:%d", port);
+    if (bench_args("-c", "1", "-n", "1", "--expect", "http", "-H", "Accept: */*", url, NULL) != 0)
+        fail_msg("lfbench %s:\n%s", url, lfb.out);
+    snprintf(want, sizeof(want), "GET / HTTP/1.1\r\nHost: localhost:%d\r\nAccept: */*\r\n\r\n",
+             port);
+    assert_string_equal(caught(pid), want);
+
+    /* IPv6 in brackets, the Host as written */
+    pid = catch_one(AF_INET6, &port);
+    if (pid < 0) {
+        if (getenv("CI"))
+            fail_msg("no IPv6 on loopback ([::1]) in CI");
+        fprintf(stderr, "no [::1] here: the IPv6 URL not tried\n");
+        return;
+    }
+    snprintf(url, sizeof(url), "http://[::1]:%d/v6", port);
+    if (bench_args("-c", "1", "-n", "1", url, NULL) != 0)
+        fail_msg("lfbench %s:\n%s", url, lfb.out);
+    snprintf(want, sizeof(want), "GET /v6 HTTP/1.1\r\nHost: [::1]:%d\r\n\r\n", port);
+    assert_string_equal(caught(pid), want);
+}
+
+/* Issue 33 (B.10), against nginx: a URL's path is what is asked for, -H's headers are what the
+ * server sees (each location answers 200 only when they are), Connection: close from -H makes
+ * nginx close each connection, in long and short mode; and the targets and -H that cannot be
+ * run are refused before any connection, with one line. */
+static void test_url_and_headers_nginx(void **state)
+{
+    char need[128], q[128], host[128], bad[128];
+
+    (void)state;
+    start_nginx("    location = /need { if ($http_x_probe != \"lfbench-42\") { return 403; }\n"
+                "                       return 200 \"probe\\n\"; }\n"
+                "    location = /q { if ($arg_n != \"7\") { return 404; } return 200 \"q\\n\"; }\n"
+                "    location = /host { if ($http_host != \"example.org\") { return 421; }\n"
+                "                       return 200 \"host\\n\"; }\n");
+    snprintf(need, sizeof(need), "http://127.0.0.1:%d/need", lfb.server_port);
+    snprintf(q, sizeof(q), "http://127.0.0.1:%d/q?n=7", lfb.server_port);
+    snprintf(host, sizeof(host), "http://127.0.0.1:%d/host", lfb.server_port);
+    /* without the header: every answer a 403, counted non-2xx (the path was /need) */
+    expect_clean(bench_args("-c", "2", "-n", "300", "-q", need, NULL), 300);
+    expect_non2xx(300);
+    /* with it: every answer a 200 */
+    expect_clean(bench_args("-c", "2", "-n", "300", "-q", "-H", "X-Probe: lfbench-42", need, NULL),
+                 300);
+    expect_non2xx(0);
+    expect_clean(bench_args("--mode", "short", "-c", "2", "-n", "100", "-q", "-H",
+                            "x-probe:lfbench-42", need, NULL),
+                 100);
+    expect_non2xx(0);
+    assert_int_equal(lfb_field("connections"), 100);
+    /* the query goes with the path */
+    expect_clean(bench_args("-c", "2", "-n", "300", "-q", q, NULL), 300);
+    expect_non2xx(0);
+    snprintf(bad, sizeof(bad), "http://127.0.0.1:%d/q?n=8", lfb.server_port);
+    expect_clean(bench_args("-c", "2", "-n", "100", "-q", bad, NULL), 100);
+    expect_non2xx(100);
+    /* Host from -H */
+    expect_clean(bench_args("-c", "2", "-n", "100", "-q", host, NULL), 100);
+    expect_non2xx(100);
+    expect_clean(bench_args("-c", "2", "-n", "100", "-q", "-H", "Host: example.org", host, NULL),
+                 100);
+    expect_non2xx(0);
+    /* Connection: close: nginx closes after each response, a reconnect, never an error */
+    expect_clean(bench_args("-c", "2", "-n", "200", "-q", "-H", "Connection: close", "-H",
+                            "X-Probe: lfbench-42", need, NULL),
+                 200);
+    expect_non2xx(0);
+    assert_in_range(reconnects(), 200, 202);
+    expect_clean(bench_args("--mode", "short", "-c", "2", "-n", "100", "-q", "-H",
+                            "Connection: close", need, NULL),
+                 100);
+
+    /* refused, exit 2, before any connection */
+    snprintf(bad, sizeof(bad), "https://127.0.0.1:%d/need", lfb.server_port);
+    if (bench_args("-n", "1", bad, NULL) != 2 ||
+        !strstr(lfb.out, "https:// is not supported yet (lfbench has no TLS)"))
+        fail_msg("want https:// refused:\n%s", lfb.out);
+    snprintf(bad, sizeof(bad), "127.0.0.1:%d", lfb.server_port);
+    if (bench_args("-n", "1", "-H", "X: y", bad, NULL) != 2 ||
+        !strstr(lfb.out, "-H adds a header to an HTTP request: give an http:// target or "
+                         "--expect http"))
+        fail_msg("want -H without HTTP refused:\n%s", lfb.out);
+    if (bench_args("-n", "1", "-H", "X-Probe lfbench-42", need, NULL) != 2 ||
+        !strstr(lfb.out, "-H: 'X-Probe lfbench-42' is not a header 'Name: value'"))
+        fail_msg("want a malformed -H refused:\n%s", lfb.out);
+    if (bench_args("-n", "1", "-H", "X: a\r\nX-Probe: lfbench-42", need, NULL) != 2 ||
+        !strstr(lfb.out, "its value holds a control byte"))
+        fail_msg("want a header with a CRLF in it refused:\n%s", lfb.out);
+}
+
 /* Request files that are not one HTTP request: refused with one line naming the file. */
 static void test_bad_request_files(void **state)
 {
@@ -465,6 +700,8 @@ int main(void)
         cmocka_unit_test_teardown(test_badserver_wellformed, lfb_teardown),
         cmocka_unit_test_teardown(test_badserver_malformed, lfb_teardown),
         cmocka_unit_test_teardown(test_bad_request_files, lfb_teardown),
+        cmocka_unit_test_teardown(test_url_and_headers_as_sent, lfb_teardown),
+        cmocka_unit_test_teardown(test_url_and_headers_nginx, lfb_teardown),
         cmocka_unit_test_teardown(test_find_rate_counts_503, lfb_teardown),
     };
     static char script_path[4096];

@@ -222,8 +222,8 @@ static void takeover_under_load(const char *const *load)
 
 static void test_takeover_long(void **state)
 {
-    static const char *const load[] = {"-c", "20",        "-d",   "5",  "--reconnect-every",
-                                       "50", "--timeout", "3000", "-q", NULL};
+    static const char *const load[] = {"-c", "20",        "-d",     "5",  "--reconnect-every",
+                                       "50", "--timeout", "3000ms", "-q", NULL};
 
     (void)state;
     takeover_under_load(load);
@@ -261,8 +261,8 @@ static void b_kept_3(struct daemon *b)
  * no refused connection, no reset, every byte. */
 static void test_takeover_shards(void **state)
 {
-    static const char *const load[] = {"--mode", "short",     "-c",   "20", "-d",
-                                       "5",      "--timeout", "3000", "-q", NULL};
+    static const char *const load[] = {"--mode", "short",     "-c",     "20", "-d",
+                                       "5",      "--timeout", "3000ms", "-q", NULL};
     struct daemon a;
     char buf[8192];
 
@@ -427,8 +427,8 @@ static void test_takeover_no_room_for_more_addresses(void **state)
 
 static void test_takeover_short(void **state)
 {
-    static const char *const load[] = {"--mode", "short",     "-c",   "10", "-d",
-                                       "5",      "--timeout", "3000", "-q", NULL};
+    static const char *const load[] = {"--mode", "short",     "-c",     "10", "-d",
+                                       "5",      "--timeout", "3000ms", "-q", NULL};
 
     (void)state;
     takeover_under_load(load);
@@ -441,8 +441,8 @@ static void test_takeover_short(void **state)
  * most one per connection A held, each one a connection A counted in drain_raced. */
 static void test_takeover_long_held(void **state)
 {
-    static const char *const load[] = {"-c",   "20",           "-d", "5",  "--timeout",
-                                       "3000", "--max-errors", "20", "-q", NULL};
+    static const char *const load[] = {"-c",     "20",           "-d", "5",  "--timeout",
+                                       "3000ms", "--max-errors", "20", "-q", NULL};
     struct daemon a;
     char buf[8192];
     long closed, raced, errors, reconnects;
@@ -468,8 +468,8 @@ static void test_takeover_long_held(void **state)
  * (lfe.draining()), so lfbench knows in band and nothing races: no error at all. */
 static void test_takeover_http_keepalive(void **state)
 {
-    static const char *const load[] = {"-c",   "20",        "-d",   "5",  "--expect",
-                                       "http", "--timeout", "3000", "-q", NULL};
+    static const char *const load[] = {"-c",   "20",        "-d",     "5",  "--expect",
+                                       "http", "--timeout", "3000ms", "-q", NULL};
     struct daemon a;
     char buf[8192];
     long reconnects;

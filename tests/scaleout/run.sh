@@ -586,7 +586,7 @@ kill_pass() { # kill_pass BAL
         behind "$bal"
         target=$TARGET
         HALINES=$(wc -l <"$TMP/haproxy.log")
-        DURING=killer agents "$n" "$target" --max-errors 1000000 --timeout 1000 -c 15 -d "$DK"
+        DURING=killer agents "$n" "$target" --max-errors 1000000 --timeout 1000ms -c 15 -d "$DK"
         summary "$n"
         after=$(($(metric 1 lfepolld_worker_bytes_out_total) + $(metric 3 lfepolld_worker_bytes_out_total)))
         KILL_ERR=$(j "$TMP/$n-merged.json" .errors.total)

@@ -13,11 +13,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "args.h"
 #include "bopt.h"
+#include "payload.h"
 
 static char err[512];
 static struct bopt o;
@@ -74,10 +76,10 @@ static void test_every_flag(void **state)
 {
     (void)state;
     assert_int_equal(parse("-t", "2", "--cpus", "1", "-c", "50", "--mode", "long", "--pipeline",
-                           "8", "-n", "1000", "--warmup", "0.5", "--timeout", "250", "-R", "20000",
-                           "--connect-rate", "500", "--linger0", "--busy-poll", "--size", "128",
-                           "--expect", "bytes", "12", "--source", "127.0.0.2-127.0.0.9", "--json",
-                           "out.json", "--max-errors", "3", "-q", "127.0.0.1:80", NULL),
+                           "8", "-n", "1000", "--warmup", "0.5", "--timeout", "250ms", "-R",
+                           "20000", "--connect-rate", "500", "--linger0", "--busy-poll", "--size",
+                           "128", "--expect", "bytes", "12", "--source", "127.0.0.2-127.0.0.9",
+                           "--json", "out.json", "--max-errors", "3", "-q", "127.0.0.1:80", NULL),
                      BOPT_RUN);
     assert_int_equal(o.threads, 2);
     assert_true(o.have_cpus && CPU_ISSET(1, &o.cpus));
@@ -115,7 +117,9 @@ static void test_bad_values(void **state)
 {
     (void)state;
     expect_error("no target", parse("-c", "5", NULL));
-    expect_error("target 'nohost:1' is not ADDR:PORT", parse("nohost:1", NULL));
+    expect_error("target 'nohost:1' is not ADDR:PORT; write 127.0.0.1:9876 or [::1]:9876 (or an "
+                 "HTTP URL: http://127.0.0.1:8080/path)",
+                 parse("nohost:1", NULL));
     expect_error("target '127.0.0.1:0'", parse("127.0.0.1:0", NULL));
     expect_error("target '::1:80'", parse("::1:80", NULL));
     expect_error("unexpected argument 'x' after the target", parse("127.0.0.1:1", "x", NULL));
@@ -194,7 +198,7 @@ static void test_run_options_bad(void **state)
     expect_error("--start-at: 'soon'", parse("--start-at", "soon", "127.0.0.1:1", NULL));
     expect_error("--start-at: '+'", parse("--start-at", "+", "127.0.0.1:1", NULL));
     expect_error("--start-at: '+-5'", parse("--start-at", "+-5", "127.0.0.1:1", NULL));
-    expect_error("--start-at: '+5m'", parse("--start-at", "+5m", "127.0.0.1:1", NULL));
+    expect_error("--start-at: '+5d'", parse("--start-at", "+5d", "127.0.0.1:1", NULL));
     expect_error("--start-at: ''", parse("--start-at", "", "127.0.0.1:1", NULL));
     expect_error("--start-at: '+nan'", parse("--start-at", "+nan", "127.0.0.1:1", NULL));
     expect_error("--reconnect-every: '0'", parse("--reconnect-every", "0", "127.0.0.1:1", NULL));
@@ -336,9 +340,8 @@ static void test_run_options_good(void **state)
     assert_string_equal(o.request, "r.txt");
 }
 
-/* Issue 25: lfbench's times take units as lfepolld's do (N, Ns, Nms, one parser); a plain
- * number keeps its old unit: seconds for -d, --warmup, --open-timeout, --start-at +N,
- * milliseconds for --timeout. */
+/* Issue 25: lfbench's times take units as lfepolld's do (N, Nms, Ns, Nm, Nh: one parser);
+ * issue 33 (B.9): a plain number is seconds in every one, --timeout too (it was milliseconds). */
 static void test_durations_with_units(void **state)
 {
     static const struct {
@@ -356,14 +359,25 @@ static void test_durations_with_units(void **state)
         {"--warmup", "250ms", 0.25},
         {"--warmup", "0", 0},
         {"--warmup", "1.5s", 1.5},
-        {"--timeout", "250", 250},
+        {"--warmup", "1h", 3600},
+        {"--warmup", "0.5m", 30},
+        {"-d", "2m", 120},
+        {"-d", "1.5m", 90},
+        {"-d", "24h", 86400},
+        {"--timeout", "250ms", 250},
+        {"--timeout", "2", 2000},
+        {"--timeout", "1.4", 1400},
+        {"--timeout", "0.25", 250},
         {"--timeout", "1s", 1000},
         {"--timeout", "2.5s", 2500},
         {"--timeout", "40ms", 40},
-        {"--timeout", "1.4", 1},
+        {"--timeout", "1m", 60000},
+        {"--timeout", "1h", 3600000},
+        {"--timeout", "3600", 3600000},
         {"--open-timeout", "3", 3},
         {"--open-timeout", "1500ms", 1.5},
         {"--open-timeout", "0s", 0},
+        {"--open-timeout", "1m", 60},
     };
     static const struct {
         const char *opt, *val, *msg;
@@ -371,7 +385,11 @@ static void test_durations_with_units(void **state)
         {"-d", "0", "-d: '0' is not a duration of 1ms to 86400s"},
         {"-d", "0.5ms", "-d: '0.5ms'"},
         {"-d", "86401s", "-d: '86401s'"},
-        {"-d", "2m", "-d: '2m'"},
+        {"-d", "25h", "-d: '25h'"},
+        {"-d", "1d", "-d: '1d'"},
+        {"-d", "2us", "-d: '2us'"},
+        {"-d", "2M", "-d: '2M'"},
+        {"-d", "2min", "-d: '2min'"},
         {"-d", "2 s", "-d: '2 s'"},
         {"-d", "1e3", "-d: '1e3'"},
         {"-d", "0x10", "-d: '0x10'"},
@@ -382,10 +400,21 @@ static void test_durations_with_units(void **state)
         {"-d", "5sms", "-d: '5sms'"},
         {"-d", "-2s", "-d: '-2s'"},
         {"--warmup", "3601s", "--warmup: '3601s' is not a duration of 0 to 3600s"},
-        {"--warmup", "1h", "--warmup: '1h'"},
-        {"--timeout", "0.4ms", "--timeout: '0.4ms' is not a duration of 1ms to 3600s"},
+        {"--warmup", "2h", "--warmup: '2h'"},
+        {"--timeout", "0.4ms",
+         "--timeout: '0.4ms' is not a duration of 1ms to 3600s; write 2 "
+         "(seconds), 1.5s or 250ms"},
         {"--timeout", "3601s", "--timeout: '3601s'"},
         {"--timeout", "1us", "--timeout: '1us'"},
+        {"--timeout", "2h", "--timeout: '2h'"},
+        {"--timeout", "0", "--timeout: '0' is not a duration of 1ms to 3600s; write 2"},
+        {"--timeout", "0.0001", "--timeout: '0.0001' is not a duration of 1ms to 3600s; write 2"},
+        /* a bare number too large in seconds that was a good one in milliseconds: say so */
+        {"--timeout", "5000",
+         "--timeout: '5000' is not a duration of 1ms to 3600s: a bare number is seconds now (it "
+         "was milliseconds); write 5000ms for the old meaning"},
+        {"--timeout", "3600000", "write 3600000ms for the old meaning"},
+        {"--timeout", "3600001", "--timeout: '3600001' is not a duration of 1ms to 3600s; write 2"},
         {"--open-timeout", "3600001ms", "--open-timeout: '3600001ms'"},
     };
     double now = (double)time(NULL);
@@ -400,6 +429,8 @@ static void test_durations_with_units(void **state)
               : good[k].opt[2] == 'w' ? o.warmup
               : good[k].opt[2] == 't' ? o.timeout_ms
                                       : o.open_timeout;
+        if (good[k].opt[2] != 't' && o.warning[0]) /* only --timeout's meaning changed */
+            fail_msg("%s %s: a warning: %s", good[k].opt, good[k].val, o.warning);
         if (fabs(got - good[k].want) > 1e-9)
             fail_msg("%s %s: got %g, want %g", good[k].opt, good[k].val, got, good[k].want);
     }
@@ -409,6 +440,308 @@ static void test_durations_with_units(void **state)
     assert_true(o.start_at >= now + 1 && o.start_at <= now + 4);
     assert_int_equal(parse("--start-at", "+500ms", "127.0.0.1:1", NULL), BOPT_RUN);
     assert_true(o.start_at >= now - 1 && o.start_at <= now + 2);
+    assert_int_equal(parse("--start-at", "+1m", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_true(o.start_at >= now + 59 && o.start_at <= now + 62);
+}
+
+/* Issue 33 (B.9): --timeout 250 was 250 ms where -d 10 was 10 s. A bare number is seconds now
+ * in every option; where it was milliseconds before (--timeout), one that is more likely an old
+ * command line's milliseconds (10 or more) draws a one-line warning naming the old meaning's
+ * spelling; a unit, or a small number as wrk users write it, draws none. */
+static void test_timeout_bare_number_is_seconds(void **state)
+{
+    static const struct {
+        const char *val;
+        int ms;
+        bool warns;
+    } cases[] = {
+        {"250", 250000, true},   {"10", 10000, true},     {"9.99", 9990, false},
+        {"2", 2000, false},      {"0.5", 500, false},     {"250ms", 250, false},
+        {"250s", 250000, false}, {"3600", 3600000, true}, {"10.5", 10500, true},
+    };
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char want[256];
+
+        if (parse("--timeout", cases[k].val, "127.0.0.1:1", NULL) != BOPT_RUN)
+            fail_msg("--timeout %s refused: %s", cases[k].val, err);
+        if (o.timeout_ms != cases[k].ms)
+            fail_msg("--timeout %s: %d ms, want %d", cases[k].val, o.timeout_ms, cases[k].ms);
+        snprintf(want, sizeof(want),
+                 "--timeout %s: a bare number is seconds now (was milliseconds); write %sms for "
+                 "the old meaning",
+                 cases[k].val, cases[k].val);
+        if (cases[k].warns ? !strstr(o.warning, want) : o.warning[0] != '\0')
+            fail_msg("--timeout %s: warning '%s'", cases[k].val, o.warning);
+        assert_null(strchr(o.warning, '\n'));
+    }
+    /* the last --timeout given is the one, its warning too */
+    assert_int_equal(parse("--timeout", "250", "--timeout", "2s", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_int_equal(o.timeout_ms, 2000);
+    assert_string_equal(o.warning, "");
+    assert_int_equal(parse("--timeout", "2s", "--timeout=300", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_int_equal(o.timeout_ms, 300000);
+    assert_non_null(strstr(o.warning, "--timeout 300: a bare number is seconds now"));
+    /* the default, and every other time option, warns of nothing */
+    assert_int_equal(
+        parse("-d", "100", "--warmup", "20", "--open-timeout", "30", "127.0.0.1:1", NULL),
+        BOPT_RUN);
+    assert_int_equal(o.timeout_ms, 5000);
+    assert_string_equal(o.warning, "");
+}
+
+/* Issue 33 (B.10): a wrk user's target, http://HOST[:PORT][/PATH], is --expect http with that
+ * path, its host and port as written the Host header, port 80 when it names none. */
+static void test_url_targets(void **state)
+{
+    static const struct {
+        const char *url, *target, *authority, *path;
+        int family, port;
+    } good[] = {
+        {"http://127.0.0.1:9876/path?q=1&r", "127.0.0.1:9876", "127.0.0.1:9876", "/path?q=1&r",
+         AF_INET, 9876},
+        {"http://127.0.0.1/", "127.0.0.1:80", "127.0.0.1", "/", AF_INET, 80},
+        {"http://127.0.0.1", "127.0.0.1:80", "127.0.0.1", "/", AF_INET, 80},
+        {"HTTP://127.0.0.1:8080/A/b.html", "127.0.0.1:8080", "127.0.0.1:8080", "/A/b.html", AF_INET,
+         8080},
+        {"http://[::1]:9876/x", "[::1]:9876", "[::1]:9876", "/x", AF_INET6, 9876},
+        {"http://[::1]/", "[::1]:80", "[::1]", "/", AF_INET6, 80},
+        {"http://localhost:8080/a#frag", "localhost:8080", "localhost:8080", "/a", AF_INET, 8080},
+        {"http://127.0.0.1:8080?x=1", "127.0.0.1:8080", "127.0.0.1:8080", "/?x=1", AF_INET, 8080},
+        {"http://127.0.0.1:8080#top", "127.0.0.1:8080", "127.0.0.1:8080", "/", AF_INET, 8080},
+        {"http://127.0.0.1/%20a%2Fb", "127.0.0.1:80", "127.0.0.1", "/%20a%2Fb", AF_INET, 80},
+    };
+    static const struct {
+        const char *url, *msg;
+    } bad[] = {
+        {"https://127.0.0.1/", "target 'https://127.0.0.1/': https:// is not supported yet "
+                               "(lfbench has no TLS); give an http:// URL"},
+        {"HTTPS://[::1]:443/x", "https:// is not supported yet"},
+        {"http://example.com/", "target 'http://example.com/' is not http://ADDR[:PORT][/PATH]; "
+                                "write http://127.0.0.1:8080/path"},
+        {"http://127.0.0.1:/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1:0/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1:99999/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1:80x/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1:-80/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://u:p@127.0.0.1/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http:///x", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://[::1/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://[::1]x/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://[nope]:80/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://::1:80/", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1/a b", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1/a\tb", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1/a\x7f", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1/\xc3\xa9", "is not http://ADDR[:PORT][/PATH]"},
+        {"ftp://127.0.0.1:21/", "is not http://ADDR[:PORT][/PATH]"},
+        {"127.0.0.1://x", "is not http://ADDR[:PORT][/PATH]"},
+    };
+    static char longpath[9000 + 32];
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(good) / sizeof(good[0]); k++) {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)&o.addr;
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&o.addr;
+
+        if (parse(good[k].url, NULL) != BOPT_RUN)
+            fail_msg("%s refused: %s", good[k].url, err);
+        assert_int_equal(o.expect, EXPECT_HTTP);
+        assert_string_equal(o.url, good[k].url);
+        assert_string_equal(o.target, good[k].target);
+        assert_string_equal(o.authority, good[k].authority);
+        assert_string_equal(o.path, good[k].path);
+        assert_int_equal(o.addr.ss_family, good[k].family);
+        assert_int_equal(ntohs(good[k].family == AF_INET ? a4->sin_port : a6->sin6_port),
+                         good[k].port);
+    }
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        expect_error(bad[k].msg, parse(bad[k].url, NULL));
+    /* 8 KiB of path, and one byte more */
+    memcpy(longpath, "http://127.0.0.1/", 17);
+    memset(longpath + 17, 'a', 8191);
+    assert_int_equal(parse(longpath, NULL), BOPT_RUN);
+    assert_int_equal(strlen(o.path), 8192);
+    longpath[17 + 8191] = 'a';
+    expect_error("is not http://ADDR[:PORT][/PATH]", parse(longpath, NULL));
+
+    /* with other options: the URL says HTTP, and so may --expect; no other framing */
+    assert_int_equal(parse("--expect", "http", "-c", "3", "http://127.0.0.1:1/x", NULL), BOPT_RUN);
+    assert_int_equal(o.conns, 3);
+    expect_error("an http:// target is HTTP, but --expect line was given; drop --expect, or give "
+                 "the target as 127.0.0.1:1",
+                 parse("--expect", "line", "http://127.0.0.1:1/x", NULL));
+    expect_error("--expect bytes N was given",
+                 parse("--expect", "bytes", "3", "http://127.0.0.1:1/", NULL));
+    expect_error("--size makes generated echo payloads",
+                 parse("--size", "10", "http://127.0.0.1:1/", NULL));
+    /* a request file holds its own path: a URL with a path is one request too many */
+    expect_error("the URL's path /x with a request file (--request, --payload or --mix)",
+                 parse("--request", "r.http", "http://127.0.0.1:1/x", NULL));
+    expect_error("the URL's path /x?y with a request file",
+                 parse("--mix", "a:1,b:2", "http://127.0.0.1:1/x?y", NULL));
+    assert_int_equal(parse("--request", "r.http", "http://127.0.0.1:1/", NULL), BOPT_RUN);
+    assert_int_equal(parse("--request", "r.http", "http://127.0.0.1:1", NULL), BOPT_RUN);
+    expect_error("the URL's path /x with --script: lfbench does not give a script the URL's path "
+                 "yet (wrk.path stays /); set wrk.path in the script and give "
+                 "http://127.0.0.1:1/",
+                 parse("--script", "s.lua", "http://127.0.0.1:1/x", NULL));
+    assert_int_equal(parse("--script", "s.lua", "http://127.0.0.1:1/", NULL), BOPT_RUN);
+    /* the script's arguments still follow "--" */
+    assert_int_equal(parse("--script", "s.lua", "http://127.0.0.1:1/", "--", "a", NULL), BOPT_RUN);
+    assert_int_equal(o.nscript_args, 1);
+    expect_error("no target: give HOST:PORT or an http:// URL last", parse("-c", "1", NULL));
+    /* bopt_parse_url on its own */
+    {
+        char hp[80], au[80], *path = NULL;
+
+        assert_int_equal(bopt_parse_url("https://x/", hp, sizeof(hp), au, sizeof(au), &path),
+                         -EPROTONOSUPPORT);
+        assert_int_equal(bopt_parse_url("http://a:1/p", hp, 3, au, sizeof(au), &path), -EINVAL);
+        assert_null(path);
+        assert_int_equal(bopt_parse_url("http://a:1/p", hp, sizeof(hp), au, sizeof(au), &path), 0);
+        assert_string_equal(hp, "a:1");
+        assert_string_equal(path, "/p");
+        free(path);
+    }
+}
+
+/* The request lfbench makes without a request file, as sent. */
+static const char *request_of(struct payloads *p)
+{
+    static char buf[128 * 1024];
+    char perr[256];
+
+    if (payload_load(p, &o, perr, sizeof(perr)) < 0)
+        fail_msg("payload_load: %s", perr);
+    assert_int_equal(p->n, 1);
+    assert_true(p->cls[0].len < sizeof(buf));
+    memcpy(buf, p->cls[0].data, p->cls[0].len);
+    buf[p->cls[0].len] = '\0';
+    return buf;
+}
+
+/* Issue 33 (B.10): wrk's -H "Name: value", repeatable, in lfbench's own GET; Host replaces the
+ * default one; Connection: close makes each response a reconnect. Malformed, or without HTTP,
+ * or beside a request that lfbench does not make: refused with one line. */
+static void test_headers(void **state)
+{
+    static const struct {
+        const char *h, *msg;
+    } bad[] = {
+        {"NoColon", "-H: 'NoColon' is not a header 'Name: value': it has no colon after the name"},
+        {"Bad Name: x", "-H: 'Bad Name: x' is not a header 'Name: value': its name holds a byte "
+                        "no field name has"},
+        {"X-A : x", "its name holds a byte no field name has"},
+        {": x", "its name is empty"},
+        {"", "it does not start with a field name"},
+        {" X: y", "it does not start with a field name"},
+        {"X(y): z", "its name holds a byte no field name has"},
+        {"X: a\r\nInjected: yes", "-H: 'X: a??Injected: yes' is not a header 'Name: value': its "
+                                  "value holds a control byte"},
+        {"X: a\nb", "its value holds a control byte"},
+        {"X: \x7f", "its value holds a control byte"},
+        {"Content-Length: 5", "-H: Content-Length frames a body, and lfbench's GET has none"},
+        {"transfer-encoding: chunked", "-H: transfer-encoding frames a body"},
+    };
+    struct payloads p;
+    const char *req;
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        expect_error(bad[k].msg, parse("-H", bad[k].h, "http://127.0.0.1:1/", NULL));
+
+    assert_int_equal(parse("-H", "X-A: b", "--header", "X-Empty:", "--header=Accept:\t*/*",
+                           "http://127.0.0.1:9876/p?q", NULL),
+                     BOPT_RUN);
+    assert_int_equal(o.nheaders, 3);
+    req = request_of(&p);
+    assert_string_equal(req, "GET /p?q HTTP/1.1\r\nHost: 127.0.0.1:9876\r\nX-A: b\r\nX-Empty:\r\n"
+                             "Accept:\t*/*\r\n\r\n");
+    assert_string_equal(p.cls[0].name, "GET /p?q");
+    assert_false(p.cls[0].close);
+    payload_free(&p);
+    /* Host replaces the default, any case; the URL without a port: Host without one */
+    assert_int_equal(parse("-H", "host: example.org", "http://127.0.0.1/", NULL), BOPT_RUN);
+    assert_string_equal(request_of(&p), "GET / HTTP/1.1\r\nhost: example.org\r\n\r\n");
+    payload_free(&p);
+    assert_int_equal(parse("http://[::1]/", NULL), BOPT_RUN);
+    assert_string_equal(request_of(&p), "GET / HTTP/1.1\r\nHost: [::1]\r\n\r\n");
+    payload_free(&p);
+    /* HOST:PORT with --expect http: Host the target as given, as before */
+    assert_int_equal(parse("--expect", "http", "-H", "Connection: close", "localhost:7", NULL),
+                     BOPT_RUN);
+    assert_string_equal(request_of(&p),
+                        "GET / HTTP/1.1\r\nHost: localhost:7\r\nConnection: close\r\n\r\n");
+    assert_true(p.cls[0].close); /* the server closes after each: a reconnect, not an error */
+    assert_string_equal(p.cls[0].name, "GET /");
+    payload_free(&p);
+
+    expect_error("-H adds a header to an HTTP request: give an http:// target or --expect http",
+                 parse("-H", "X: y", "127.0.0.1:1", NULL));
+    expect_error("-H adds a header to an HTTP request",
+                 parse("-H", "X: y", "--expect", "line", "127.0.0.1:1", NULL));
+    expect_error("-H adds headers to lfbench's own GET, and a --request, --payload or --mix file "
+                 "holds its own: write them in the file",
+                 parse("-H", "X: y", "--expect", "http", "--request", "r", "127.0.0.1:1", NULL));
+    expect_error("-H adds headers to lfbench's own GET",
+                 parse("-H", "X: y", "--payload", "r", "http://127.0.0.1:1/", NULL));
+    expect_error("-H with --script: the script makes the requests, and lfbench does not give it "
+                 "-H yet; set wrk.headers in the script",
+                 parse("-H", "X: y", "--script", "s.lua", "http://127.0.0.1:1/", NULL));
+    expect_error("-H needs a value", parse("-H", NULL));
+    /* at most 64, and a head of at most 64 KiB */
+    {
+        static char *argv[200], big[2000];
+        int argc = 0;
+        FILE *out = fopen("/dev/null", "w");
+
+        argv[argc++] = (char *)"lfbench";
+        for (int k = 0; k < 65; k++) {
+            argv[argc++] = (char *)"-H";
+            argv[argc++] = (char *)"X: y";
+        }
+        argv[argc++] = (char *)"http://127.0.0.1:1/";
+        bopt_free(&o);
+        assert_int_equal(bopt_parse(&o, argc, argv, out, err, sizeof(err)), BOPT_ERROR);
+        assert_non_null(strstr(err, "-H: at most 64 headers"));
+        memset(big, 'v', sizeof(big) - 1);
+        memcpy(big, "X: ", 3);
+        argc = 1;
+        for (int k = 0; k < 40; k++) {
+            argv[argc++] = (char *)"-H";
+            argv[argc++] = big;
+        }
+        argv[argc++] = (char *)"http://127.0.0.1:1/";
+        bopt_free(&o);
+        assert_int_equal(bopt_parse(&o, argc, argv, out, err, sizeof(err)), BOPT_ERROR);
+        assert_non_null(strstr(err, "-H: the request's head would be about"));
+        argc = 1;
+        for (int k = 0; k < 30; k++) {
+            argv[argc++] = (char *)"-H";
+            argv[argc++] = big;
+        }
+        argv[argc++] = (char *)"http://127.0.0.1:1/";
+        bopt_free(&o);
+        assert_int_equal(bopt_parse(&o, argc, argv, out, err, sizeof(err)), BOPT_RUN);
+        fclose(out);
+        assert_true(strlen(request_of(&p)) > 30 * 2000);
+        payload_free(&p);
+    }
+}
+
+/* Issue 33 (B.10): wrk's --latency is taken (the summary has the percentiles anyway; with it
+ * the distribution follows the summary). */
+static void test_latency_flag(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("127.0.0.1:1", NULL), BOPT_RUN);
+    assert_false(o.latency);
+    assert_int_equal(parse("--latency", "http://127.0.0.1:1/", NULL), BOPT_RUN);
+    assert_true(o.latency);
+    expect_error("--latency takes no value", parse("--latency=yes", "127.0.0.1:1", NULL));
 }
 
 /* Issue 25: --version and --quiet are spelled as lfepolld spells them. */
@@ -598,6 +931,10 @@ int main(void)
         cmocka_unit_test(test_run_options_bad),
         cmocka_unit_test(test_run_options_good),
         cmocka_unit_test(test_durations_with_units),
+        cmocka_unit_test(test_timeout_bare_number_is_seconds),
+        cmocka_unit_test(test_url_targets),
+        cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_latency_flag),
         cmocka_unit_test(test_version_quiet),
         cmocka_unit_test(test_table_is_the_parser),
         cmocka_unit_test(test_man_page_and_help_cover_the_table),
