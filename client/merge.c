@@ -233,13 +233,18 @@ int merge_result(struct bresult *dst, const struct bresult *src)
     dst->window_spread =
         fmax(dst->start_wall + dst->window_spread, src->start_wall + src->window_spread) - start;
     end = fmax(dst->end_wall, src->end_wall);
+    /* The whole runs' span as the windows' below, each run taken to start its wall before its
+     * window's end (a little early: it ran on after it, draining), so that the client's CPU is
+     * over the time the agents ran, not over the longest of them; a merge of its own result
+     * keeps it. */
+    dst->wall = end - fmin(dst->end_wall - dst->wall, src->end_wall - src->wall);
     dst->start_wall = start;
     dst->end_wall = end;
     /* QPS over the union of the windows, from the first start to the last end: what the
      * server saw from all agents together. Dividing by the longest window instead would
-     * count two agents that ran one after the other as twice the rate. */
+     * count two agents that ran one after the other as twice the rate (merge_main refuses
+     * runs whose windows have no instant in common, unless asked). */
     dst->measured = end - start;
-    dst->wall = fmax(dst->wall, src->wall);
     dst->open_s = fmax(dst->open_s, src->open_s);
     dst->connect_busy += src->connect_busy;
     bcount_add(&dst->total, &src->total);
@@ -281,13 +286,65 @@ int merge_result(struct bresult *dst, const struct bresult *src)
 
 /* --- lfbench merge ------------------------------------------------------------------------- */
 
-static const char usage[] = "usage: lfbench merge [--json OUT] [-q] A.json B.json ...";
+static const char usage[] =
+    "usage: lfbench merge [--json OUT] [-q] [--allow-disjoint] A.json B.json ...";
+
+/* When the runs measured: the latest start and the earliest end (their common time), the
+ * earliest start and the latest end (the span merge divides by), and which file gave each. */
+struct windows {
+    double late_start, early_end, first, last;
+    const char *late_start_file, *early_end_file;
+};
+
+static void windows_add(struct windows *w, const struct bresult *r, const char *path, bool first)
+{
+    if (first || r->start_wall > w->late_start)
+        w->late_start = r->start_wall, w->late_start_file = path;
+    if (first || r->end_wall < w->early_end)
+        w->early_end = r->end_wall, w->early_end_file = path;
+    w->first = first ? r->start_wall : fmin(w->first, r->start_wall);
+    w->last = first ? r->end_wall : fmax(w->last, r->end_wall);
+}
+
+/* Merge adds up agents that loaded the server at one time: runs with no instant in common
+ * (one after the other) would give a rate over a span that belongs to none of them, so they
+ * are refused unless allowed, and then said; runs that share less than half of their span are
+ * said too. Returns 0, or -1 (refused) with the line said. */
+static int windows_check(const struct windows *w, bool allow)
+{
+    double common = w->early_end - w->late_start, span = w->last - w->first;
+
+    if (common <= 0 && !allow) {
+        fprintf(stderr,
+                "lfbench merge: %s and %s did not run at the same time: %s's window starts "
+                "%.2f s after %s's ended; merge adds up agents that load a server together "
+                "(start them at one instant: --start-at), and --allow-disjoint merges these "
+                "anyway, over the %.2f s span of both\n",
+                w->early_end_file, w->late_start_file, w->late_start_file, -common,
+                w->early_end_file, span);
+        return -1;
+    }
+    if (common <= 0)
+        fprintf(stderr,
+                "lfbench merge: warning: the runs did not measure at the same time (%s's "
+                "window starts %.2f s after %s's ended): the rates below are over the %.2f s "
+                "span of all, its gaps included\n",
+                w->late_start_file, -common, w->early_end_file, span);
+    else if (common < span / 2)
+        fprintf(stderr,
+                "lfbench merge: warning: the runs measured at the same time for %.2f s of the "
+                "%.2f s span of all (the rates below are over the span: fewer agents loaded "
+                "the server in the rest); start them at one instant with --start-at\n",
+                common, span);
+    return 0;
+}
 
 int merge_main(int argc, char **argv)
 {
     struct bresult all, one;
+    struct windows win = {0, 0, 0, 0, NULL, NULL};
     const char *out = NULL;
-    bool quiet = false;
+    bool quiet = false, allow_disjoint = false;
     char err[512];
     int nfiles = 0, rc = 2;
     FILE *f;
@@ -306,11 +363,16 @@ int merge_main(int argc, char **argv)
             out = argv[i];
         } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
             quiet = true;
+        } else if (!strcmp(argv[i], "--allow-disjoint")) {
+            allow_disjoint = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("%s\n  Merges the --json files of lfbench runs made at the same time into one "
                    "result:\n  counts summed, latency histograms merged bucket by bucket (exact "
-                   "percentiles),\n  per-second series aligned by wall clock. Writes the merged "
-                   "--json to OUT (it can be merged again).\n",
+                   "percentiles),\n  per-second series aligned by wall clock, rates over the "
+                   "span of all windows. Writes the\n  merged --json to OUT (it can be merged "
+                   "again). Runs whose windows have no instant in\n  common (one after the "
+                   "other) are refused: --allow-disjoint merges them anyway, with a\n  "
+                   "warning.\n",
                    usage);
             return 0;
         } else {
@@ -337,6 +399,7 @@ int merge_main(int argc, char **argv)
             fprintf(stderr, "lfbench merge: %s\n", err);
             goto out;
         }
+        windows_add(&win, n ? &one : &all, path, n == 0);
         if (n == 0)
             continue;
         rc = merge_result(&all, &one);
@@ -354,6 +417,8 @@ int merge_main(int argc, char **argv)
         }
         rc = 2;
     }
+    if (nfiles > 1 && windows_check(&win, allow_disjoint) < 0)
+        goto out;
     if (!quiet)
         result_print(stdout, &all);
     rc = 0;

@@ -10,9 +10,12 @@ struct bresult;
  * 2^31; -ENOMEM. */
 int merge_result(struct bresult *dst, const struct bresult *src);
 
-/* lfbench merge [--json OUT] [-q] A.json B.json ...: argv[0] is "merge". Prints the merged
- * summary (unless -q) and writes OUT. Returns the exit status: 0, 1 when OUT cannot be
- * written, 2 on bad usage or a file that cannot be read or merged (one line on stderr). */
+/* lfbench merge [--json OUT] [-q] [--allow-disjoint] A.json B.json ...: argv[0] is "merge".
+ * Prints the merged summary (unless -q) and writes OUT. Runs whose measured windows have no
+ * instant in common are refused unless --allow-disjoint (then a warning on stderr), and runs
+ * that share less than half of their span are warned of. Returns the exit status: 0, 1 when
+ * OUT cannot be written, 2 on bad usage, a file that cannot be read or merged, or disjoint
+ * runs (one line on stderr). */
 int merge_main(int argc, char **argv);
 
 #endif /* LFE_MERGE_H */

@@ -368,6 +368,114 @@ static void test_stall_lands_in_one_second(void **state)
     unlink(o);
 }
 
+/* A number of the summary: what follows the first "key" in text, e.g. "in " or "over ". */
+static double after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+
+    if (!p)
+        fail_msg("no '%s' in:\n%s", key, text);
+    return strtod(p + strlen(key), NULL);
+}
+
+/* Regression (issue 33, B.5): the docs' own example merged two runs made one after the other,
+ * and merge said nothing: its QPS was over a span that belonged to neither run (two 3 s runs
+ * over 6.18 s), and its client CPU "over 3.04 s", the longest run's. Runs with no instant in
+ * common are refused now, in one line naming both files; --allow-disjoint merges them with a
+ * warning, the rate over the span and the client CPU over the runs' span too. Agents started at
+ * one instant (--start-at) merge without a word; agents that share less than half of their
+ * span are warned of. */
+static void test_disjoint_runs_are_refused(void **state)
+{
+    char port[32], at[32], a[] = "/tmp/lfe-merge-a-XXXXXX", b[] = "/tmp/lfe-merge-b-XXXXXX",
+                           m[] = "/tmp/lfe-merge-m-XXXXXX", o[] = "/tmp/lfe-merge-o-XXXXXX";
+    char *text, *ja, *jb;
+    double span, in_s, over_s;
+    pid_t pa, pb;
+    int rc;
+
+    (void)state;
+    assert_int_equal(spawn(&srv, (const char *const[]){NULL}, 0, NULL), 0);
+    snprintf(port, sizeof(port), "127.0.0.1:%d", srv.port);
+    close(mkstemp(a));
+    close(mkstemp(b));
+    close(mkstemp(m));
+    close(mkstemp(o));
+    /* one after the other, as the docs' example did */
+    assert_int_equal(lfb_wait(start(o, (const char *const[]){"-q", "-d", "0.5", "-c", "4", "--json",
+                                                             a, port, NULL})),
+                     0);
+    assert_int_equal(lfb_wait(start(o, (const char *const[]){"-q", "-d", "0.5", "-c", "4", "--json",
+                                                             b, port, NULL})),
+                     0);
+    rc = lfb_wait(start(o, (const char *const[]){"merge", "--json", m, a, b, NULL}));
+    text = slurp(o);
+    if (rc != 2 || count_lines(text) != 1 || !strstr(text, " did not run at the same time: ") ||
+        !strstr(text, a) || !strstr(text, b) || !strstr(text, "--start-at") ||
+        !strstr(text, "--allow-disjoint merges these anyway"))
+        fail_msg("want the disjoint runs refused (exit 2, one line naming both), got %d:\n%s", rc,
+                 text);
+    free(text);
+    text = slurp(m);
+    assert_string_equal(text, ""); /* nothing written */
+    free(text);
+    /* asked for: merged, said, and each figure over the span of both */
+    rc = lfb_wait(
+        start(o, (const char *const[]){"merge", "--allow-disjoint", "--json", m, a, b, NULL}));
+    text = slurp(o);
+    ja = slurp(a);
+    jb = slurp(b);
+    span = lfb_jtop(jb, "end_wall") - lfb_jtop(ja, "start_wall");
+    if (rc != 0 || !strstr(text, "lfbench merge: warning: the runs did not measure at the same "
+                                 "time ("))
+        fail_msg("want --allow-disjoint to merge with a warning, got %d:\n%s", rc, text);
+    in_s = after(strstr(text, "\nrequests "), " in ");
+    over_s = after(strstr(text, "\nclient CPU "), " over ");
+    if (!(span > 1) || fabs(in_s - span) > 0.011 ||
+        over_s < span - 0.011 /* the runs' span holds their windows' */ ||
+        over_s < lfb_jtop(ja, "wall_s") + lfb_jtop(jb, "wall_s") - 0.011)
+        fail_msg("want the rate over the %.2f s span and the CPU over at least it and both runs "
+                 "(%.2f + %.2f s):\n%s",
+                 span, lfb_jtop(ja, "wall_s"), lfb_jtop(jb, "wall_s"), text);
+    free(text);
+    free(ja);
+    free(jb);
+    text = slurp(m);
+    assert_true(lfb_jtop(text, "agents") == 2);
+    free(text);
+
+    /* two agents started at one instant: merged without a word */
+    snprintf(at, sizeof(at), "%.3f", wall() + 1.5 * slow);
+    pa = start(o, (const char *const[]){"-q", "-d", "1", "-c", "4", "--start-at", at, "--json", a,
+                                        port, NULL});
+    pb = start(m, (const char *const[]){"-q", "-d", "1", "-c", "4", "--start-at", at, "--json", b,
+                                        port, NULL});
+    assert_int_equal(lfb_wait(pa), 0);
+    assert_int_equal(lfb_wait(pb), 0);
+    rc = lfb_wait(start(o, (const char *const[]){"merge", a, b, NULL}));
+    text = slurp(o);
+    if (rc != 0 || strstr(text, "warning") || !strstr(text, "merged       2 runs: "))
+        fail_msg("want two agents at one instant merged without a warning, got %d:\n%s", rc, text);
+    free(text);
+    /* ... and one of 0.3 s inside another's 3 s: merged, but said */
+    snprintf(at, sizeof(at), "%.3f", wall() + 1.5 * slow);
+    pa = start(o, (const char *const[]){"-q", "-d", "0.3", "-c", "4", "--start-at", at, "--json", a,
+                                        port, NULL});
+    pb = start(m, (const char *const[]){"-q", "-d", "3", "-c", "4", "--start-at", at, "--json", b,
+                                        port, NULL});
+    assert_int_equal(lfb_wait(pa), 0);
+    assert_int_equal(lfb_wait(pb), 0);
+    rc = lfb_wait(start(o, (const char *const[]){"merge", a, b, NULL}));
+    text = slurp(o);
+    if (rc != 0 || !strstr(text, "lfbench merge: warning: the runs measured at the same time for "))
+        fail_msg("want a warning for 0.3 s in common of 3 s, got %d:\n%s", rc, text);
+    free(text);
+    unlink(a);
+    unlink(b);
+    unlink(m);
+    unlink(o);
+}
+
 /* Bad files and bad usage: exit 2, one line naming the file. */
 static void test_bad_input(void **state)
 {
@@ -410,6 +518,7 @@ int main(void)
         cmocka_unit_test_teardown(test_two_agents, teardown),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test_teardown(test_stall_lands_in_one_second, teardown_bad),
+        cmocka_unit_test_teardown(test_disjoint_runs_are_refused, teardown),
     };
 
     if (harness_init() < 0 || !(lfbench = getenv("LFBENCH")) ||
