@@ -159,7 +159,7 @@ static const char usage_head[] =
 
 static const char usage_tail[] =
     "\n"
-    "       lfbench merge [--json FILE] RUN.json...   one summary of several runs, exact\n"
+    "       lfbench merge [--json FILE] RUN.json...   one summary of concurrent runs, exact\n"
     "       lfbench plot [-o FILE.png] RUN.json...    latency over time, percentiles, sweeps\n"
     "\n"
     "Exit status: 0 when every response verified, none lost or unsent, and errors <=\n"
