@@ -557,16 +557,16 @@ static void test_opening(void **state)
     assert_non_null(strstr(eout, "only 0 of 200 connections opened"));
 
     start_deaf_server();
-    rc = bench(lfb.server_port, "-c", "20", "-d", "0.5", "--timeout", "300", "--open-timeout", "1",
-               "-q", NULL);
+    rc = bench(lfb.server_port, "-c", "20", "-d", "0.5", "--timeout", "300ms", "--open-timeout",
+               "1", "-q", NULL);
     if (rc != 1 || elapsed > 5 || !strstr(eout, " of 20 connections opened in 1.0 s") ||
         !strstr(lfb.out, " of 20 connections open in 1.0"))
         fail_msg("rc %d after %.1f s: want the window after 1 s of opening:\n%s%s", rc, elapsed,
                  lfb.out, eout);
     /* --open-timeout 0 is not the default of ten seconds: refused, or the window at once (a
      * --timeout past it, so that no connect times out and ends the opening first) */
-    rc = bench(lfb.server_port, "-c", "20", "-d", "0.5", "--timeout", "8000", "--open-timeout", "0",
-               "-q", NULL);
+    rc = bench(lfb.server_port, "-c", "20", "-d", "0.5", "--timeout", "8000ms", "--open-timeout",
+               "0", "-q", NULL);
     if (rc != 2 && elapsed > 3)
         fail_msg("--open-timeout 0 waited %.1f s:\n%s%s", elapsed, lfb.out, eout);
 }
