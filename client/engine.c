@@ -621,6 +621,11 @@ static void open_conn(struct bconn *c, uint64_t now, uint64_t t0)
          * slow when TIME_WAIT crowds it. The client's, not the server's. */
         uint64_t spent_ns = now_ns() - c->conn_t0;
         t->connect_ns += spent_ns;
+        t->connect_calls++;
+        if (t->step == 0) { /* the opening: no step commanded yet */
+            t->open_connect_ns += spent_ns;
+            t->open_connect_calls++;
+        }
         if (spent_ns > t->connect_max_ns)
             t->connect_max_ns = spent_ns;
     }

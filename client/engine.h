@@ -67,7 +67,11 @@ struct bthread {
     int step_done;     /* atomic (release): the last step whose results are in sres */
     uint64_t drain_t0; /* when the step stopped issuing: in-flight requests time out from here */
     struct bstepres sres;
-    uint64_t connect_ns;      /* time spent inside connect() itself (a crowded port range) */
+    /* connect() itself (the kernel's search of a crowded port range): the time spent inside
+     * it and its calls, over the whole run and over the opening alone (before the first step:
+     * the reconnects of a server that closes, or of --reconnect-every, come later) */
+    uint64_t connect_ns, connect_calls;
+    uint64_t open_connect_ns, open_connect_calls;
     uint64_t connect_max_ns;  /* the longest connect() call */
     bool hdr;                 /* --hdr-log: keep cur_mlat */
     bool steps;               /* --rate-sweep or --find-rate: each step keeps its own histogram */

@@ -859,10 +859,10 @@ static int result_config(struct bresult *res, const struct bopt *o, const struct
     return 0;
 }
 
-/* Every thread's totals summed into res; returns the CPU seconds spent inside connect(). */
-static double result_totals(struct bresult *res, const struct run *r)
+/* Every thread's totals summed into res. */
+static void result_totals(struct bresult *res, const struct run *r)
 {
-    uint64_t connect_ns = 0;
+    uint64_t connect_ns = 0, open_ns = 0;
 
     for (int i = 0; i < r->o->threads; i++) {
         const struct bthread *t = &r->ts[i];
@@ -880,7 +880,12 @@ static double result_totals(struct bresult *res, const struct run *r)
             res->conn_max = t->conn_max;
         res->all_requests += t->issued;
         connect_ns += t->connect_ns;
+        res->connect_calls += t->connect_calls;
+        open_ns += t->open_connect_ns;
+        res->open_connects += t->open_connect_calls;
     }
+    res->connect_s = (double)connect_ns / 1e9;
+    res->connect_busy = (double)open_ns / 1e9;
     res->reconnects = res->total.reconnects;
     res->http_non2xx = res->total.http_non2xx;
     if (r->sc) {
@@ -888,7 +893,6 @@ static double result_totals(struct bresult *res, const struct run *r)
         res->script = strdup(r->o->script);
         res->script_failure = f ? strdup(f) : NULL;
     }
-    return (double)connect_ns / 1e9;
 }
 
 /* The results as one struct, from which the summary and --json both come. The per-second
@@ -901,7 +905,7 @@ static int build_result(struct bresult *res, struct run *r)
     result_init(res);
     if ((rc = result_config(res, o, r->p)) < 0)
         return rc;
-    res->connect_busy = result_totals(res, r);
+    result_totals(res, r);
     res->wall = (double)(r->t1 - r->t0) / 1e9;
     if (r->nsteps) { /* a sweep's measured windows are its steps' */
         res->measured = 0;

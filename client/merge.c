@@ -247,6 +247,9 @@ int merge_result(struct bresult *dst, const struct bresult *src)
     dst->measured = end - start;
     dst->open_s = fmax(dst->open_s, src->open_s);
     dst->connect_busy += src->connect_busy;
+    dst->open_connects += src->open_connects;
+    dst->connect_s += src->connect_s;
+    dst->connect_calls += src->connect_calls;
     bcount_add(&dst->total, &src->total);
     dst->intended += src->intended;
     dst->behind += src->behind;

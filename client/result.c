@@ -61,8 +61,10 @@ const char *result_ok_status(const struct bresult *r)
 
 /* --- the summary --------------------------------------------------------------------------- */
 
-/* One latency line; indent goes before label (a class's latency under the total's). */
-static void print_lat(FILE *f, const char *indent, const char *label, const struct hist *h)
+/* One latency line; indent goes before label (a class's latency under the total's); note, when
+ * not NULL, says what the samples cover. */
+static void print_lat(FILE *f, const char *indent, const char *label, const struct hist *h,
+                      const char *note)
 {
     int width = 12 - (int)strlen(indent);
 
@@ -72,11 +74,35 @@ static void print_lat(FILE *f, const char *indent, const char *label, const stru
     }
     fprintf(f,
             "  %s%-*s min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  p99.99 %.1f  max %.1f  "
-            "mean %.1f  (µs, %llu samples)\n",
+            "mean %.1f  (µs, %llu samples%s%s)\n",
             indent, width, label, hist_us(h->min), hist_us(hist_percentile(h, 50)),
             hist_us(hist_percentile(h, 90)), hist_us(hist_percentile(h, 99)),
             hist_us(hist_percentile(h, 99.9)), hist_us(hist_percentile(h, 99.99)), hist_us(h->max),
-            hist_us((uint64_t)(h->sum / (double)h->count)), (unsigned long long)h->count);
+            hist_us((uint64_t)(h->sum / (double)h->count)), (unsigned long long)h->count,
+            note ? ", " : "", note ? note : "");
+}
+
+/* Bytes per second in the unit that keeps two decimals meaningful (B/s, KB/s, MB/s, GB/s; powers
+ * of 1000): 200 req/s of 8 bytes is 1.60 KB/s, not 0.00 MB/s. */
+static void rate_bytes(char *buf, size_t len, double per_s)
+{
+    static const char *const unit[] = {"B/s", "KB/s", "MB/s", "GB/s"};
+    int u = 0;
+
+    /* the unit where it shows at least 1.00 once rounded (999.999 KB/s is 1.00 MB/s) */
+    while (u < 3 && per_s >= 999.995)
+        per_s /= 1000, u++;
+    snprintf(buf, len, "%.2f %s", per_s, unit[u]);
+}
+
+/* What connect() itself cost over the whole run, after a line that counts connections (short
+ * mode, reconnects): there the port range's search shows, beside the count it belongs to. */
+static void print_connect_cost(FILE *f, const struct bresult *r)
+{
+    if (r->connect_calls)
+        fprintf(
+            f, "; connect() itself took %.1f µs each on average over the whole run's %llu calls",
+            r->connect_s * 1e6 / (double)r->connect_calls, (unsigned long long)r->connect_calls);
 }
 
 static void print_steps(FILE *f, const struct bresult *r)
@@ -123,22 +149,32 @@ void result_print(FILE *f, const struct bresult *r)
     double measured = r->measured > 0 ? r->measured : 1, wall = r->wall > 0 ? r->wall : 1;
     double cpu = r->cpu_s;
     bool is_short = result_is_mode(r, "short"), is_long = !is_short;
+    char out[32], in[32], steps[48] = "";
 
     if (r->agents > 1)
         fprintf(f, "merged       %d runs: windows start within %.0f ms of each other; targets %s\n",
                 r->agents, r->window_spread * 1e3, r->target ? r->target : "?");
-    fprintf(f, "requests     %llu in %.2f s: %.1f req/s, %.2f MB/s out, %.2f MB/s in\n",
+    rate_bytes(out, sizeof(out), (double)r->total.bytes_out / measured);
+    rate_bytes(in, sizeof(in), (double)r->total.bytes_in / measured);
+    /* A sweep's or a search's totals add its steps together (the same as --json's, which merge
+     * needs whole): said on both lines, since only the steps' rows are each one rate's. */
+    if (r->nsteps)
+        snprintf(steps, sizeof(steps), " (all %zu step%s together)", r->nsteps,
+                 r->nsteps == 1 ? "" : "s");
+    fprintf(f, "requests     %llu in %.2f s: %.1f req/s, %s out, %s in%s",
             (unsigned long long)r->total.requests, measured, (double)r->total.requests / measured,
-            (double)r->total.bytes_out / measured / 1e6,
-            (double)r->total.bytes_in / measured / 1e6);
-    print_lat(f, "", "latency", r->lat);
+            out, in, steps);
+    fputc('\n', f);
+    print_lat(f, "", "latency", r->lat, r->nsteps ? "all steps together" : NULL);
     if (r->nclasses > 1)
         for (int k = 0; k < r->nclasses; k++)
-            print_lat(f, "  ", r->cls[k].name ? r->cls[k].name : "?", result_class_lat(r, k));
+            print_lat(f, "  ", r->cls[k].name ? r->cls[k].name : "?", result_class_lat(r, k), NULL);
     if (is_short) {
-        fprintf(f, "connections  %llu: %.1f conn/s\n", (unsigned long long)r->total.connects,
+        fprintf(f, "connections  %llu: %.1f conn/s", (unsigned long long)r->total.connects,
                 (double)r->total.connects / measured);
-        print_lat(f, "", "connect", r->clat);
+        print_connect_cost(f, r);
+        fputc('\n', f);
+        print_lat(f, "", "connect", r->clat, NULL);
     }
     if (is_long && r->open_s > 0) {
         /* The window starts once the connections are open: say how long that took, and when
@@ -149,14 +185,19 @@ void result_print(FILE *f, const struct bresult *r)
         if (r->open_at_start < r->conns)
             fprintf(f, " (the rest never opened in time: see errors)");
         /* On loopback connect() runs the whole handshake inline: 10-30 µs each is normal.
-         * Far more is the kernel searching a crowded port range. */
-        double per = r->connect_busy / (r->open_at_start > 0 ? r->open_at_start : 1);
+         * Far more is the kernel searching a crowded port range. The opening's calls only
+         * (refused ones too): the run's reconnects come after it (a file without the count:
+         * the connections it opened). */
+        uint64_t calls = r->open_connects   ? r->open_connects
+                         : r->open_at_start ? (uint64_t)r->open_at_start
+                                            : 1;
+        double per = r->connect_busy / (double)calls;
         if (r->connect_busy >= 0.1 && r->connect_busy >= r->open_s / 4 && per > 100e-6)
             fprintf(f,
-                    "; %.2f s of it inside connect() itself (%.0f µs each): the kernel searching "
-                    "an ephemeral port range crowded by TIME_WAIT (a slow client, not a slow "
-                    "server: %s or wait 60 s)",
-                    r->connect_busy, per * 1e6,
+                    "; %.2f s of it inside connect() itself (%.0f µs each of %llu calls): the "
+                    "kernel searching an ephemeral port range crowded by TIME_WAIT (a slow "
+                    "client, not a slow server: %s or wait 60 s)",
+                    r->connect_busy, per * 1e6, (unsigned long long)calls,
                     r->kr.nsources ? "more --source addresses" : "--source");
         fputc('\n', f);
     }
@@ -173,9 +214,13 @@ void result_print(FILE *f, const struct bresult *r)
     for (int e = 0; e < ERR_KINDS; e++)
         fprintf(f, " %s %llu", berr_name[e], (unsigned long long)r->total.errors[e]);
     fprintf(f, "; lost %llu\n", (unsigned long long)r->total.lost);
-    if (r->reconnects)
-        fprintf(f, "reconnects   %llu connections closed cleanly and opened again\n",
+    if (r->reconnects) {
+        fprintf(f, "reconnects   %llu connections closed cleanly and opened again",
                 (unsigned long long)r->reconnects);
+        if (is_long)
+            print_connect_cost(f, r);
+        fputc('\n', f);
+    }
     if (r->http_non2xx || (r->expect && !strcmp(r->expect, "http")))
         fprintf(f, "http         %llu responses with a status other than %s\n",
                 (unsigned long long)r->http_non2xx, result_ok_status(r));

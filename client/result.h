@@ -53,9 +53,13 @@ struct bresult {
     double end_wall;         /* a sweep's: when its last step ended (its last response) */
     double window_spread;    /* merged: the largest difference between the agents' start_wall */
     /* opening (long mode): how long it took until the connections were open */
-    double open_s;       /* seconds from the start until the last connection opened */
-    int open_at_start;   /* connections open when the measured window began */
-    double connect_busy; /* seconds the client spent inside connect() itself */
+    double open_s;          /* seconds from the start until the last connection opened */
+    int open_at_start;      /* connections open when the measured window began */
+    double connect_busy;    /* seconds the client spent inside connect() itself, opening */
+    uint64_t open_connects; /* connect() calls of the opening (0: a file without them) */
+    /* connect() over the whole run, reconnects and short mode's connections included */
+    double connect_s;       /* seconds inside connect() itself */
+    uint64_t connect_calls; /* its calls, refused ones too (0: a file without them) */
     /* the totals of the measured window */
     double measured; /* seconds */
     double wall;     /* seconds of the whole run */

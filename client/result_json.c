@@ -135,9 +135,13 @@ int result_write_json(FILE *f, const struct bresult *r)
             "  \"agents\": %d,\n  \"start_wall\": %.6f,\n  \"end_wall\": %.6f,\n"
             "  \"window_spread_s\": %.6f,\n  \"wall_s\": %.6f,\n",
             r->agents, r->start_wall, r->end_wall, r->window_spread, r->wall);
+    /* connect() itself: the opening's calls (its connect_busy_s), and the whole run's */
     fprintf(f,
-            "  \"opening\": {\"open_s\": %.6f, \"open_at_start\": %d, \"connect_busy_s\": %.6f},\n",
-            r->open_s, r->open_at_start, r->connect_busy);
+            "  \"opening\": {\"open_s\": %.6f, \"open_at_start\": %d, \"connect_busy_s\": %.6f, "
+            "\"connect_calls\": %llu},\n",
+            r->open_s, r->open_at_start, r->connect_busy, (unsigned long long)r->open_connects);
+    fprintf(f, "  \"connect\": {\"calls\": %llu, \"busy_s\": %.6f},\n",
+            (unsigned long long)r->connect_calls, r->connect_s);
     fprintf(f,
             "  \"requests\": %llu,\n  \"measured_s\": %.3f,\n  \"qps\": %.3f,\n"
             "  \"bytes_out\": %llu,\n  \"bytes_in\": %llu,\n  \"latency\": ",
@@ -648,6 +652,15 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
         r->open_s = need_num(rd, op, "opening", "open_s");
         r->open_at_start = need_int(rd, op, "opening", "open_at_start");
         r->connect_busy = need_num(rd, op, "opening", "connect_busy_s");
+        if (json_get(op, "connect_calls")) /* absent before it was counted */
+            r->open_connects = need_u64(rd, op, "opening", "connect_calls");
+    }
+    if (json_get(d, "connect")) { /* absent before it was counted */
+        const struct json *cn = need(rd, d, "", "connect", JSON_OBJECT);
+        if (cn) {
+            r->connect_calls = need_u64(rd, cn, "connect", "calls");
+            r->connect_s = need_num(rd, cn, "connect", "busy_s");
+        }
     }
     r->total.requests = need_u64(rd, d, "", "requests");
     r->measured = need_num(rd, d, "", "measured_s");

@@ -66,6 +66,9 @@ static void make(struct bresult *r, double wall0, int secs, int n, const char *t
     r->open_s = 0.25;
     r->open_at_start = 10;
     r->connect_busy = 0.125;
+    r->open_connects = 12;
+    r->connect_s = 0.5;
+    r->connect_calls = 1000;
     r->lat = new_hist();
     r->clat = new_hist();
     r->nclasses = 2;
@@ -241,6 +244,11 @@ static void test_round_trip(void **state)
     assert_memory_equal(&a.kd, &b.kd, sizeof(a.kd));
     assert_int_equal(b.agents, 1);
     assert_true(b.cpu_s == a.cpu_s);
+    /* connect() itself: the opening's and the whole run's, each its own */
+    assert_true(b.connect_busy == a.connect_busy);
+    assert_int_equal(b.open_connects, 12);
+    assert_true(b.connect_s == a.connect_s);
+    assert_int_equal(b.connect_calls, 1000);
     /* and what it reads writes the same bytes again */
     t2 = to_text(&b);
     assert_string_equal(t1, t2);
@@ -262,22 +270,116 @@ static void test_print(void **state)
     make(&a, 1700000000.5, 3, 100, "10.0.0.1:9000", NULL);
     result_print(f, &a);
     fclose(f);
-    assert_non_null(strstr(text, "requests     300 in 3.00 s: 100.0 req/s"));
+    /* a sweep's totals add its steps together, and say so (newcomer item 8) */
+    assert_non_null(strstr(text, "requests     300 in 3.00 s: 100.0 req/s, 6.40 KB/s out, "
+                                 "375299.97 GB/s in (all 2 steps together)\n"));
     assert_non_null(strstr(text, "\n  latency      min "));
+    assert_non_null(strstr(text, " samples, all steps together)\n"));
+    assert_null(strstr(text, "    a \"quoted\" name min 0.0"));
     assert_non_null(strstr(text, "\n    a \"quoted\" name min "));
     assert_non_null(strstr(text, "\nschedule     5002 sends due; 7 went out"));
     assert_non_null(strstr(text, "\nspread       100 to 200 done per connection\n"));
     assert_non_null(strstr(text, "\nerrors       6: refused 0 reset 3 timeout 3 addrnotavail 0 "
                                  "emfile 0 closed 0 mismatch 0 other 0; lost 3\n"));
     assert_non_null(strstr(text, "\nopening      10 of 10 connections open in 0.25 s, before the "
-                                 "measured window; 0.12 s of it inside connect() itself (12500 µs "
-                                 "each)"));
-    assert_non_null(strstr(text, "\nreconnects   4 "));
+                                 "measured window; 0.12 s of it inside connect() itself (10417 µs "
+                                 "each of 12 calls)"));
+    assert_non_null(strstr(text, "\nreconnects   4 connections closed cleanly and opened again; "
+                                 "connect() itself took 500.0 µs each on average over the whole "
+                                 "run's 1000 calls\n"));
     assert_non_null(strstr(text, "(this network namespace, whole run)\n"));
     assert_non_null(strstr(text, "\nsteps        "));
     assert_non_null(strstr(text, "\nfound        1000 requests/s kept the bound: "));
     assert_null(strstr(text, "merged"));
     free(text);
+    result_free(&a);
+}
+
+/* test_opening_is_the_opening: the opening line's connect() time is the opening's, not the
+ * whole run's. With a server that closes each connection (or --reconnect-every 1) it divided
+ * the connect() time of every reconnect by the 50 first connections: "0.98 s of it inside
+ * connect() itself (19591 µs each)" in an opening of 0.00 s, blaming the port range. */
+static void test_opening_is_the_opening(void **state)
+{
+    struct bresult a;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    (void)state;
+    make(&a, 1700000000.5, 3, 100, "10.0.0.1:9000", NULL);
+    free(a.steps[0].lat);
+    free(a.steps[1].lat);
+    free(a.steps);
+    a.steps = NULL;
+    a.nsteps = 0;
+    a.conns = a.open_at_start = 50;
+    a.open_s = 0.004;
+    a.open_connects = 50;
+    a.connect_busy = 0.0015; /* 30 µs each */
+    a.connect_s = 0.98;      /* the whole run's 25,000 */
+    a.connect_calls = 25000;
+    a.reconnects = a.total.reconnects = 24950;
+    result_print(f, &a);
+    fclose(f);
+    assert_non_null(strstr(text, "\nopening      50 of 50 connections open in 0.00 s, before the "
+                                 "measured window\n"));
+    assert_null(strstr(text, "crowded"));
+    assert_non_null(strstr(text, "\nreconnects   24950 connections closed cleanly and opened "
+                                 "again; connect() itself took 39.2 µs each on average over the "
+                                 "whole run's 25000 calls\n"));
+    /* the run's requests line has no steps to speak of */
+    assert_non_null(strstr(text, "requests     300 in 3.00 s: 100.0 req/s"));
+    assert_null(strstr(text, "all steps"));
+    free(text);
+    /* an opening that was slow inside connect() still says so, per call of its own */
+    text = NULL;
+    f = open_memstream(&text, &len);
+    a.open_s = 2.0;
+    a.connect_busy = 1.5; /* 50 calls of 30 ms */
+    result_print(f, &a);
+    fclose(f);
+    assert_non_null(strstr(text, "; 1.50 s of it inside connect() itself (30000 µs each of 50 "
+                                 "calls): the kernel searching"));
+    free(text);
+    result_free(&a);
+}
+
+/* test_rate_units: bytes per second in the unit that keeps two decimals meaningful: 200 req/s
+ * of 8 bytes read "0.00 MB/s out, 0.00 MB/s in". */
+static void test_rate_units(void **state)
+{
+    static const struct {
+        uint64_t bytes;
+        const char *want;
+    } cases[] = {
+        {0, "0.00 B/s out"},
+        {4795, "998.96 B/s out"},
+        {4800, "1.00 KB/s out"},
+        {8000, "1.67 KB/s out"},
+        {4799900, "999.98 KB/s out"},
+        {4799999, "1.00 MB/s out"},
+        {48ull << 30, "10.74 GB/s out"},
+        {(uint64_t)1e15, "208333.33 GB/s out"},
+    };
+    struct bresult a;
+
+    (void)state;
+    make(&a, 1700000000.5, 3, 100, "10.0.0.1:9000", NULL);
+    a.measured = 4.8;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        a.total.bytes_out = cases[i].bytes;
+        result_print(f, &a);
+        fclose(f);
+        if (!strstr(text, cases[i].want))
+            fail_msg("%llu bytes in 4.8 s: want \"%s\" in:\n%.300s",
+                     (unsigned long long)cases[i].bytes, cases[i].want, text);
+        free(text);
+    }
     result_free(&a);
 }
 
@@ -310,6 +412,9 @@ static void test_merge_exact(void **state)
     assert_true(a.start_wall == 1700000000.25);
     assert_true(a.measured == 5.5); /* the union of the windows */
     assert_true(a.kd.v[KS_ACTIVE_OPENS] == 2 * 3 * KS_ACTIVE_OPENS);
+    assert_int_equal(a.connect_calls, 2000); /* what the hints weigh ActiveOpens against */
+    assert_int_equal(a.open_connects, 24);
+    assert_true(a.connect_s == 1.0);
     assert_false(a.kd.have[KS_SOFTNET_SQUEEZED]);
     /* series on whole epoch seconds: a's end at .28, b's at .78, both in the same buckets */
     {
@@ -493,9 +598,14 @@ static void test_read_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_print),
-        cmocka_unit_test(test_merge_exact),   cmocka_unit_test(test_merge_associative),
-        cmocka_unit_test(test_merge_refused), cmocka_unit_test(test_read_refused),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_print),
+        cmocka_unit_test(test_merge_exact),
+        cmocka_unit_test(test_merge_associative),
+        cmocka_unit_test(test_merge_refused),
+        cmocka_unit_test(test_read_refused),
+        cmocka_unit_test(test_opening_is_the_opening),
+        cmocka_unit_test(test_rate_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
