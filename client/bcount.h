@@ -23,9 +23,11 @@ extern const char *const berr_name[ERR_KINDS];
 /* Counters of one interval (a second) or of the whole run. Every request issued ends as a
  * response (requests) or as an error: errors count one per request a failure ended (each one in
  * flight on a connection that closed, reset or timed out), or one for a failure that ended none
- * (a refused connect, an idle connection reset). */
+ * (a refused connect, an idle connection reset). A response that failed the script's check is
+ * both: a response (the server answered it whole) and a mismatch (as wrk counts a non-2xx one
+ * in its rate and in its errors). */
 struct bcount {
-    uint64_t requests;     /* responses complete and verified */
+    uint64_t requests;     /* responses complete and verified (a script's failed check too) */
     uint64_t bytes_out;    /* request bytes written */
     uint64_t bytes_in;     /* response bytes read */
     uint64_t connects;     /* connections established */
@@ -36,7 +38,8 @@ struct bcount {
     uint64_t reconnects;   /* connections closed cleanly and reopened, not errors:
                             * --reconnect-every, or an HTTP server's Connection: close */
     uint64_t http_non2xx;  /* --expect http: responses whose status was not 2xx */
-    uint64_t checks;       /* --script: responses handed to response() (or refused as too big) */
+    uint64_t checks;       /* --script: responses handed to response() (or refused as too big),
+                            * of requests */
     uint64_t check_failed; /* of those, the ones it failed (also counted as mismatches) */
     uint64_t errors[ERR_KINDS];
 };

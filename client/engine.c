@@ -653,9 +653,10 @@ out_error:
     c->retry_at = now + RETRY_NS;
 }
 
-/* --script: response() judges the whole response. Returns true if it passed; a failed check is a
- * mismatch, counted here, whose connection stays open (its framing held). */
-static bool script_check(struct bconn *c, uint64_t now)
+/* --script: response() judges the whole response. A failed check is counted here, as a
+ * mismatch too; the response is counted by the caller like any other (its connection stays
+ * open: its framing held): the rate is the server's, as wrk counts a non-2xx response. */
+static void script_check(struct bconn *c, uint64_t now, bool measured)
 {
     struct bthread *t = c->t;
     struct req *r = &c->q[c->head];
@@ -667,20 +668,19 @@ static bool script_check(struct bconn *c, uint64_t now)
     c->rlen = 0;
     c->rbig = false;
     t->cur.checks++;
-    if (t->phase != PH_IDLE) {
+    if (measured) { /* counted where its response is: checks and failures are some of them */
         t->total.checks++;
         t->sres.c.checks++;
     }
     if (!script_after(t, rc < 0) || rc == 0)
-        return true; /* a script error is said as one, not as a failed check */
+        return; /* a script error is said as one, not as a failed check */
     t->cur.check_failed++;
-    if (t->phase != PH_IDLE) {
+    if (measured) {
         t->total.check_failed++;
         t->sres.c.check_failed++;
     }
     count_errors(t, ERR_MISMATCH, 1);
     step_mark(t, now);
-    return false;
 }
 
 static void finish_request(struct bconn *c, uint64_t now)
@@ -688,14 +688,15 @@ static void finish_request(struct bconn *c, uint64_t now)
     struct bthread *t = c->t;
     struct req *r = &c->q[c->head];
     bool non2xx = t->o->expect == EXPECT_HTTP && !bopt_status_ok(t->o, c->v.status);
+    bool measured = r->t0 >= t->t_warm && t->phase != PH_IDLE;
 
-    if (t->script_resp && !script_check(c, now))
-        goto next;
+    if (t->script_resp)
+        script_check(c, now, measured);
     t->cur.requests++;
     t->cur.http_non2xx += non2xx; /* a status counted, not a failure: the response was whole */
     step_mark(t, now);
     hist_record(&t->cur_lat, now - r->t0);
-    if (r->t0 >= t->t_warm && t->phase != PH_IDLE) {
+    if (measured) {
         t->total.http_non2xx += non2xx;
         t->sres.c.http_non2xx += non2xx;
         c->done++;
@@ -714,7 +715,6 @@ static void finish_request(struct bconn *c, uint64_t now)
         if (t->p->n > 1 && !r->data)
             hist_record(&t->cls_lat[r->cls], now - r->t0);
     }
-next:
     c->head = (c->head + 1) % t->ring;
     c->qn--;
     c->qw--;

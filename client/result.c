@@ -161,9 +161,14 @@ void result_print(FILE *f, const struct bresult *r)
     if (r->nsteps)
         snprintf(steps, sizeof(steps), " (all %zu step%s together)", r->nsteps,
                  r->nsteps == 1 ? "" : "s");
+    /* Every response counts in the rate, one that failed the script's check too (as wrk counts
+     * non-2xx ones): the rate is the server's; the failures are said beside it. */
     fprintf(f, "requests     %llu in %.2f s: %.1f req/s, %s out, %s in%s",
             (unsigned long long)r->total.requests, measured, (double)r->total.requests / measured,
             out, in, steps);
+    if (r->total.check_failed)
+        fprintf(f, "; %llu of them failed the script's check",
+                (unsigned long long)r->total.check_failed);
     fputc('\n', f);
     print_lat(f, "", "latency", r->lat, r->nsteps ? "all steps together" : NULL);
     if (r->nclasses > 1)

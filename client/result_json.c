@@ -213,12 +213,13 @@ int result_write_json(FILE *f, const struct bresult *r)
         fprintf(f,
                 "%s\n    {\"t\": %.3f, \"wall\": %.6f, \"requests\": %llu, \"bytes_in\": %llu, "
                 "\"bytes_out\": %llu, \"connects\": %llu, \"lost\": %llu, \"reconnects\": %llu, "
-                "\"http_non2xx\": %llu, \"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, "
-                "\"max_us\": %.3f, ",
+                "\"http_non2xx\": %llu, \"checks\": %llu, \"check_failed\": %llu, "
+                "\"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, ",
                 k ? "," : "", s->t, s->wall, (unsigned long long)s->c.requests,
                 (unsigned long long)s->c.bytes_in, (unsigned long long)s->c.bytes_out,
                 (unsigned long long)s->c.connects, (unsigned long long)s->c.lost,
                 (unsigned long long)s->c.reconnects, (unsigned long long)s->c.http_non2xx,
+                (unsigned long long)s->c.checks, (unsigned long long)s->c.check_failed,
                 hist_us(hist_percentile(h, 50)), hist_us(hist_percentile(h, 90)),
                 hist_us(hist_percentile(h, 99)), h->count ? hist_us(h->max) : 0.0);
         free(h);
@@ -234,13 +235,15 @@ int result_write_json(FILE *f, const struct bresult *r)
         fprintf(f,
                 "%s\n    {\"rate\": %.3f, \"measured_s\": %.6f, \"requests\": %llu, \"qps\": %.3f, "
                 "\"bytes_in\": %llu, \"bytes_out\": %llu, \"lost\": %llu, \"intended\": %llu, "
-                "\"behind\": %llu, \"unsent\": %llu, \"http_non2xx\": %llu, \"over_bound\": %llu, ",
+                "\"behind\": %llu, \"unsent\": %llu, \"http_non2xx\": %llu, \"over_bound\": %llu, "
+                "\"checks\": %llu, \"check_failed\": %llu, ",
                 k ? "," : "", st->rate, st->measured, (unsigned long long)st->c.requests,
                 st->measured > 0 ? (double)st->c.requests / st->measured : 0.0,
                 (unsigned long long)st->c.bytes_in, (unsigned long long)st->c.bytes_out,
                 (unsigned long long)st->c.lost, (unsigned long long)st->intended,
                 (unsigned long long)st->behind, (unsigned long long)st->unsent,
-                (unsigned long long)st->c.http_non2xx, (unsigned long long)st->over_bound);
+                (unsigned long long)st->c.http_non2xx, (unsigned long long)st->over_bound,
+                (unsigned long long)st->c.checks, (unsigned long long)st->c.check_failed);
         json_errors(f, &st->c);
         fprintf(f,
                 ", \"cpu_percent\": %.3f, \"attempt\": %d, \"kept\": %s, \"start_wall\": %.6f, "
@@ -497,6 +500,19 @@ static void read_errors(struct rd *rd, const struct json *obj, const char *where
                 (unsigned long long)total, (unsigned long long)sum);
 }
 
+/* A second's or a step's script checks: absent from files written before they were (none
+ * counted); the failed ones are some of the checked ones, which are some of the responses. */
+static void read_checks(struct rd *rd, const struct json *obj, const char *where, struct bcount *c)
+{
+    if (json_get(obj, "checks"))
+        c->checks = need_u64(rd, obj, where, "checks");
+    if (json_get(obj, "check_failed"))
+        c->check_failed = need_u64(rd, obj, where, "check_failed");
+    if (!rd->bad && c->check_failed > c->checks)
+        rd_fail(rd, where, "check_failed", "is %llu, more than the %llu \"checks\"",
+                (unsigned long long)c->check_failed, (unsigned long long)c->checks);
+}
+
 /* A zeroed array of arr->len items of size bytes, for the objects of the array key; NULL when
  * out of memory (the reader has failed). */
 static void *rd_array(struct rd *rd, const struct json *arr, size_t size, const char *key)
@@ -546,6 +562,7 @@ static void read_series(struct rd *rd, const struct json *arr, struct bresult *r
         s->c.lost = need_u64(rd, o, at, "lost");
         s->c.reconnects = need_u64(rd, o, at, "reconnects");
         s->c.http_non2xx = need_u64(rd, o, at, "http_non2xx");
+        read_checks(rd, o, at, &s->c);
         read_errors(rd, o, at, &s->c);
         s->open = need_int(rd, o, at, "open");
         if (!rd->bad)
@@ -581,6 +598,7 @@ static void read_steps(struct rd *rd, const struct json *arr, struct bresult *r)
             st->over_bound = need_u64(rd, o, at, "over_bound");
         if (json_get(o, "attempt"))
             st->attempt = need_int(rd, o, at, "attempt");
+        read_checks(rd, o, at, &st->c);
         if (json_get(o, "start_wall")) {
             st->start_wall = need_num(rd, o, at, "start_wall");
             if (!rd->bad && !(st->start_wall >= 0 && st->start_wall <= 1e10))

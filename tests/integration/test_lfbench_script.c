@@ -814,9 +814,83 @@ static void test_response_false_is_a_mismatch(void **state)
                "-n", "100");
     script_counts(&checks, &failed);
     if (rc != 1 || checks != 100 || failed != 10 || lfb_field("mismatch") != 10 ||
-        lfb_field("requests") != 90 ||
+        lfb_field("requests") != 100 ||
         !strstr(lfb.out, "tenth.lua:2: response() returned false: the tenth, 10\n"))
         fail_msg("rc %d: want 10 of 100 checks failed, as mismatches:\n%s", rc, lfb.out);
+}
+
+/* The sum of key's values over the per-second objects of a --json text's "series". */
+static long series_sum(const char *json, const char *key)
+{
+    const char *p = strstr(json, "\"series\": ["), *end = p ? strstr(p, "\"steps\": [") : NULL;
+    char pat[64];
+    long sum = 0;
+
+    snprintf(pat, sizeof(pat), "\"%s\": ", key);
+    for (p = p ? strstr(p, pat) : NULL; p && p < end; p = strstr(p + 1, pat))
+        sum += atol(p + strlen(pat));
+    return sum;
+}
+
+/* test_failed_checks_count_in_the_rate: a response that failed the script's check is still a
+ * response the server gave: it counts in the requests, req/s, --json (its qps and series) and
+ * lfbench merge, and the failures are said beside it, as wrk's "Non-2xx or 3xx responses". With
+ * every other check failing, req/s read half the server's rate. */
+static void test_failed_checks_count_in_the_rate(void **state)
+{
+    static char ja[1 << 20];
+    char a[] = "/tmp/lfe-script-a-XXXXXX", b[] = "/tmp/lfe-script-b-XXXXXX",
+         ab[] = "/tmp/lfe-script-ab-XXXXXX", pa[300], pb[300];
+    const char *half = script(0, "half.lua",
+                              "local n = 0\nfunction response(status, headers, body)\n"
+                              "  n = n + 1\n  return n % 2 == 1, 'the even one'\nend\n");
+    const char *j;
+    long checks, failed;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    close(mkstemp(a));
+    close(mkstemp(b));
+    close(mkstemp(ab));
+    rc = HELLO(half, "-n", "1000", "--json", a);
+    script_counts(&checks, &failed);
+    if (rc != 1 || lfb_field("requests") != 1000 || checks != 1000 || failed != 500 ||
+        lfb_field("mismatch") != 500 ||
+        !strstr(lfb.out, "; 500 of them failed the script's check\n") ||
+        !strstr(lfb.out, "(µs, 1000 samples)"))
+        fail_msg("rc %d: want 1000 responses counted, 500 of them failed, exit 1:\n%s", rc,
+                 lfb.out);
+    snprintf(ja, sizeof(ja), "%s", lfb_slurp(a));
+    j = ja;
+    if (!lfb_json_valid(j, strlen(j)) || lfb_jtop(j, "requests") != 1000 ||
+        fabs(lfb_jtop(j, "qps") - 1000 / lfb_jtop(j, "measured_s")) > 0.01 * lfb_jtop(j, "qps") ||
+        lfb_jnum(strstr(j, "\"script\""), "checks") != 1000 ||
+        lfb_jnum(strstr(j, "\"script\""), "failed") != 500 || series_sum(j, "requests") != 1000 ||
+        series_sum(j, "check_failed") != 500 || series_sum(j, "checks") != 1000)
+        fail_msg("want --json to count the 1000 and the 500 as the summary, second by second:\n%s",
+                 j);
+    script(2, "a.json", ja);
+    rc = HELLO(half, "-n", "600", "--json", b);
+    if (rc != 1 || lfb_field("requests") != 600)
+        fail_msg("rc %d: want 600 responses counted:\n%s", rc, lfb.out);
+    script(3, "b.json", lfb_slurp(b));
+    snprintf(pa, sizeof(pa), "%s/a.json", tmpdir);
+    snprintf(pb, sizeof(pb), "%s/b.json", tmpdir);
+    /* one run after the other: merged as one, for its counts */
+    rc = lfb_run(
+        (const char *const[]){lfb.lfbench, "merge", "--allow-disjoint", "--json", ab, pa, pb, NULL},
+        lfb.out, sizeof(lfb.out), 30);
+    j = lfb_slurp(ab);
+    script_counts(&checks, &failed);
+    if (rc != 0 || lfb_field("requests") != 1600 || checks != 1600 || failed != 800 ||
+        !strstr(lfb.out, "; 800 of them failed the script's check\n") ||
+        lfb_jtop(j, "requests") != 1600 || lfb_jnum(strstr(j, "\"script\""), "failed") != 800 ||
+        series_sum(j, "requests") != 1600 || series_sum(j, "check_failed") != 800)
+        fail_msg(
+            "rc %d: want the merge to count 1600 responses, 800 of them failed, in its summary "
+            "and --json:\n%s\n%s",
+            rc, lfb.out, j);
 }
 
 /* Regression: a script that makes its globals strict (a metatable on _G whose __index raises,
@@ -1157,6 +1231,7 @@ int main(void)
         cmocka_unit_test_teardown(test_endless_memory_is_an_error, lfb_teardown),
         cmocka_unit_test_teardown(test_done_once_after_the_summary, lfb_teardown),
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
+        cmocka_unit_test_teardown(test_failed_checks_count_in_the_rate, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),

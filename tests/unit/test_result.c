@@ -99,6 +99,8 @@ static void make(struct bresult *r, double wall0, int secs, int n, const char *t
         b->c.bytes_in = b->c.bytes_out = 64ull * (uint64_t)n;
         b->c.errors[ERR_TIMEOUT] = (uint64_t)s;
         b->c.errors[ERR_RESET] = 1;
+        b->c.checks = (uint64_t)n;
+        b->c.check_failed = (uint64_t)s;
         b->open = 10;
         assert_int_equal(hcompact_from(&b->lat, h), 0);
         free(h);
@@ -137,6 +139,8 @@ static void make(struct bresult *r, double wall0, int secs, int n, const char *t
             hist_record(st->lat, sample());
         st->c.requests = (uint64_t)n;
         st->c.errors[ERR_REFUSED] = (uint64_t)k;
+        st->c.checks = (uint64_t)n;
+        st->c.check_failed = (uint64_t)k;
         st->intended = 1000;
         st->behind = 1;
         st->unsent = (uint64_t)k;
