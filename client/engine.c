@@ -185,6 +185,8 @@ static void count_errors(struct bthread *t, enum berr e, uint64_t n)
 {
     t->total.errors[e] += n;
     t->cur.errors[e] += n;
+    if (e == ERR_REFUSED)
+        __atomic_store_n(&t->refused, t->refused + n, __ATOMIC_RELAXED);
     if (t->phase != PH_IDLE)
         t->sres.c.errors[e] += n;
 }
@@ -557,6 +559,7 @@ static void connected(struct bconn *c, uint64_t now)
 
     c->state = CS_OPEN;
     __atomic_store_n(&t->open, t->open + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->established, t->established + 1, __ATOMIC_RELAXED);
     t->cur.connects++;
     c->nreq = 0;
     if (t->phase != PH_IDLE && now >= t->t_warm) {

@@ -72,7 +72,10 @@ struct bthread {
      * the reconnects of a server that closes, or of --reconnect-every, come later) */
     uint64_t connect_ns, connect_calls;
     uint64_t open_connect_ns, open_connect_calls;
-    uint64_t connect_max_ns;  /* the longest connect() call */
+    uint64_t connect_max_ns; /* the longest connect() call */
+    /* atomic (relaxed), read by main each tick to tell that nothing listens: connections ever
+     * established, and connects refused (ECONNREFUSED), since the run began */
+    uint64_t established, refused;
     bool hdr;                 /* --hdr-log: keep cur_mlat */
     bool steps;               /* --rate-sweep or --find-rate: each step keeps its own histogram */
     uint64_t sched_end;       /* open loop: sends intended from here on are not the run's */

@@ -7,6 +7,7 @@
 #include "hist.h"
 #include "kstat.h"
 #include "merge.h"
+#include "net.h"
 #include "payload.h"
 #include "plot.h"
 #include "ports.h"
@@ -234,6 +235,8 @@ struct run {
     struct bscript *sc;       /* --script, NULL without */
     int ninit;                /* threads whose engine_init succeeded (freed on an early exit) */
     bool script_failed;       /* a thread's script error stopped the run (said when seen) */
+    bool connected;           /* a connection has been established: refusals are errors now */
+    bool nobody;              /* nothing listens: every connect refused (said when seen) */
 };
 
 /* Grace past a call's budget before main's watchdog gives up on a thread stuck in its script. */
@@ -284,6 +287,62 @@ static void script_watch(struct run *r)
                 engine_stop(&r->ts[k]);
         }
     }
+}
+
+/* Nothing listens where the connections go, wrk's check: not one connection established yet,
+ * and every thread's connects refused (each thread has its own address when setup() set one).
+ * Said at once, and the run ends (run_tick returns -1 with r->nobody). Once a connection has
+ * been established, refused connects are the run's errors (a server restarting mid-run), and
+ * this is not asked again. */
+static bool nothing_listens(struct run *r)
+{
+    char names[3][INET6_ADDRSTRLEN + 8], list[4 * sizeof(names[0]) + 16] = "";
+    int nnames = 0;
+
+    if (r->connected)
+        return false;
+    for (int i = 0; i < r->o->threads; i++)
+        if (__atomic_load_n(&r->ts[i].established, __ATOMIC_RELAXED)) {
+            r->connected = true;
+            return false;
+        }
+    for (int i = 0; i < r->o->threads; i++)
+        if (r->ts[i].nconns > 0 && !__atomic_load_n(&r->ts[i].refused, __ATOMIC_RELAXED))
+            return false;
+    for (int i = 0; i < r->o->threads; i++) { /* the addresses refused, each named once */
+        struct sockaddr_storage ss = {0};
+        char name[sizeof(names[0])];
+        bool seen = false;
+
+        if (r->ts[i].nconns == 0)
+            continue;
+        memcpy(&ss, r->ts[i].addr, r->ts[i].addrlen < sizeof(ss) ? r->ts[i].addrlen : sizeof(ss));
+        net_addr_name(&ss, name, sizeof(name));
+        for (int k = 0; k < nnames && !seen; k++)
+            seen = !strcmp(names[k], name);
+        if (seen)
+            continue;
+        if (nnames == 3) {
+            strcat(list, ", ...");
+            break;
+        }
+        snprintf(names[nnames], sizeof(names[0]), "%s", name);
+        if (nnames++)
+            strcat(list, ", ");
+        strcat(list, name);
+    }
+    if (nnames == 1 && strcmp(list, r->o->target)) /* a name given: say what it resolved to */
+        fprintf(stderr,
+                "lfbench: connect %s (%s): connection refused: nothing listens there; "
+                "start the server or check the address\n",
+                r->o->target, list);
+    else
+        fprintf(stderr,
+                "lfbench: connect %s: connection refused: nothing listens there; start the server "
+                "or check the address\n",
+                list);
+    r->nobody = true;
+    return true;
 }
 
 /* Whether a thread stopped early (wrk.thread:stop(), a script error): the step's window is then
@@ -401,6 +460,8 @@ static int run_tick(struct run *r)
 
     nanosleep(&tick, NULL);
     script_watch(r);
+    if (nothing_listens(r))
+        return -1;
     if (interrupted) { /* every tick: a step commanded just before may not have begun */
         for (int i = 0; i < r->o->threads; i++)
             engine_stop(&r->ts[i]);
@@ -821,6 +882,44 @@ static int finish(struct run *r)
     return 0;
 }
 
+/* Nothing listened (said already): the threads are told to finish and joined, the output files
+ * opened for the run are removed (no connection ever opened: there is no run to describe), and
+ * what the run made is freed. Returns the exit status: 1, the run failed. */
+static int abandon(struct run *r)
+{
+    const struct bopt *o = r->o;
+    struct timespec tick = {0, 10 * 1000000L};
+
+    for (int i = 0; i < o->threads; i++)
+        engine_command(&r->ts[i], &(struct bcmd){.finish = true});
+    while (reap(r->ts, r->joined, o->threads) < o->threads) {
+        nanosleep(&tick, NULL);
+        script_watch(r); /* a thread stuck in its script ends lfbench there */
+    }
+    if (r->jf && !fclose(r->jf))
+        unlink(o->json);
+    if (r->hdr && !hdrlog_close(r->hdr))
+        unlink(o->hdr_log);
+    if (r->stream && r->stream != stdout && !fclose(r->stream))
+        unlink(o->json_stream);
+    for (int i = 0; i < o->threads; i++)
+        engine_free(&r->ts[i]);
+    for (size_t k = 0; k < r->nsec; k++)
+        hcompact_free(&r->series[k].lat);
+    free(r->series);
+    for (size_t k = 0; k < r->nsteps; k++)
+        free(r->steps[k].lat);
+    free(r->steps);
+    free(r->ts);
+    free(r->joined);
+    if (r->sc) {
+        script_alarm((unsigned)(SCRIPT_PHASE_BUDGET_NS / 1000000000ull) + 2);
+        bscript_free(r->sc);
+        alarm(0);
+    }
+    return 1;
+}
+
 /* The configuration part of the result: what was asked, the request classes. 0 or -ENOMEM. */
 static int result_config(struct bresult *res, const struct bopt *o, const struct payloads *p)
 {
@@ -1112,8 +1211,14 @@ int main(int argc, char **argv)
     }
     /* An error below is out of memory or the like, said where it happened: exit at once. */
     if (rc < 0 || open_connections(&R) < 0 || run_steps(&R) < 0 || finish(&R) < 0 ||
-        build_result(&res, &R) < 0)
-        return 2;
+        build_result(&res, &R) < 0) {
+        if (!R.nobody)
+            return 2;
+        rc = abandon(&R);
+        payload_free(&p);
+        bopt_free(&o);
+        return rc;
+    }
     rc = report(&res, &R);
 
     for (int i = 0; i < o.threads; i++)

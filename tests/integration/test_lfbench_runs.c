@@ -152,13 +152,25 @@ static void take_output(int fo, int fe, const char *po, const char *pe)
     unlink(pe);
 }
 
-/* Runs lfbench to its end; returns its exit status; stdout in lfb.out, stderr in eout. */
+/* Runs lfbench with args (NULL-terminated) to its end; returns its exit status; stdout in
+ * lfb.out, stderr in eout, the seconds it took in elapsed. */
+static int bench_argv(int port, const char *const *args)
+{
+    char po[] = "/tmp/lfe-runs-XXXXXX", pe[] = "/tmp/lfe-runs-XXXXXX";
+    int fo = mkstemp(po), fe = mkstemp(pe), rc;
+    double t0 = mono();
+
+    rc = lfb_wait(spawn(port, args, fo, fe));
+    elapsed = mono() - t0;
+    take_output(fo, fe, po, pe);
+    return rc;
+}
+
+/* bench_argv with the arguments listed (NULL-terminated). */
 static int bench(int port, ...)
 {
     const char *args[48];
-    char po[] = "/tmp/lfe-runs-XXXXXX", pe[] = "/tmp/lfe-runs-XXXXXX";
-    int n = 0, fo = mkstemp(po), fe = mkstemp(pe), rc;
-    double t0 = mono();
+    int n = 0;
     va_list ap;
 
     va_start(ap, port);
@@ -166,10 +178,7 @@ static int bench(int port, ...)
         args[n++] = a;
     va_end(ap);
     args[n] = NULL;
-    rc = lfb_wait(spawn(port, args, fo, fe));
-    elapsed = mono() - t0;
-    take_output(fo, fe, po, pe);
-    return rc;
+    return bench_argv(port, args);
 }
 
 /* Whether text (of len bytes) is exactly one JSON object. */
@@ -543,19 +552,12 @@ static void test_start_at(void **state)
     assert_null(strstr(lfb.out, "requests ")); /* refused before any run */
 }
 
-/* The opening: nothing listens, so it gives up after a second without progress (refused), not
- * after --open-timeout's 10 s; a server that never accepts keeps it to --open-timeout. */
+/* The opening: a server that never accepts keeps it to --open-timeout. */
 static void test_opening(void **state)
 {
-    int rc, port = lfb_free_port();
+    int rc;
 
     (void)state;
-    rc = bench(port, "-c", "200", "-d", "1", "-q", NULL);
-    if (rc != 1 || elapsed >= 8 || lfb_field("refused") <= 0)
-        fail_msg("rc %d after %.1f s: want 1, refused errors, well before --open-timeout:\n%s%s",
-                 rc, elapsed, lfb.out, eout);
-    assert_non_null(strstr(eout, "only 0 of 200 connections opened"));
-
     start_deaf_server();
     rc = bench(lfb.server_port, "-c", "20", "-d", "0.5", "--timeout", "300ms", "--open-timeout",
                "1", "-q", NULL);
@@ -569,6 +571,112 @@ static void test_opening(void **state)
                "0", "-q", NULL);
     if (rc != 2 && elapsed > 3)
         fail_msg("--open-timeout 0 waited %.1f s:\n%s%s", elapsed, lfb.out, eout);
+}
+
+/* test_opening_counts_its_own_connects: the opening line's connect() time is the opening's.
+ * With every request on a connection of its own (--reconnect-every 1, as a server that closes
+ * each), it divided the connect() time of the whole run by the 50 first connections and said
+ * "0.98 s of it inside connect() itself (19591 µs each)" of an opening of 0.00 s, blaming the
+ * port range. The whole run's connect() time is said on the reconnects line, as the run's. */
+static void test_opening_counts_its_own_connects(void **state)
+{
+    char json[] = "/tmp/lfe-runs-json-XXXXXX";
+    const char *j, *open_line, *conn;
+    char line[512] = "";
+    int rc;
+
+    (void)state;
+    start_lfepolld();
+    close(mkstemp(json));
+    rc = bench(lfb.server_port, "-c", "50", "-d", "3", "--reconnect-every", "1", "--json", json,
+               "-q", NULL);
+    open_line = strstr(lfb.out, "\nopening      ");
+    if (rc != 0 || !open_line ||
+        strncmp(open_line, "\nopening      50 of 50 connections open in ", 43) ||
+        lfb_field("reconnects") < 1000)
+        fail_msg("rc %d: want a clean run, 50 opened, reconnecting:\n%s%s", rc, lfb.out, eout);
+    sscanf(open_line + 1, "%511[^\n]", line);
+    if (strstr(line, "inside connect()"))
+        fail_msg("the opening line speaks of the whole run's connect() time:\n%s", lfb.out);
+    if (!strstr(lfb.out, "opened again; connect() itself took ") ||
+        !strstr(lfb.out, " µs each on average over the whole run's "))
+        fail_msg("want the whole run's connect() time on the reconnects line:\n%s", lfb.out);
+    j = lfb_slurp(json);
+    conn = strstr(j, "\"connect\": {");
+    /* the opening's calls: the 50, refused or not (none were); the run's: every reconnect too */
+    if (lfb_jnum(j, "connect_calls") != 50 || !conn ||
+        lfb_jnum(conn, "calls") < lfb_jtop(j, "reconnects") + 50 ||
+        !(lfb_jnum(j, "connect_busy_s") < lfb_jnum(conn, "busy_s")))
+        fail_msg("want the opening's 50 connect() calls apart from the run's in --json:\n%s", j);
+}
+
+/* test_nothing_listens: connects refused and none ever established is wrk's "unable to connect":
+ * said at once in one line, exit 1, no summary and no --json of a run that never was. It retried
+ * for the whole -d, then printed "refused 190" and "hint none". Open and closed loop, long and
+ * short mode, one thread and several. */
+static void test_nothing_listens(void **state)
+{
+    static const char *const modes[][10] = {
+        {"-c", "10", NULL},
+        {"-c", "200", "-t", "2", NULL},
+        {"-c", "4", "-R", "1000", NULL},
+        {"--mode", "short", "-c", "4", NULL},
+        {"--mode", "short", "-c", "4", "-R", "1000", "-t", "2", NULL},
+    };
+    char json[] = "/tmp/lfe-runs-json-XXXXXX", want[200];
+    int port = lfb_free_port();
+
+    (void)state;
+    close(mkstemp(json));
+    snprintf(want, sizeof(want),
+             "lfbench: connect 127.0.0.1:%d: connection refused: nothing listens there; start the "
+             "server or check the address\n",
+             port);
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        const char *args[16];
+        int n = 0, rc;
+
+        for (const char *const *a = modes[i]; *a; a++)
+            args[n++] = *a;
+        args[n++] = "-d";
+        args[n++] = "30"; /* it must not wait this out */
+        args[n++] = "--json";
+        args[n++] = json;
+        args[n] = NULL;
+        rc = bench_argv(port, args);
+        if (rc != 1 || elapsed >= 29 || !strstr(eout, want) || strstr(lfb.out, "requests ") ||
+            access(json, F_OK) == 0)
+            fail_msg("%s ...: rc %d after %.1f s: want exit 1 at once, the one line, no summary, "
+                     "no --json:\n%s%s",
+                     modes[i][0], rc, elapsed, lfb.out, eout);
+    }
+}
+
+/* test_server_gone_mid_run: connects refused after one was established are the run's errors, not
+ * "nothing listens": a server that stops mid-run leaves a run that goes on to -d and counts them.
+ */
+static void test_server_gone_mid_run(void **state)
+{
+    char po[] = "/tmp/lfe-runs-XXXXXX", pe[] = "/tmp/lfe-runs-XXXXXX";
+    int fo = mkstemp(po), fe = mkstemp(pe), rc;
+    const char *const args[] = {"-c", "4", "-d", "3", "-q", NULL};
+    double t0;
+    pid_t pid;
+
+    (void)state;
+    start_lfepolld();
+    t0 = mono();
+    pid = spawn(lfb.server_port, args, fo, fe);
+    lfb_sleep_ms(1000);
+    lfb_stop_server(&lfb.server_pid);
+    rc = lfb_wait(pid);
+    elapsed = mono() - t0;
+    take_output(fo, fe, po, pe);
+    if (rc != 1 || strstr(eout, "nothing listens") || lfb_field("requests") <= 0 ||
+        lfb_field("refused") <= 0 || elapsed < 2.5)
+        fail_msg("rc %d after %.1f s: want the run to go on to -d, its refused connects counted:"
+                 "\n%s%s",
+                 rc, elapsed, lfb.out, eout);
 }
 
 /* Ctrl-C in a sweep's second step: it stops there, the summary has the steps done. */
@@ -616,6 +724,9 @@ int main(void)
         cmocka_unit_test_teardown(test_json_stream, lfb_teardown),
         cmocka_unit_test_teardown(test_start_at, lfb_teardown),
         cmocka_unit_test_teardown(test_opening, lfb_teardown),
+        cmocka_unit_test_teardown(test_opening_counts_its_own_connects, lfb_teardown),
+        cmocka_unit_test_teardown(test_nothing_listens, lfb_teardown),
+        cmocka_unit_test_teardown(test_server_gone_mid_run, lfb_teardown),
         cmocka_unit_test_teardown(test_sigint_in_sweep, lfb_teardown),
         cmocka_unit_test_teardown(test_find_rate_retests_a_stall, lfb_teardown),
         cmocka_unit_test_teardown(test_sweep_end_wall_is_the_last_response, lfb_teardown),
