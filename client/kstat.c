@@ -222,25 +222,131 @@ static int hint(FILE *out, bool json, int n, const char *fmt, ...)
     return n + 1;
 }
 
+/* The value sysctl.conf recommends for key, into buf; false when it has none. */
+static bool conf_value(const char *key, char *buf, size_t len)
+{
+    struct tune_key *keys = calloc(TUNE_MAX_KEYS, sizeof(*keys));
+    char err[160];
+    int n = keys ? tune_parse(tune_default_conf, keys, TUNE_MAX_KEYS, err, sizeof(err)) : -1;
+    bool found = false;
+
+    for (int i = 0; i < n && !found; i++)
+        if (!strcmp(keys[i].name, key)) {
+            snprintf(buf, len, "%s", keys[i].value);
+            found = true;
+        }
+    free(keys);
+    return found;
+}
+
+/* The command that sets key to value: bare for root, with sudo for anyone else; a value with a
+ * blank quoted for the shell. */
+static void set_command(const struct kstat_run *r, const char *key, const char *value, char *buf,
+                        size_t len)
+{
+    bool blank = strchr(value, ' ') != NULL;
+
+    snprintf(buf, len, "%ssysctl -w %s=%s%s%s", r->root ? "" : "sudo ", key, blank ? "\"" : "",
+             value, blank ? "\"" : "");
+}
+
+/* The port range under r->sysctl_root: false when it cannot be read. */
+static bool port_range(const struct kstat_run *r, long *lo, long *hi)
+{
+    char v[64];
+
+    return r->sysctl_root &&
+           tune_read(r->sysctl_root, "net.ipv4.ip_local_port_range", v, sizeof(v)) == 0 &&
+           sscanf(v, "%ld %ld", lo, hi) == 2;
+}
+
+/* The widest range a hint proposes: the ports below 1024 belong to services. */
+#define WIDEST_LO 1024
+#define WIDEST_HI 65535
+
 /* The advice on key, from --check-sysctl's own judgement of it (tune_judge): "raise" (or
- * "widen") only what the checker calls low; a key it calls ok is said to be ok, and that it
- * was still not enough for this run. Without a tree to read (a result read back), the key is
- * named with where its verdict is. */
-static void advise(const struct kstat_run *r, const char *key, const char *verb, char *buf,
-                   size_t len)
+ * "widen") only what the checker calls low, with the command that sets sysctl.conf's value; a
+ * key it calls ok is said to be ok, and then ok_tail says what follows (NULL: that it was still
+ * not enough for this run, and to go past it). Never a value that is already there. Without a
+ * tree to read (a result read back), the key is named with where its verdict is. */
+static void advise(const struct kstat_run *r, const char *key, const char *verb,
+                   const char *ok_tail, char *buf, size_t len)
 {
     struct tune_verdict v;
+    char value[128], cmd[256];
 
     if (!r->sysctl_root || tune_judge(tune_default_conf, r->sysctl_root, key, &v) < 0 || !v.have)
         snprintf(buf, len, "%s %s (lfepolld --check-sysctl says where it stands)", verb, key);
+    else if (v.st == TUNE_OK && ok_tail)
+        snprintf(buf, len, "%s is %s, which lfepolld --check-sysctl calls ok (%s): %s", key, v.cur,
+                 v.want, ok_tail);
     else if (v.st == TUNE_OK)
         snprintf(buf, len,
                  "%s is %s, which lfepolld --check-sysctl calls ok (%s), and was still not "
                  "enough for this run: %s it past that",
                  key, v.cur, v.want, verb);
-    else
+    else if (v.st == TUNE_READONLY)
+        snprintf(buf, len,
+                 "%s is %s, which lfepolld --check-sysctl calls %s (%s): %s it where it can be "
+                 "written (as root in this network namespace, or on the host for a host-wide key)",
+                 key, v.cur, tune_status_name[v.st], v.want, verb);
+    else if (conf_value(key, value, sizeof(value)) && strcmp(value, v.cur)) {
+        set_command(r, key, value, cmd, sizeof(cmd));
+        snprintf(buf, len, "%s is %s, which lfepolld --check-sysctl calls %s (%s): %s it (%s)", key,
+                 v.cur, tune_status_name[v.st], v.want, verb, cmd);
+    } else {
         snprintf(buf, len, "%s is %s, which lfepolld --check-sysctl calls %s (%s): %s it", key,
                  v.cur, tune_status_name[v.st], v.want, verb);
+    }
+}
+
+/* The port range's advice: widen it, unless it is already as wide as a hint goes. */
+static void advise_ports(const struct kstat_run *r, char *buf, size_t len)
+{
+    long lo, hi;
+
+    if (port_range(r, &lo, &hi) && lo <= WIDEST_LO && hi >= WIDEST_HI)
+        snprintf(buf, len,
+                 "net.ipv4.ip_local_port_range is %ld %ld, already as wide as it goes "
+                 "(%d-%d): more ports come only from more source addresses",
+                 lo, hi, WIDEST_LO, WIDEST_HI);
+    else
+        advise(r, "net.ipv4.ip_local_port_range", "widen", NULL, buf, len);
+}
+
+/* Whether the ephemeral ports limited this run: connect() found none (EADDRNOTAVAIL), or its
+ * connections came at half or more of what the range allows a client that closes first
+ * (tune_port_ceiling, as --check-sysctl's ceilings line), per source address. TWRecycled alone
+ * is no limit: the kernel takes over a TIME_WAIT port it meets however many others are free. */
+static bool ports_limited(const struct kstat_run *r)
+{
+    long lo, hi;
+    double ceiling;
+    char v[32];
+    long reuse = 2, delay = 1000; /* the kernel's defaults (6.x; 1 s before the sysctl) */
+
+    if (r->addrnotavail)
+        return true;
+    if (!r->connects || r->wall_s <= 0 || !port_range(r, &lo, &hi))
+        return false;
+    if (tune_read(r->sysctl_root, "net.ipv4.tcp_tw_reuse", v, sizeof(v)) == 0)
+        reuse = strtol(v, NULL, 10);
+    if (tune_read(r->sysctl_root, "net.ipv4.tcp_tw_reuse_delay", v, sizeof(v)) == 0)
+        delay = strtol(v, NULL, 10);
+    ceiling = tune_port_ceiling(lo, hi, (int)reuse, delay, r->loopback) *
+              (r->nsources > 0 ? r->nsources : 1);
+    return (double)r->connects / r->wall_s >= ceiling / 2;
+}
+
+/* Whether the namespace's counters moved far more than lfbench's own connect() calls explain:
+ * other traffic in it moved them (a proxying server, one connection out per one in, stays
+ * within twice). Unknown (a file without the calls): no. */
+static bool others_moved(const struct kstat *d, const struct kstat_run *r)
+{
+    uint64_t bar = r->connects < UINT64_MAX / 4 ? 2 * r->connects + 1000 : UINT64_MAX;
+
+    return r->connects && ((d->have[KS_ACTIVE_OPENS] && d->v[KS_ACTIVE_OPENS] > bar) ||
+                           (d->have[KS_PASSIVE_OPENS] && d->v[KS_PASSIVE_OPENS] > bar));
 }
 
 #define D(id) ((unsigned long long)d->v[id])
@@ -249,6 +355,7 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
 {
     char adv[640], src[96];
     int n = 0;
+    bool others = others_moved(d, r);
 
     if (r->nsources > 0)
         snprintf(src, sizeof(src), "add source addresses to the %d --source gave", r->nsources);
@@ -256,39 +363,60 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
         snprintf(src, sizeof(src), "spread over source addresses (--source)");
     if (json)
         fputc('[', out);
-    if (d->v[KS_LISTEN_OVERFLOWS] || d->v[KS_LISTEN_DROPS]) {
-        advise(r, "net.core.somaxconn", "raise", adv, sizeof(adv));
+    /* The run's own errors are lfbench's, whatever else the namespace carried. */
+    if (r->addrnotavail) {
+        advise_ports(r, adv, sizeof(adv));
+        n = hint(out, json, n,
+                 "connect() found no free ephemeral port %llu times (EADDRNOTAVAIL): %s; %s; or "
+                 "let the server close first",
+                 (unsigned long long)r->addrnotavail, adv, src);
+    }
+    if (others) {
+        n = hint(out, json, n,
+                 "the namespace's counters moved far more than this run explains (ActiveOpens "
+                 "+%llu, PassiveOpens +%llu for lfbench's %llu connect() calls): other traffic in "
+                 "this network namespace moved them, so they say nothing sure about this server; "
+                 "for hints, run where lfbench and the server have the namespace to themselves",
+                 D(KS_ACTIVE_OPENS), D(KS_PASSIVE_OPENS), (unsigned long long)r->connects);
+        goto done;
+    }
+    if (d->v[KS_LISTEN_OVERFLOWS]) {
+        advise(r, "net.core.somaxconn", "raise",
+               "not the limit here: the server's own backlog (lfepolld --backlog) or how fast it "
+               "accepts is",
+               adv, sizeof(adv));
         n = hint(out, json, n,
                  "the accept queue overflowed %llu times (ListenOverflows; ListenDrops %llu): "
                  "the server accepts too slowly or listens with a small backlog (lfepolld "
                  "--backlog); %s",
                  D(KS_LISTEN_OVERFLOWS), D(KS_LISTEN_DROPS), adv);
+    } else if (d->v[KS_LISTEN_DROPS]) {
+        n = hint(out, json, n,
+                 "%llu SYNs or handshakes were dropped at a listener without an accept queue "
+                 "overflow (ListenDrops): a listener closing or short of memory, not a queue "
+                 "limit",
+                 D(KS_LISTEN_DROPS));
     }
     if (d->v[KS_SYNCOOKIES_SENT]) {
-        advise(r, "net.core.somaxconn", "raise", adv, sizeof(adv));
+        advise(r, "net.core.somaxconn", "raise",
+               "not the limit here: the server's own backlog (lfepolld --backlog) is", adv,
+               sizeof(adv));
         n = hint(out, json, n,
                  "the SYN queue overflowed: %llu SYN cookies sent (SyncookiesSent): raise the "
                  "server's listen backlog; %s",
                  D(KS_SYNCOOKIES_SENT), adv);
     }
     if (d->v[KS_TW_OVERFLOW]) {
-        advise(r, "net.ipv4.tcp_max_tw_buckets", "raise", adv, sizeof(adv));
+        advise(r, "net.ipv4.tcp_max_tw_buckets", "raise", NULL, adv, sizeof(adv));
         n = hint(out, json, n,
                  "the TIME_WAIT table was full %llu times (TCPTimeWaitOverflow): %s (never "
                  "lower it), or let the server close first",
                  D(KS_TW_OVERFLOW), adv);
     }
     if (d->v[KS_SOFTNET_DROPPED]) {
-        advise(r, "net.core.netdev_max_backlog", "raise", adv, sizeof(adv));
+        advise(r, "net.core.netdev_max_backlog", "raise", NULL, adv, sizeof(adv));
         n = hint(out, json, n, "the per-CPU input queue dropped %llu packets (softnet_stat): %s",
                  D(KS_SOFTNET_DROPPED), adv);
-    }
-    if (r->addrnotavail) {
-        advise(r, "net.ipv4.ip_local_port_range", "widen", adv, sizeof(adv));
-        n = hint(out, json, n,
-                 "connect() found no free ephemeral port %llu times (EADDRNOTAVAIL): %s; %s; or "
-                 "let the server close first",
-                 (unsigned long long)r->addrnotavail, adv, src);
     }
     if (d->v[KS_RETRANS_SEGS])
         n = hint(out, json, n,
@@ -312,8 +440,8 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
                  "close with SO_LINGER {1,0} (TCPAbortOnData): in short mode a server that sends "
                  "more than the response after lfbench has read it and closed shows only here",
                  D(KS_ABORT_ON_DATA));
-    if (r->short_mode && d->v[KS_TW_RECYCLED]) {
-        advise(r, "net.ipv4.ip_local_port_range", "widen", adv, sizeof(adv));
+    if (r->short_mode && d->v[KS_TW_RECYCLED] && ports_limited(r)) {
+        advise_ports(r, adv, sizeof(adv));
         n = hint(out, json, n,
                  "%llu connect()s took over a TIME_WAIT port (TWRecycled): the client closes "
                  "first, so each connect() searches a range full of TIME_WAIT ports (client "
@@ -321,6 +449,7 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
                  "or let the server close first",
                  D(KS_TW_RECYCLED), adv, src);
     }
+done:
     if (!json && n == 0)
         fprintf(out, "hint         none: no kernel queue overflowed and no port ran out\n");
     if (json)

@@ -56,13 +56,22 @@ struct kstat_run {
     int nsources;            /* --source addresses given: a hint does not offer what was done */
     const char *sysctl_root; /* "/proc/sys" of the machine that ran; NULL for a result read back
                                 from a file, where the hints name the keys without a verdict */
+    uint64_t connects;       /* connect() calls lfbench made over the run, refused ones too (0:
+                              * unknown): what its own share of ActiveOpens can be */
+    double wall_s;           /* the run's seconds, the span of the counters */
+    bool loopback;           /* the target is a loopback address (tcp_tw_reuse 2 reuses there) */
+    bool root;               /* the effective uid is 0: a command is given bare, not with sudo */
 };
 
 /* Writes one line per counter that moved and what it likely means ("hint         ..."), or a
- * line saying nothing overflowed. A hint that names a sysctl gives lfepolld --check-sysctl's
- * verdict on it (tune_judge on the compiled-in sysctl.conf under r->sysctl_root), so the two never
- * call one value different things. Returns the number of hints. With json, writes them as a
- * JSON array of strings instead. */
+ * line saying nothing overflowed. A hint that names a limit is given only when the counters show
+ * it was reached (the port range: connect() found no port, or the connections came at half the
+ * range's ceiling or more); one that names a sysctl gives lfepolld --check-sysctl's verdict on
+ * it (tune_judge on the compiled-in sysctl.conf under r->sysctl_root), so the two never call one
+ * value different things, and proposes no value already set (nothing wider than 1024-65535).
+ * When the namespace's ActiveOpens or PassiveOpens moved far past lfbench's own connect()
+ * calls, one line says other traffic moved the counters instead of the hints they would give.
+ * Returns the number of hints. With json, writes them as a JSON array of strings instead. */
 int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, bool json);
 
 #endif /* LFE_KSTAT_H */

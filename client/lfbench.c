@@ -994,6 +994,18 @@ static void result_totals(struct bresult *res, const struct run *r)
     }
 }
 
+/* Whether ss is a loopback address (127.0.0.0/8, ::1, or ::ffff:127.x.y.z). */
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
 /* The results as one struct, from which the summary and --json both come. The per-second
  * series and the steps move from r into res. Returns 0 or -ENOMEM. */
 static int build_result(struct bresult *res, struct run *r)
@@ -1035,7 +1047,9 @@ static int build_result(struct bresult *res, struct run *r)
                                  .linger0 = o->linger0,
                                  .short_mode = o->mode == MODE_SHORT,
                                  .nsources = o->nsources,
-                                 .sysctl_root = "/proc/sys"};
+                                 .sysctl_root = "/proc/sys",
+                                 .loopback = is_loopback(&o->addr),
+                                 .root = geteuid() == 0};
     if (r->nsec && !(res->series = calloc(r->nsec, sizeof(*res->series))))
         return -ENOMEM;
     for (size_t k = 0; k < r->nsec; k++) { /* the seconds' histograms move into res */

@@ -59,6 +59,15 @@ const char *result_ok_status(const struct bresult *r)
     return r->ok_status ? r->ok_status : "2xx";
 }
 
+struct kstat_run result_kstat_run(const struct bresult *r)
+{
+    struct kstat_run kr = r->kr;
+
+    kr.connects = r->connect_calls;
+    kr.wall_s = r->wall;
+    return kr;
+}
+
 /* --- the summary --------------------------------------------------------------------------- */
 
 /* One latency line; indent goes before label (a class's latency under the total's); note, when
@@ -256,7 +265,8 @@ void result_print(FILE *f, const struct bresult *r)
                     r->agents);
         else
             fprintf(f, " (this network namespace, whole run)\n");
-        kstat_hints(f, &r->kd, &r->kr, false);
+        struct kstat_run kr = result_kstat_run(r);
+        kstat_hints(f, &r->kd, &kr, false);
     } else {
         fprintf(f, "kernel       no counters: /proc/net/netstat, snmp, softnet_stat and sockstat "
                    "could not be read\n");

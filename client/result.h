@@ -102,6 +102,9 @@ bool result_is_mode(const struct bresult *r, const char *m);
 /* The --ok-status its HTTP statuses were counted against ("2xx" when the file had none). */
 const char *result_ok_status(const struct bresult *r);
 
+/* What the hints need of the run: r->kr with its connect() calls and its length. */
+struct kstat_run result_kstat_run(const struct bresult *r);
+
 /* Class k's latency: its own, or the total's when there is one class. */
 const struct hist *result_class_lat(const struct bresult *r, int k);
 

@@ -197,10 +197,12 @@ int result_write_json(FILE *f, const struct bresult *r)
             fprintf(f, "%s\"%s\": %llu", n++ ? ", " : "", kstat_name[i],
                     (unsigned long long)r->kd.v[i]);
     fprintf(f, "},\n  \"hints\": ");
-    if (r->have_k)
-        kstat_hints(f, &r->kd, &r->kr, true);
-    else
+    if (r->have_k) {
+        struct kstat_run kr = result_kstat_run(r);
+        kstat_hints(f, &r->kd, &kr, true);
+    } else {
         fputs("[]", f);
+    }
     fprintf(f, ",\n  \"series\": [");
     for (size_t k = 0; k < r->nseries; k++) {
         const struct bsecond *s = &r->series[k];

@@ -213,7 +213,9 @@ static void check_delta_hints(const struct kstat *a, const struct kstat *b, stru
     struct kstat d;
     struct kstat_run r = {.addrnotavail = fz_u8(f) % 2 ? fz_u64(f) : 0,
                           .linger0 = fz_u8(f) % 2,
-                          .short_mode = fz_u8(f) % 2};
+                          .short_mode = fz_u8(f) % 2,
+                          .connects = fz_u8(f) % 2 ? fz_u64(f) : 0,
+                          .wall_s = fz_u8(f)};
     char *text = NULL;
     size_t len = 0;
     FILE *out;

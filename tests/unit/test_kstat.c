@@ -16,6 +16,8 @@
 #define BEFORE "tests/fixtures/proc-net"
 #define AFTER "tests/fixtures/proc-net-after"
 #define SYSCTL "tests/fixtures/proc-sys" /* somaxconn 4096, tw_buckets 262144, ... */
+/* a host tuned as sysctl.conf says: somaxconn 65535, the port range 1024-65535, ... */
+#define TUNED "tests/fixtures/proc-sys-tuned"
 
 static void test_read_fixture(void **state)
 {
@@ -246,6 +248,181 @@ static void test_hint_no_source_when_given(void **state)
     free(t);
 }
 
+/* test_hint_ports_only_when_limited: the port range's hint (TWRecycled, short mode) only where
+ * the ports limited the run: connect() found none, or the connections came at half the range's
+ * ceiling or more. At 5,000 connections/s against a ceiling of 64,512/s it said to widen a range
+ * already at 1024-65535, "past that". */
+static void test_hint_ports_only_when_limited(void **state)
+{
+    struct kstat d = {0};
+    struct kstat_run r = {
+        .short_mode = true, .sysctl_root = TUNED, .connects = 25000, .wall_s = 5, .loopback = true};
+    char *t;
+    int n;
+
+    (void)state;
+    d.v[KS_TW_RECYCLED] = 4595;
+    d.v[KS_ACTIVE_OPENS] = d.v[KS_PASSIVE_OPENS] = 25000;
+    d.have[KS_ACTIVE_OPENS] = d.have[KS_PASSIVE_OPENS] = true;
+    t = hints(&d, &r, false, &n); /* 5,000/s of 64,512/s: not the limit */
+    assert_int_equal(n, 0);
+    assert_string_equal(t, "hint         none: no kernel queue overflowed and no port ran out\n");
+    free(t);
+    r.connects = 200000; /* 40,000/s: the ports limit, and the range is as wide as it goes */
+    d.v[KS_ACTIVE_OPENS] = d.v[KS_PASSIVE_OPENS] = 200000;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(t, "4595 connect()s took over a TIME_WAIT port"));
+    assert_non_null(strstr(t, "net.ipv4.ip_local_port_range is 1024 65535, already as wide as "
+                              "it goes (1024-65535): more ports come only from more source "
+                              "addresses; spread over source addresses (--source)"));
+    assert_null(strstr(t, "widen"));
+    assert_null(strstr(t, "past that"));
+    assert_null(strstr(t, "sysctl -w"));
+    free(t);
+    /* to another host tcp_tw_reuse 2 reuses nothing: 64,512 / 60 s, so 5,000/s is past it */
+    r.connects = 25000;
+    d.v[KS_ACTIVE_OPENS] = d.v[KS_PASSIVE_OPENS] = 25000;
+    r.loopback = false;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 1);
+    free(t);
+    /* with --source, each address has its own range: 3 of them take 3 times the rate */
+    r.loopback = true;
+    r.connects = 200000;
+    d.v[KS_ACTIVE_OPENS] = d.v[KS_PASSIVE_OPENS] = 200000;
+    r.nsources = 3;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 0);
+    free(t);
+    /* a stock range (32768-60999: 28,232/s on loopback) at 20,000/s: widen it, saying how */
+    r.nsources = 0;
+    r.connects = 100000;
+    d.v[KS_ACTIVE_OPENS] = d.v[KS_PASSIVE_OPENS] = 100000;
+    r.sysctl_root = SYSCTL;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(t, "net.ipv4.ip_local_port_range is 32768 60999, which lfepolld "
+                              "--check-sysctl calls low (covers 1024-65535): widen it (sudo "
+                              "sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\")"));
+    free(t);
+    /* ... and not at 5,000/s, whatever TWRecycled says */
+    r.connects = 25000;
+    d.v[KS_ACTIVE_OPENS] = d.v[KS_PASSIVE_OPENS] = 25000;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 0);
+    free(t);
+    /* no port found (EADDRNOTAVAIL) is the limit reached, whatever the rate */
+    r.addrnotavail = 9;
+    r.sysctl_root = TUNED;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(t, "no free ephemeral port 9 times (EADDRNOTAVAIL): "
+                              "net.ipv4.ip_local_port_range is 1024 65535, already as wide"));
+    assert_null(strstr(t, "widen"));
+    free(t);
+}
+
+/* test_hint_never_proposes_what_is_set: on a host tuned as sysctl.conf says, an accept queue that
+ * overflowed is the server's (its backlog, its accept rate), not somaxconn's: no "raise" of a key
+ * the checker calls ok where going further gives nothing, no command that sets what is there. */
+static void test_hint_never_proposes_what_is_set(void **state)
+{
+    struct kstat d = {0};
+    struct kstat_run r = {.sysctl_root = TUNED, .connects = 100, .wall_s = 5, .root = true};
+    char *t;
+    int n;
+
+    (void)state;
+    d.v[KS_LISTEN_OVERFLOWS] = d.v[KS_LISTEN_DROPS] = 116;
+    d.v[KS_SYNCOOKIES_SENT] = 3;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(t, "net.core.somaxconn is 65535, which lfepolld --check-sysctl calls "
+                              "ok (>= 65535): not the limit here: the server's own backlog "
+                              "(lfepolld --backlog) or how fast it accepts is"));
+    assert_null(strstr(t, "raise net.core.somaxconn"));
+    assert_null(strstr(t, "raise it"));
+    assert_null(strstr(t, "sysctl -w"));
+    free(t);
+    /* the same counters on a stock host: raise it, with the command, bare for root */
+    r.sysctl_root = SYSCTL;
+    t = hints(&d, &r, false, &n);
+    assert_non_null(strstr(t, "net.core.somaxconn is 4096, which lfepolld --check-sysctl calls "
+                              "low (>= 65535): raise it (sysctl -w net.core.somaxconn=65535)"));
+    assert_null(strstr(t, "sudo"));
+    free(t);
+    /* ... and with sudo for anyone else */
+    r.root = false;
+    t = hints(&d, &r, true, &n);
+    assert_non_null(strstr(t, "raise it (sudo sysctl -w net.core.somaxconn=65535)"));
+    free(t);
+    /* drops at a listener without an overflow are no queue limit: nothing to raise */
+    memset(&d, 0, sizeof(d));
+    d.v[KS_LISTEN_DROPS] = 4;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(t, "4 SYNs or handshakes were dropped at a listener without an accept "
+                              "queue overflow (ListenDrops)"));
+    assert_null(strstr(t, "somaxconn"));
+    free(t);
+}
+
+/* test_hint_other_traffic: a namespace whose ActiveOpens (or PassiveOpens) moved far past
+ * lfbench's own connect() calls carried other traffic: one line says so, instead of a hint about
+ * this server. With 100 connections, ListenOverflows +116 and ActiveOpens +3425 (another test's
+ * traffic) blamed the server's accept rate and somaxconn. */
+static void test_hint_other_traffic(void **state)
+{
+    struct kstat d = {0};
+    struct kstat_run r = {.sysctl_root = SYSCTL, .connects = 100, .wall_s = 5};
+    char *t;
+    int n;
+
+    (void)state;
+    d.v[KS_LISTEN_OVERFLOWS] = d.v[KS_LISTEN_DROPS] = 116;
+    d.v[KS_RETRANS_SEGS] = 40;
+    d.v[KS_ACTIVE_OPENS] = 3425;
+    d.v[KS_PASSIVE_OPENS] = 3420;
+    d.have[KS_ACTIVE_OPENS] = d.have[KS_PASSIVE_OPENS] = true;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(t, "hint         the namespace's counters moved far more than this run "
+                           "explains (ActiveOpens +3425, PassiveOpens +3420 for lfbench's 100 "
+                           "connect() calls): other traffic in this network namespace moved "
+                           "them, so they say nothing sure about this server; for hints, run "
+                           "where lfbench and the server have the namespace to themselves\n");
+    free(t);
+    /* connections accepted from elsewhere count too */
+    d.v[KS_ACTIVE_OPENS] = 100;
+    t = hints(&d, &r, true, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(t, "other traffic in this network namespace"));
+    free(t);
+    /* lfbench's own errors are its own still */
+    r.addrnotavail = 2;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(t, "no free ephemeral port 2 times"));
+    assert_null(strstr(t, "accept queue"));
+    free(t);
+    /* what lfbench explains (a proxying server: one connection out per one in) gets its hints */
+    r.addrnotavail = 0;
+    d.v[KS_ACTIVE_OPENS] = d.v[KS_PASSIVE_OPENS] = 200;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(t, "the accept queue overflowed 116 times"));
+    assert_null(strstr(t, "other traffic"));
+    free(t);
+    /* a result read back without the calls: no judgement either way */
+    r.connects = 0;
+    d.v[KS_ACTIVE_OPENS] = 1000000;
+    t = hints(&d, &r, false, &n);
+    assert_int_equal(n, 2);
+    assert_null(strstr(t, "other traffic"));
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +433,9 @@ int main(void)
         cmocka_unit_test(test_hints),
         cmocka_unit_test(test_hints_agree_with_check_sysctl),
         cmocka_unit_test(test_hint_no_source_when_given),
+        cmocka_unit_test(test_hint_ports_only_when_limited),
+        cmocka_unit_test(test_hint_never_proposes_what_is_set),
+        cmocka_unit_test(test_hint_other_traffic),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
