@@ -44,7 +44,8 @@ static const char usage[] =
     "are left out); every warm-up, each sweep step's, is shaded.\n"
     "  -h, --help        this text\n"
     "Needs gnuplot 5.2 or later (Debian: apt-get install gnuplot-nox); $GNUPLOT overrides the\n"
-    "program. Exit status: 0 drawn, 1 gnuplot missing or failed, 2 bad usage or input.\n";
+    "program. It prints the file it wrote (wrote run.png). Exit status: 0 drawn, 1 gnuplot\n"
+    "missing or failed, 2 bad usage or input.\n";
 
 /* Distinct at a glance, and for the common kinds of colour blindness (Tableau 10). */
 static const char *const colour[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -974,6 +975,8 @@ int plot_main(int argc, char **argv)
             goto out;
         }
         sf = NULL;
+        if (!std) /* what was written, and what it writes: the output is the user's to run */
+            printf("wrote %s\n", o.script);
         rc = 0;
         goto out;
     }
@@ -990,6 +993,8 @@ int plot_main(int argc, char **argv)
     rc = run_gnuplot(sf, o.out, err, sizeof(err));
     if (rc)
         fprintf(stderr, "lfbench plot: %s\n", err);
+    else /* the name may be derived (a.json draws a.png): say it */
+        printf("wrote %s\n", o.out);
 out:
     if (sf)
         fclose(sf);

@@ -722,6 +722,7 @@ static void test_default_output_name(void **state)
 {
     const char *fake = fake_gnuplot(), *json = path_in("def.json"), *bare = path_in("defrun");
     const char *fifo = path_in("def-fifo.json");
+    char want[600];
 
     (void)state;
     write_synthetic(json);
@@ -729,6 +730,16 @@ static void test_default_output_name(void **state)
     assert_int_equal(run(fake, "plot", json, NULL), 0);
     assert_string_equal(err, "");
     file_is(path_in("def.png"), "drawn");
+    /* test_plot_says_what_it_wrote: the name is derived, so it is said (it said nothing) */
+    snprintf(want, sizeof(want), "wrote %s\n", path_in("def.png"));
+    assert_string_equal(out, want);
+    /* a script written to a file is said too; to stdout it is the output itself */
+    assert_int_equal(run(fake, "plot", json, "--script", path_in("def.gp"), NULL), 0);
+    snprintf(want, sizeof(want), "wrote %s\n", path_in("def.gp"));
+    assert_string_equal(out, want);
+    assert_int_equal(access(path_in("def.gp"), R_OK), 0);
+    assert_int_equal(run(fake, "plot", json, "--script", "-", NULL), 0);
+    assert_null(strstr(out, "wrote "));
     assert_int_not_equal(access(path_in("def.json.png"), F_OK), 0);
     /* the first run names it, whatever follows */
     assert_int_equal(run(fake, "plot", bare, json, NULL), 0);
