@@ -302,6 +302,12 @@ static void test_drain_resets_nothing(void **state)
         if (spawn(&d, args, 0, NULL) < 0)
             fail_msg("lfepolld did not start: %s", log_text(&d));
         lb = bench(lf, log);
+        /* the stop comes under load, once lfbench's connections come in: a start of lfbench
+         * slower than the sleep (its port check reads /proc/net/tcp, 100,000 TIME_WAIT lines
+         * after the tests before) met only the closed listener, and lfbench, refused from its
+         * first connect, said nothing listens and wrote no --json */
+        if (!wait_accepted(&d, 1))
+            fail_msg("lfbench's connections never reached lfepolld: %s", log_text(&d));
         sleep_ms(800);
         assert_int_equal(stop_daemon(&d, SIGTERM, 15000), 0);
         waitpid(lb, &st, 0);
