@@ -524,27 +524,19 @@ static void push_thread(lua_State *L, struct bscthread *t)
  * script formats them with %d, which Lua 5.4 refuses for a number with a fraction); the mean and
  * the standard deviation as floats. The summary and --json keep lfbench's finer figures. */
 
+/* One block, the userdata's own: the arrays live as long as the object, which Lua frees only
+ * once no finalizer can reach it. (They were malloc'd and freed by a __gc, which runs at exit
+ * before the finalizer of an object made earlier: a script's __gc reading done()'s latency
+ * then read the freed arrays, a segfault.) */
 struct stats {
     size_t n;       /* distinct values */
-    double *val;    /* ascending */
-    uint64_t *cnt;  /* how often each */
+    double *val;    /* ascending (in the block) */
+    uint64_t *cnt;  /* how often each (in the block) */
     uint64_t total; /* values in all */
     double min, max, mean, stdev;
-    struct hist *h; /* latency: percentiles as the summary computes them (ns); NULL for rates */
+    struct hist *h; /* latency: percentiles as the summary computes them (ns), in the block;
+                     * NULL for rates */
 };
-
-static int stats_gc(lua_State *L)
-{
-    struct stats *s = luaL_checkudata(L, 1, "wrk.stats");
-
-    free(s->val);
-    free(s->cnt);
-    free(s->h);
-    s->val = NULL;
-    s->cnt = NULL;
-    s->h = NULL;
-    return 0;
-}
 
 static double stats_pct(const struct stats *s, double p)
 {
@@ -615,16 +607,27 @@ static int stats_len(lua_State *L)
     return 1;
 }
 
-static struct stats *push_stats(lua_State *L, size_t n)
+/* A statistics object of n distinct values (and a copy of h, for latency), its arrays in the
+ * userdata's block; raises "not enough memory" (the state's cap) like any allocation. */
+static struct stats *push_stats(lua_State *L, size_t n, const struct hist *h)
 {
-    struct stats *s = lua_newuserdatauv(L, sizeof(*s), 0);
+    size_t hsz = h ? sizeof(*h) : 0, each = sizeof(double) + sizeof(uint64_t);
+    struct stats *s;
+    unsigned char *p;
 
+    if (n > (SIZE_MAX - sizeof(*s) - hsz) / each)
+        luaL_error(L, "not enough memory");
+    s = lua_newuserdatauv(L, sizeof(*s) + hsz + n * each, 0);
     memset(s, 0, sizeof(*s));
+    p = (unsigned char *)(s + 1); /* every part is of 8-byte types: each stays aligned */
+    if (h) {
+        s->h = (struct hist *)p;
+        memcpy(s->h, h, sizeof(*h));
+        p += hsz;
+    }
+    s->val = (double *)p;
+    s->cnt = (uint64_t *)(p + n * sizeof(double));
     luaL_setmetatable(L, "wrk.stats");
-    s->val = calloc(n ? n : 1, sizeof(*s->val));
-    s->cnt = calloc(n ? n : 1, sizeof(*s->cnt));
-    if (!s->val || !s->cnt)
-        luaL_error(L, "out of memory");
     return s;
 }
 
@@ -655,10 +658,7 @@ static void push_latency(lua_State *L, const struct hist *h)
 
     for (unsigned i = 0; i < HIST_BUCKETS; i++)
         n += h->b[i] != 0;
-    s = push_stats(L, n);
-    if (!(s->h = malloc(sizeof(*s->h))))
-        luaL_error(L, "out of memory");
-    *s->h = *h;
+    s = push_stats(L, n, h);
     n = 0;
     for (unsigned i = 0; i < HIST_BUCKETS; i++) {
         uint64_t lo, hi;
@@ -679,42 +679,35 @@ static void push_latency(lua_State *L, const struct hist *h)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
+static int cmp_double(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    double x = *(const double *)a, y = *(const double *)b;
 
     return x < y ? -1 : x > y;
 }
 
-/* Every thread's per-second request counts as statistics of requests/s. */
+/* Every thread's per-second request counts as statistics of requests/s: the samples sorted in
+ * val, then runs of one value folded into one entry and its count. */
 static void push_rates(lua_State *L, struct bscript *sc)
 {
     size_t n = 0, k = 0;
-    uint64_t *all;
     struct stats *s;
 
     for (int i = 0; i < sc->nthreads; i++)
         n += sc->threads[i]->nrates;
-    all = calloc(n ? n : 1, sizeof(*all));
-    if (!all)
-        luaL_error(L, "out of memory");
-    for (int i = 0; i < sc->nthreads; i++) {
-        if (!sc->threads[i]->nrates)
-            continue; /* rates is NULL then: memcpy from NULL is undefined, even of 0 bytes */
-        memcpy(all + k, sc->threads[i]->rates, sc->threads[i]->nrates * sizeof(*all));
-        k += sc->threads[i]->nrates;
-    }
-    qsort(all, n, sizeof(*all), cmp_u64);
-    s = push_stats(L, n);
+    s = push_stats(L, n, NULL);
+    for (int i = 0; i < sc->nthreads; i++)
+        for (size_t j = 0; j < sc->threads[i]->nrates; j++)
+            s->val[k++] = (double)sc->threads[i]->rates[j];
+    qsort(s->val, n, sizeof(*s->val), cmp_double);
     for (size_t i = 0; i < n; i++) {
-        if (s->n && s->val[s->n - 1] == (double)all[i]) {
+        if (s->n && s->val[s->n - 1] == s->val[i]) {
             s->cnt[s->n - 1]++;
             continue;
         }
-        s->val[s->n] = (double)all[i];
+        s->val[s->n] = s->val[i];
         s->cnt[s->n++] = 1;
     }
-    free(all);
     stats_moments(s);
 }
 
@@ -765,8 +758,6 @@ static int state_open(struct state *st, const struct bopt *o, char *err, size_t 
     lua_setfield(L, -2, "__call");
     lua_pushcfunction(L, stats_len);
     lua_setfield(L, -2, "__len");
-    lua_pushcfunction(L, stats_gc);
-    lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
     target_parts(o, host, sizeof(host), port, sizeof(port));
     if (luaL_loadbuffer(L, wrk_lua, sizeof(wrk_lua) - 1, "=wrk") != LUA_OK) {

@@ -883,6 +883,37 @@ static void test_finalizer_reaches_threads_at_exit(void **state)
         fail_msg("rc %d: want exit 0 and main's finalizer to read both threads:\n%s", rc, lfb.out);
 }
 
+/* Regression: the statistics done() is handed freed their arrays in their own __gc, which at
+ * exit runs before the finalizer of an object made earlier: a script that kept `latency` in a
+ * global and read it from its own __gc read the freed arrays (UBSan: a load of a null pointer
+ * in stats_pct), a segfault, exit 139. The arrays are the object's own memory now: read from a
+ * finalizer, the statistics are what done() saw. */
+static void test_stats_outlive_their_finalizer(void **state)
+{
+    const char *l;
+    long p99 = -1, count = -1, first = -1, nreq = -1;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = HELLO(
+        script(0, "gc_stats.lua",
+               "KEEP = setmetatable({}, {__gc = function()\n"
+               "  if not LAT then return end\n"
+               "  io.write(string.format('gc: p99 %d count %d first %d requests %d\\n',\n"
+               "    LAT:percentile(99), LAT.count, select(2, LAT(1)), #REQ))\n"
+               "end})\n"
+               "function done(summary, latency, requests) LAT, REQ = latency, requests end\n"),
+        "-n", "20");
+    l = line_at(lfb.out, "gc: ");
+    if (rc != 0 || !l ||
+        sscanf(l, "gc: p99 %ld count %ld first %ld requests %ld", &p99, &count, &first, &nreq) !=
+            4 ||
+        p99 <= 0 || count != 20 || first < 1 || nreq < 0)
+        fail_msg("rc %d: want exit 0 and the finalizer to read done()'s statistics:\n%s", rc,
+                 lfb.out);
+}
+
 /* Regression: a script's message reached the summary and stderr as the script wrote it:
  * response() returning false, "a\nb" split the summary's script line in two, and an error of
  * 50 MB was a 50 MB line (stderr, the summary, --json). Each is one line, cut at 1 KiB. (2 MB
@@ -1157,6 +1188,7 @@ int main(void)
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
+        cmocka_unit_test_teardown(test_stats_outlive_their_finalizer, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
         cmocka_unit_test_teardown(test_n_counts_requests_of_a_pipelined_string, lfb_teardown),
         cmocka_unit_test_teardown(test_batch_rule_is_fixed, lfb_teardown),
