@@ -50,6 +50,9 @@ struct bscthread {
     size_t last_len;
     int last_n;
     struct scpiece last_pc[SCRIPT_MAX_BATCH];
+    bool first_kept; /* the first string (last, last_pc) is the next to send: bscript_thread
+                      * took it before the run, in a thread other than the first */
+    int first_tag;   /* its tag */
     bool stop_asked;
     char *error;     /* the script error that stopped this thread (owned) */
     char *failure;   /* the first failed check's message (owned) */
@@ -958,6 +961,16 @@ int bscript_request(struct bscthread *t, const uint8_t **data, struct scpiece *p
     int n;
 
     *tag = LUA_NOREF;
+    if (t->first_kept) { /* bscript_thread's, kept to be sent first */
+        t->first_kept = false;
+        if (t->last_n <= max) {
+            memcpy(pieces, t->last_pc, (size_t)t->last_n * sizeof(*pieces));
+            *data = (const uint8_t *)t->last;
+            *tag = t->first_tag;
+            return t->last_n;
+        }
+        bscript_untag(t, t->first_tag);
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref_request);
     if (state_call(&t->st, "request()", SCRIPT_CALL_BUDGET_NS, 0, 2) != LUA_OK) {
         set_error(t, pop_message(L, "request()"));
@@ -1098,9 +1111,16 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     }
     if (!t->w.request)
         return t;
-    /* The first request, as wrk checks it: what it holds sets the batch (pipeline.lua's 3). */
+    /* The first string, as wrk checks it: what it holds sets the thread's batch (pipeline.lua's
+     * 3). As in wrk, the first thread's is the check's only, not sent: every other thread sends
+     * its first string first (wrk's counter.lua sends /0 from each thread but the first). */
     n = bscript_request(t, &data, pc, SCRIPT_MAX_BATCH, &tag);
-    bscript_untag(t, tag);
+    if (idx == 0 || n < 0) {
+        bscript_untag(t, tag);
+    } else {
+        t->first_kept = true;
+        t->first_tag = tag;
+    }
     if (n < 0) {
         snprintf(err, errlen, "--script: %s", t->error ? t->error : "request() failed");
         return NULL;

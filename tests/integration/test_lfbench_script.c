@@ -399,8 +399,9 @@ static void test_wrk_report(void **state)
 }
 
 /* setup.lua with two threads: each numbered in setup(), each counting its own calls; done()
- * reads them back. A thread's request() ran once more than its responses (the check before
- * the run), and the responses add up to the run's. */
+ * reads them back. The first thread's request() ran once more than its responses (the check
+ * before the run, as in wrk), the second's as often (its first string was sent), and the
+ * responses add up to the run's. */
 static void test_wrk_setup(void **state)
 {
     long id[2], req[2], resp[2];
@@ -424,7 +425,7 @@ static void test_wrk_setup(void **state)
         p++;
     }
     if (id[0] != 1 || id[1] != 2 || resp[0] + resp[1] != 400 || req[0] != resp[0] + 1 ||
-        req[1] != resp[1] + 1 || resp[0] == 0 || resp[1] == 0)
+        req[1] != resp[1] || resp[0] == 0 || resp[1] == 0)
         fail_msg("want threads 1 and 2 with 400 responses between them:\n%s", lfb.out);
 }
 
@@ -914,6 +915,43 @@ static void test_stats_outlive_their_finalizer(void **state)
                  lfb.out);
 }
 
+/* Regression: each thread took its first request() string for the check before the run and sent
+ * it never, where wrk does so in its first thread only: wrk's counter.lua sends /0 from every
+ * thread but the first. Each thread tags its strings from 0 and counts what was answered. */
+static void test_first_request_is_the_first_threads_check(void **state)
+{
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc =
+        LFB(lfb.server_port, "--expect", "http", "-t", "3", "-c", "3", "-n", "30", "-q", "--script",
+            script(0, "first.lua",
+                   "local threads = {}\n"
+                   "function setup(thread) threads[#threads + 1] = thread end\n"
+                   "local n = 0\n"
+                   "function request()\n"
+                   "  n = n + 1\n"
+                   "  return wrk.format(nil, '/' .. (n - 1)), n - 1\n"
+                   "end\n"
+                   "answered, zero = 0, false\n"
+                   "function response(status, headers, body, tag)\n"
+                   "  answered = answered + 1\n"
+                   "  zero = zero or tag == 0\n"
+                   "  return status == 200\n"
+                   "end\n"
+                   "function done()\n"
+                   "  for _, t in ipairs(threads) do\n"
+                   "    io.write(string.format('thread %d: %d answered, /0 %s\\n', t.id,\n"
+                   "      t:get('answered'), t:get('zero') and 'sent' or 'not sent'))\n"
+                   "  end\n"
+                   "end\n"));
+    if (rc != 0 || !line_at(lfb.out, "thread 1: 10 answered, /0 not sent\n") ||
+        !line_at(lfb.out, "thread 2: 10 answered, /0 sent\n") ||
+        !line_at(lfb.out, "thread 3: 10 answered, /0 sent\n"))
+        fail_msg("rc %d: want /0 sent by threads 2 and 3, not by thread 1:\n%s", rc, lfb.out);
+}
+
 /* Regression: a script's message reached the summary and stderr as the script wrote it:
  * response() returning false, "a\nb" split the summary's script line in two, and an error of
  * 50 MB was a 50 MB line (stderr, the summary, --json). Each is one line, cut at 1 KiB. (2 MB
@@ -1189,6 +1227,7 @@ int main(void)
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
         cmocka_unit_test_teardown(test_stats_outlive_their_finalizer, lfb_teardown),
+        cmocka_unit_test_teardown(test_first_request_is_the_first_threads_check, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
         cmocka_unit_test_teardown(test_n_counts_requests_of_a_pipelined_string, lfb_teardown),
         cmocka_unit_test_teardown(test_batch_rule_is_fixed, lfb_teardown),
