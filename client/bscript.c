@@ -1,4 +1,4 @@
-/* bscript: lfbench --script, wrk's Lua scripting API over lfbench's engine (script.h has the
+/* bscript: lfbench --script, wrk's Lua scripting API over lfbench's engine (bscript.h has the
  * design). The wrk table and wrk.format() are written below in Lua, from wrk's SCRIPTING
  * document; addresses, threads and statistics are userdata shaped like a Lua library. */
 #include "bscript.h"
@@ -29,6 +29,7 @@
 struct state {
     lua_State *L;
     size_t mem;           /* bytes allocated */
+    bool refused;         /* the cap refused an allocation (since state_pcall cleared it) */
     uint64_t deadline;    /* CLOCK_MONOTONIC ns: the call in progress must end by then */
     bool overran;         /* the hook stopped a call at its deadline */
     const char *call;     /* the hook being called, NULL between calls */
@@ -128,11 +129,15 @@ static void *state_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         st->mem -= osize;
         return NULL;
     }
-    /* The cap holds inside the script's calls, where Lua raises "not enough memory" into the
-     * protected call; the glue's own few allocations between calls (the arguments it pushes,
-     * a reference) may pass it, so that they never raise where nothing would catch it. */
-    if (nsize > osize && st->call && st->mem + (nsize - osize) > STATE_MEM_CAP)
+    /* The cap holds whenever call is set: inside the script's calls, where Lua raises "not
+     * enough memory" into the protected call, and inside the glue's protected steps (a copy
+     * from another state, closing). The glue's own few allocations between calls (the
+     * arguments it pushes, a reference) may pass it, so that they never raise where nothing
+     * would catch it. */
+    if (nsize > osize && st->call && st->mem + (nsize - osize) > STATE_MEM_CAP) {
+        st->refused = true;
         return NULL;
+    }
     ptr = realloc(ptr, nsize);
     if (ptr)
         st->mem += nsize - osize;
@@ -194,6 +199,29 @@ static int state_call(struct state *st, const char *name, uint64_t budget, int n
     __atomic_store_n(&st->call_t0, 0, __ATOMIC_RELAXED);
     st->call = NULL;
     lua_remove(L, base);
+    return rc;
+}
+
+/* Runs f(ud) (ud as its one argument, a light userdata) protected in L, a state that may be
+ * between its own calls (thread:set() from setup() reaches a thread's state that is in none) or
+ * closing, as a part of the call name: L's cap holds for what f allocates. Returns lua_pcall's
+ * status (LUA_ERRMEM, with st->refused when the cap said no), nres results or the message on
+ * L's stack. */
+static int state_pcall(lua_State *L, const char *name, lua_CFunction f, void *ud, int nres)
+{
+    struct state *st;
+    const char *outer;
+    int rc;
+
+    lua_getallocf(L, (void **)&st);
+    outer = st->call;
+    if (!outer)
+        st->call = name;
+    st->refused = false;
+    lua_pushcfunction(L, f);
+    lua_pushlightuserdata(L, ud);
+    rc = lua_pcall(L, 1, nres, 0);
+    st->call = outer;
     return rc;
 }
 
@@ -318,10 +346,25 @@ static int wrk_connect(lua_State *L)
 }
 
 /* --- copying values between states (thread:get, thread:set) ------------------------------------
- */
+ * A copy keeps the value's shape: a table reached twice ({v, v}) is copied once and reached
+ * twice in the copy, so a copy is never larger than what it copies (30 tables that share their
+ * children made 2^30 copies, 4.8 GB, before the copy kept them shared). A table reached again
+ * while it is being copied holds itself: it is refused, as are tables nested deeper than
+ * MAX_COPY_DEPTH (the copy recurses on the C stack). A copy runs protected in the receiving
+ * state, under its cap (state_pcall): the receiving state may be in none of its calls. */
 
-static int copy_value(lua_State *from, int idx, lua_State *to, int depth)
+struct copy {
+    lua_State *from;
+    int seen; /* in the receiving state: from's tables (light userdata) -> their copy, or true
+               * while it is being made */
+};
+
+static int copy_value(struct copy *cp, int idx, lua_State *to, int depth)
 {
+    lua_State *from = cp->from;
+    const void *p;
+    int rc;
+
     idx = lua_absindex(from, idx);
     switch (lua_type(from, idx)) {
     case LUA_TNIL:
@@ -345,68 +388,113 @@ static int copy_value(lua_State *from, int idx, lua_State *to, int depth)
     case LUA_TTABLE:
         if (depth >= MAX_COPY_DEPTH)
             return -ELOOP;
-        if (!lua_checkstack(to, 4) || !lua_checkstack(from, 3))
+        if (!lua_checkstack(to, 6) || !lua_checkstack(from, 3))
             return -ELOOP;
+        p = lua_topointer(from, idx); /* the table's own: it is alive while it is copied */
+        lua_pushlightuserdata(to, (void *)p);
+        switch (lua_rawget(to, cp->seen)) {
+        case LUA_TTABLE:
+            return 0; /* copied already: the same copy */
+        case LUA_TBOOLEAN:
+            lua_pop(to, 1);
+            return -ELOOP; /* it is being copied: it holds itself */
+        }
+        lua_pop(to, 1);
+        lua_pushlightuserdata(to, (void *)p);
+        lua_pushboolean(to, 1);
+        lua_rawset(to, cp->seen);
         lua_newtable(to);
         lua_pushnil(from);
         while (lua_next(from, idx)) {
-            if (copy_value(from, -2, to, depth + 1) < 0 ||
-                copy_value(from, -1, to, depth + 1) < 0) {
+            if ((rc = copy_value(cp, -2, to, depth + 1)) < 0 ||
+                (rc = copy_value(cp, -1, to, depth + 1)) < 0) {
                 lua_pop(from, 2);
-                return -ELOOP;
+                return rc;
             }
             lua_rawset(to, -3);
             lua_pop(from, 1);
         }
+        lua_pushlightuserdata(to, (void *)p);
+        lua_pushvalue(to, -2);
+        lua_rawset(to, cp->seen);
         return 0;
     default:
         return -EINVAL;
     }
 }
 
-/* A copy into another state runs protected there: running out of memory in it (its 512 MiB)
- * must not unwind through the caller's state, which is not the one that raised. */
 struct copyjob {
     lua_State *from;
-    int idx;          /* absolute, in from */
-    const char *name; /* set: the global to set in the target state; get: NULL */
-    int rc;
+    int idx;          /* absolute, in from: the value */
+    const char *name; /* set: the global to set in the receiving state; get: NULL */
+    int rc;           /* copy_value's */
 };
 
-/* In the target state (to): set: copies the value and sets the global, raw (no metamethod of
- * the script's runs); get: pushes the global, raw. */
+/* In the receiving state (to), protected: set: copies the value and sets the global, raw (no
+ * metamethod of the script's runs); get: leaves the copy on the stack. */
 static int copy_in(lua_State *to)
 {
     struct copyjob *j = lua_touserdata(to, 1);
+    struct copy cp = {j->from, 0};
 
-    lua_rawgeti(to, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
-    lua_pushstring(to, j->name);
-    if (j->from) {
-        if ((j->rc = copy_value(j->from, j->idx, to, 0)) < 0)
-            return 0;
+    lua_newtable(to);
+    cp.seen = lua_gettop(to);
+    if (j->name) {
+        lua_rawgeti(to, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+        lua_pushstring(to, j->name);
+    }
+    if ((j->rc = copy_value(&cp, j->idx, to, 0)) < 0)
+        return 0;
+    if (j->name) {
         lua_rawset(to, -3);
         return 0;
     }
-    lua_rawget(to, -2);
     return 1;
 }
 
-/* Raises in `in` the error of a copy that failed (rc) or of the protected call (status). */
-static void copy_raise(lua_State *in, int rc, int status, lua_State *other)
+/* In a thread's state, protected: pushes its global name, read raw. */
+static int global_in(lua_State *T)
 {
+    struct copyjob *j = lua_touserdata(T, 1);
+
+    lua_rawgeti(T, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+    lua_pushstring(T, j->name);
+    lua_rawget(T, -2);
+    return 1;
+}
+
+/* Raises in `in` the error of a copy into the state `to` (named where, for the message) that
+ * failed: rc, copy_value's, or status, state_pcall's (its message popped from to). */
+static int copy_raise(lua_State *in, const char *call, const char *name, int rc, int status,
+                      lua_State *to, const char *where)
+{
+    char m[512];
+    struct state *st;
+
+    lua_getallocf(to, (void **)&st);
     if (status != LUA_OK) {
-        const char *m = lua_tostring(other, -1);
-        lua_pushfstring(in, "the thread's state: %s", m ? m : "an error");
-        lua_pop(other, 1);
-        lua_error(in);
+        const char *e = lua_tostring(to, -1);
+        if (status == LUA_ERRMEM && st->refused)
+            snprintf(m, sizeof(m),
+                     "%s('%.64s'): the copy exceeds the %u MiB cap of %s: pass less (a copy "
+                     "is whole, every string and table of it)",
+                     call, name, STATE_MEM_CAP >> 20, where);
+        else
+            snprintf(m, sizeof(m), "%s('%.64s'): copying into %s: %.200s", call, name, where,
+                     e ? e : "an error");
+        lua_pop(to, 1);
+    } else if (rc == -ELOOP) {
+        snprintf(m, sizeof(m),
+                 "%s('%.64s'): a table nested over %d deep (or one that holds itself) cannot "
+                 "pass between threads",
+                 call, name, MAX_COPY_DEPTH);
+    } else {
+        snprintf(m, sizeof(m),
+                 "%s('%.64s'): only nil, booleans, numbers, strings and tables of them pass "
+                 "between threads",
+                 call, name);
     }
-    if (rc == -ELOOP)
-        luaL_error(in,
-                   "a table nested over %d deep (or one that holds itself) cannot pass "
-                   "between threads",
-                   MAX_COPY_DEPTH);
-    luaL_error(in, "only nil, booleans, numbers, strings and tables of them pass between "
-                   "threads");
+    return luaL_error(in, "%s", m);
 }
 
 /* --- threads ---------------------------------------------------------------------------------- */
@@ -424,20 +512,23 @@ static int thread_get(lua_State *L)
     const char *name = luaL_checkstring(L, 2);
     lua_State *T = t->st.L;
     struct copyjob j = {NULL, 0, name, 0};
-    int status, rc;
+    int status, top = lua_gettop(T);
+    char where[32];
 
     if (T == L) {
         lua_getglobal(L, name);
         return 1;
     }
-    lua_pushcfunction(T, copy_in);
-    lua_pushlightuserdata(T, &j);
-    if ((status = lua_pcall(T, 1, 1, 0)) != LUA_OK)
-        copy_raise(L, 0, status, T);
-    rc = copy_value(T, lua_gettop(T), L, 0); /* errors here are L's own */
-    lua_pop(T, 1);
-    if (rc < 0)
-        copy_raise(L, rc, LUA_OK, T);
+    snprintf(where, sizeof(where), "thread %d's state", t->idx + 1);
+    if ((status = state_pcall(T, "thread:get()", global_in, &j, 1)) != LUA_OK)
+        return copy_raise(L, "thread:get", name, 0, status, T, where);
+    j.from = T;
+    j.idx = lua_gettop(T);
+    j.name = NULL;
+    status = state_pcall(L, "thread:get()", copy_in, &j, 1);
+    lua_settop(T, top);
+    if (status != LUA_OK || j.rc < 0)
+        return copy_raise(L, "thread:get", name, j.rc, status, L, "main's state");
     return 1;
 }
 
@@ -448,6 +539,7 @@ static int thread_set(lua_State *L)
     lua_State *T = t->st.L;
     struct copyjob j = {L, 3, name, 0};
     int status;
+    char where[32];
 
     luaL_checkany(L, 3);
     if (T == L) {
@@ -455,11 +547,12 @@ static int thread_set(lua_State *L)
         lua_setglobal(L, name);
         return 0;
     }
-    lua_pushcfunction(T, copy_in);
-    lua_pushlightuserdata(T, &j);
-    status = lua_pcall(T, 1, 0, 0);
+    snprintf(where, sizeof(where), "thread %d's state", t->idx + 1);
+    lua_settop(L, 3);
+    status = state_pcall(T, "thread:set()", copy_in, &j, 0);
+    lua_settop(L, 3); /* a failed copy left its walk on L's stack */
     if (status != LUA_OK || j.rc < 0)
-        copy_raise(L, j.rc, status, T);
+        return copy_raise(L, "thread:set", name, j.rc, status, T, where);
     return 0;
 }
 
@@ -824,10 +917,14 @@ static bool global_is_function(lua_State *L, const char *name)
     return f;
 }
 
+/* lua_close runs the script's finalizers (__gc): under the cap as well (an error there, out of
+ * memory included, is dropped by Lua, and the next finalizer runs). */
 static void state_close(struct state *st)
 {
-    if (st->L)
+    if (st->L) {
+        st->call = "a finalizer at exit";
         lua_close(st->L);
+    }
     st->L = NULL;
 }
 

@@ -15,11 +15,14 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -884,6 +887,122 @@ static void test_finalizer_reaches_threads_at_exit(void **state)
         fail_msg("rc %d: want exit 0 and main's finalizer to read both threads:\n%s", rc, lfb.out);
 }
 
+/* lfbench with the words of pre and 127.0.0.1:port last, its output in lfb.out, killed
+ * (SIGKILL, by this process: lfbench's own alarm() for its script phases cancels an alarm set
+ * before exec) after limit_s; under RLIMIT_AS of as_mb MiB (0: none; none under ASan or TSan
+ * either, whose shadow takes terabytes of address space), so that a copy that grows without end
+ * fails the test instead of eating the machine. *maxrss_kb: its peak resident size. Returns its
+ * exit status, or 128 + the signal that ended it. */
+static int run_bounded(int port, const char *const *pre, unsigned as_mb, unsigned limit_s,
+                       long *maxrss_kb)
+{
+    const char *args[64] = {lfb.lfbench}, *san = getenv("LFE_SANITIZER");
+    char target[32], path[] = "/tmp/lfe-bench-XXXXXX";
+    int n = 1, fd = mkstemp(path), status;
+    struct rusage ru;
+    double t0 = mono_s();
+    pid_t pid, got;
+
+    assert_true(fd >= 0);
+    for (; *pre && n < 60; pre++)
+        args[n++] = *pre;
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    args[n++] = target;
+    args[n] = NULL;
+    if (san && (!strcmp(san, "address") || !strcmp(san, "thread")))
+        as_mb = 0;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {(rlim_t)as_mb << 20, (rlim_t)as_mb << 20};
+        if (as_mb)
+            setrlimit(RLIMIT_AS, &rl);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        execv(args[0], (char *const *)args);
+        _exit(127);
+    }
+    while ((got = wait4(pid, &status, WNOHANG, &ru)) == 0) {
+        if (mono_s() - t0 > limit_s)
+            kill(pid, SIGKILL);
+        lfb_sleep_ms(20);
+    }
+    assert_int_equal(got, pid);
+    elapsed = mono_s() - t0;
+    *maxrss_kb = ru.ru_maxrss;
+    lfb_read_back(fd, lfb.out, sizeof(lfb.out));
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Regression: thread:set() from setup() copies into a thread's state that is in none of its
+ * calls, where the state's 512 MiB cap did not hold, and a copy made a table anew each time it
+ * was reached: 30 tables that share their children ({v, v}) became 2^30 tables (4.8 GB in 32 s
+ * before setup()'s alarm). A copy keeps the shape (the 30 arrive shared, both ways: set in
+ * setup(), get in done()), and whatever a copy adds to a state is under its cap, said with the
+ * call's name. Under a 1.25 GiB RLIMIT_AS and a 40 s alarm: the
+ * copy that grows without end fails the test, not the machine. */
+static void test_copies_keep_shape_within_the_cap(void **state)
+{
+    long rss;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = run_bounded(
+        lfb.server_port,
+        (const char *const[]){
+            "--expect", "http", "-t", "2", "-c", "2", "-n", "20", "-q", "--script",
+            script(0, "dag.lua",
+                   "local function dag()\n"
+                   "  local v = {}\n"
+                   "  for i = 1, 30 do v = {v, v} end\n"
+                   "  return v\n"
+                   "end\n"
+                   "local function depth(x)\n"
+                   "  local d = 0\n"
+                   "  while x[1] do assert(x[1] == x[2], 'not shared'); x = x[1]; d = d + 1 end\n"
+                   "  return d\n"
+                   "end\n"
+                   "local threads = {}\n"
+                   "function setup(thread)\n"
+                   "  thread:set('v', dag())\n"
+                   "  threads[#threads + 1] = thread\n"
+                   "end\n"
+                   "function init() got = depth(v); mine = dag() end\n"
+                   "function done()\n"
+                   "  for _, t in ipairs(threads) do\n"
+                   "    io.write('thread ', t.id, ': set ', t:get('got'), ', get ',\n"
+                   "      depth(t:get('mine')), '\\n')\n"
+                   "  end\n"
+                   "end\n"),
+            NULL},
+        1280, 40 * (unsigned)lfb.slow, &rss);
+    if (rc != 0 || !line_at(lfb.out, "thread 1: set 30, get 30\n") ||
+        !line_at(lfb.out, "thread 2: set 30, get 30\n"))
+        fail_msg("rc %d: want 30 shared tables copied as 30, both ways:\n%.3000s", rc, lfb.out);
+    /* A thread's state holds 480 MiB; setup()'s next 64 MiB would take it past its cap. */
+    rc = run_bounded(
+        lfb.server_port,
+        (const char *const[]){"--expect", "http", "-c", "1", "-n", "5", "-q", "--script",
+                              script(0, "fill.lua",
+                                     "if wrk.thread then\n"
+                                     "  keep = {}\n"
+                                     "  for i = 1, 30 do keep[i] = string.rep('x', 16 << 20) end\n"
+                                     "end\n"
+                                     "function setup(thread)\n"
+                                     "  thread:set('s', string.rep('y', 64 << 20))\n"
+                                     "end\n"),
+                              NULL},
+        1280, 40 * (unsigned)lfb.slow, &rss);
+    if (rc != 2 ||
+        !strstr(lfb.out, "fill.lua:6: thread:set('s'): the copy exceeds the 512 MiB "
+                         "cap of thread 1's state") ||
+        !strstr(lfb.out, "(in setup())\n"))
+        fail_msg("rc %d: want the copy past the thread's cap refused, said:\n%.3000s", rc, lfb.out);
+}
+
 /* Regression: the statistics done() is handed freed their arrays in their own __gc, which at
  * exit runs before the finalizer of an object made earlier: a script that kept `latency` in a
  * global and read it from its own __gc read the freed arrays (UBSan: a load of a null pointer
@@ -1226,6 +1345,7 @@ int main(void)
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
+        cmocka_unit_test_teardown(test_copies_keep_shape_within_the_cap, lfb_teardown),
         cmocka_unit_test_teardown(test_stats_outlive_their_finalizer, lfb_teardown),
         cmocka_unit_test_teardown(test_first_request_is_the_first_threads_check, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
