@@ -130,10 +130,11 @@ static void *state_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     /* The cap holds whenever call is set: inside the script's calls, where Lua raises "not
-     * enough memory" into the protected call, and inside the glue's protected steps (a copy
-     * from another state, closing). The glue's own few allocations between calls (the
-     * arguments it pushes, a reference) may pass it, so that they never raise where nothing
-     * would catch it. */
+     * enough memory" into the protected call, and inside the glue's protected steps (the
+     * arguments it pushes, a copy from another state, closing). With call NULL run the making
+     * of a fresh state (nothing of the script's has run in it) and the glue's registry
+     * references, which run no collection step, and so no finalizer of the script's: they may
+     * pass the cap, so that they never raise where nothing would catch it. */
     if (nsize > osize && st->call && st->mem + (nsize - osize) > STATE_MEM_CAP) {
         st->refused = true;
         return NULL;
@@ -200,6 +201,43 @@ static int state_call(struct state *st, const char *name, uint64_t budget, int n
     st->call = NULL;
     lua_remove(L, base);
     return rc;
+}
+
+/* What the glue does inside a call, before the script's function runs: it pushes the function
+ * and its arguments and returns how many arguments, or does all there is to do and returns -1
+ * (nothing to call). Inside the call, what it allocates is under the state's cap, a collection
+ * step it sets off (and the script's finalizers that step runs) is within the call's budget and
+ * the watchdog's sight, and an error it raises is the call's. */
+typedef int (*prelude_fn)(lua_State *L, void *ud);
+
+struct prelude {
+    prelude_fn fn;
+    void *ud;
+    int nres;
+};
+
+static int run_prelude(lua_State *L)
+{
+    struct prelude *p = lua_touserdata(L, 1);
+    int nargs;
+
+    lua_settop(L, 0);
+    if ((nargs = p->fn(L, p->ud)) < 0)
+        return 0; /* lua_pcall fills the nres results with nil */
+    lua_call(L, nargs, p->nres);
+    return p->nres;
+}
+
+/* state_call of what fn pushes (prelude_fn); returns lua_pcall's status, nres results (or the
+ * message) on the stack. */
+static int state_call_with(struct state *st, const char *name, uint64_t budget, prelude_fn fn,
+                           void *ud, int nres)
+{
+    struct prelude p = {fn, ud, nres};
+
+    lua_pushcfunction(st->L, run_prelude);
+    lua_pushlightuserdata(st->L, &p);
+    return state_call(st, name, budget, 1, nres);
 }
 
 /* Runs f(ud) (ud as its one argument, a light userdata) protected in L, a state that may be
@@ -928,9 +966,17 @@ static void state_close(struct state *st)
     st->L = NULL;
 }
 
+/* Whether the file defined delay() (prelude_fn: in a call, as the file ran already). */
+static int read_delay(lua_State *L, void *ud)
+{
+    *(bool *)ud = global_is_function(L, "delay");
+    return -1;
+}
+
 struct bscript *bscript_load(const struct bopt *o, char *err, size_t errlen)
 {
     struct bscript *s = calloc(1, sizeof(*s));
+    bool delay = false;
 
     if (!s) {
         snprintf(err, errlen, "--script: out of memory");
@@ -944,8 +990,11 @@ struct bscript *bscript_load(const struct bopt *o, char *err, size_t errlen)
     }
     if (state_open(&s->st, o, err, errlen) < 0 || state_run_file(&s->st, o, err, errlen) < 0)
         goto fail;
-    if (global_is_function(s->st.L, "delay") &&
-        (o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0)) {
+    if (state_call_with(&s->st, "wrk", SCRIPT_PHASE_BUDGET_NS, read_delay, &delay, 0) != LUA_OK) {
+        say_message(s->st.L, "", err, errlen);
+        goto fail;
+    }
+    if (delay && (o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0)) {
         snprintf(err, errlen,
                  "--script %s defines delay(), which sets when a connection sends; with -R, "
                  "--rate-sweep or --find-rate the schedule does: drop one of them",
@@ -1105,67 +1154,51 @@ void bscript_untag(struct bscthread *t, int tag)
     luaL_unref(t->st.L, LUA_REGISTRYINDEX, tag);
 }
 
-struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t errlen)
-{
-    const struct bopt *o = s->o;
-    struct bscthread *t = calloc(1, sizeof(*t));
-    lua_State *L, *M = s->st.L;
-    struct scpiece pc[SCRIPT_MAX_BATCH];
-    const uint8_t *data;
-    int n, tag;
+/* The preludes (prelude_fn) of a thread's start: what each call of it pushes. */
 
-    if (!t) {
-        snprintf(err, errlen, "--script: out of memory");
-        return NULL;
+/* setup(thread), in main's state. */
+static int push_setup(lua_State *M, void *ud)
+{
+    if (raw_global(M, "setup") != LUA_TFUNCTION)
+        return -1;
+    push_thread(M, ud);
+    return 1;
+}
+
+/* A chunk of the glue's Lua (wrk_fix_lua, wrk_req_lua), compiled in the call. */
+static int push_chunk(lua_State *L, void *ud)
+{
+    const char *chunk = ud;
+
+    if (luaL_loadbuffer(L, chunk, strlen(chunk), "=wrk") != LUA_OK)
+        lua_error(L);
+    return 0;
+}
+
+/* init(args), args[0] the target, args[1] on the words after "--". */
+static int push_init(lua_State *L, void *ud)
+{
+    const struct bopt *o = ud;
+
+    if (raw_global(L, "init") != LUA_TFUNCTION)
+        return -1;
+    lua_createtable(L, o->nscript_args, 1);
+    lua_pushstring(L, o->target);
+    lua_rawseti(L, -2, 0);
+    for (int i = 0; i < o->nscript_args; i++) {
+        lua_pushstring(L, o->script_args[i]);
+        lua_rawseti(L, -2, i + 1);
     }
-    t->s = s;
-    t->idx = idx;
-    t->addr = o->addr;
-    t->addrlen = o->addrlen;
-    t->ref_request = t->ref_response = t->ref_delay = t->ref_last = LUA_NOREF;
-    s->threads[idx] = t;
-    s->nthreads = idx + 1;
-    if (state_open(&t->st, o, err, errlen) < 0)
-        return NULL;
-    L = t->st.L;
-    lua_getglobal(L, "wrk");
-    push_thread(L, t);
-    lua_setfield(L, -2, "thread");
-    lua_pop(L, 1);
-    if (state_run_file(&t->st, o, err, errlen) < 0)
-        return NULL;
-    /* setup(thread), in main's state */
-    if (raw_global(M, "setup") == LUA_TFUNCTION) {
-        push_thread(M, t);
-        if (state_call(&s->st, "setup()", SCRIPT_PHASE_BUDGET_NS, 1, 0) != LUA_OK) {
-            say_message(M, "setup()", err, errlen);
-            return NULL;
-        }
-    } else {
-        lua_pop(M, 1);
-    }
-    /* the Host header, init(args) with args[0] the target, then wrk.request */
-    if (luaL_loadbuffer(L, wrk_fix_lua, sizeof(wrk_fix_lua) - 1, "=wrk") != LUA_OK ||
-        state_call(&t->st, "wrk", SCRIPT_PHASE_BUDGET_NS, 0, 0) != LUA_OK)
-        goto lua_fail;
-    if (raw_global(L, "init") == LUA_TFUNCTION) {
-        lua_createtable(L, o->nscript_args, 1);
-        lua_pushstring(L, o->target);
-        lua_rawseti(L, -2, 0);
-        for (int i = 0; i < o->nscript_args; i++) {
-            lua_pushstring(L, o->script_args[i]);
-            lua_rawseti(L, -2, i + 1);
-        }
-        if (state_call(&t->st, "init()", SCRIPT_PHASE_BUDGET_NS, 1, 0) != LUA_OK) {
-            say_message(L, "init()", err, errlen);
-            return NULL;
-        }
-    } else {
-        lua_pop(L, 1);
-    }
-    if (luaL_loadbuffer(L, wrk_req_lua, sizeof(wrk_req_lua) - 1, "=wrk") != LUA_OK ||
-        state_call(&t->st, "wrk.format()", SCRIPT_PHASE_BUDGET_NS, 0, 0) != LUA_OK)
-        goto lua_fail;
+    return 1;
+}
+
+/* What the script wants, read once init() ran, and the functions the engine calls kept in the
+ * registry (request(), or wrk.request: the fixed one). */
+static int read_wants(lua_State *L, void *ud)
+{
+    struct bscthread *t = ud;
+    const struct bopt *o = t->s->o;
+
     t->w.response = global_is_function(L, "response");
     t->w.delay = global_is_function(L, "delay");
     t->w.request = global_is_function(L, "request") || o->expect == EXPECT_HTTP;
@@ -1185,6 +1218,57 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     t->ref_response = luaL_ref(L, LUA_REGISTRYINDEX);
     raw_global(L, "delay");
     t->ref_delay = luaL_ref(L, LUA_REGISTRYINDEX);
+    return -1;
+}
+
+struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t errlen)
+{
+    const struct bopt *o = s->o;
+    struct bscthread *t = calloc(1, sizeof(*t));
+    lua_State *L;
+    struct scpiece pc[SCRIPT_MAX_BATCH];
+    const uint8_t *data;
+    int n, tag;
+
+    if (!t) {
+        snprintf(err, errlen, "--script: out of memory");
+        return NULL;
+    }
+    t->s = s;
+    t->idx = idx;
+    t->addr = o->addr;
+    t->addrlen = o->addrlen;
+    t->ref_request = t->ref_response = t->ref_delay = t->ref_last = LUA_NOREF;
+    s->threads[idx] = t;
+    s->nthreads = idx + 1;
+    if (state_open(&t->st, o, err, errlen) < 0)
+        return NULL;
+    L = t->st.L;
+    lua_getglobal(L, "wrk"); /* a fresh state: nothing of the script's can run yet */
+    push_thread(L, t);
+    lua_setfield(L, -2, "thread");
+    lua_pop(L, 1);
+    if (state_run_file(&t->st, o, err, errlen) < 0)
+        return NULL;
+    /* From here on every step that allocates runs in a call (state_call_with): the script's
+     * finalizers may run at any allocation. setup(thread) is in main's state. */
+    if (state_call_with(&s->st, "setup()", SCRIPT_PHASE_BUDGET_NS, push_setup, t, 0) != LUA_OK) {
+        say_message(s->st.L, "setup()", err, errlen);
+        return NULL;
+    }
+    /* the Host header, init(args), then wrk.request */
+    if (state_call_with(&t->st, "wrk", SCRIPT_PHASE_BUDGET_NS, push_chunk, (void *)wrk_fix_lua,
+                        0) != LUA_OK)
+        goto lua_fail;
+    if (state_call_with(&t->st, "init()", SCRIPT_PHASE_BUDGET_NS, push_init, (void *)o, 0) !=
+        LUA_OK) {
+        say_message(L, "init()", err, errlen);
+        return NULL;
+    }
+    if (state_call_with(&t->st, "wrk.format()", SCRIPT_PHASE_BUDGET_NS, push_chunk,
+                        (void *)wrk_req_lua, 0) != LUA_OK ||
+        state_call_with(&t->st, "wrk", SCRIPT_PHASE_BUDGET_NS, read_wants, t, 0) != LUA_OK)
+        goto lua_fail;
     if (t->w.delay && (o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0)) {
         snprintf(err, errlen,
                  "--script %s: init() defined delay(), which sets when a connection sends; with "
@@ -1332,11 +1416,47 @@ static void push_dechunked(lua_State *L, const uint8_t *b, size_t n)
     luaL_pushresult(&buf);
 }
 
+struct respargs {
+    const struct bscthread *t;
+    int status, tag;
+    const uint8_t *resp;
+    size_t len, head_len;
+    bool chunked;
+};
+
+/* response(status, headers, body[, tag]) (HTTP) or response(bytes[, tag]), pushed inside the
+ * call (prelude_fn): a response of 64 MiB is a string of 64 MiB in the state. */
+static int push_response(lua_State *L, void *ud)
+{
+    const struct respargs *a = ud;
+    size_t head_len = a->head_len > a->len ? a->len : a->head_len;
+    int nargs = 1;
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, a->t->ref_response);
+    if (a->t->s->o->expect == EXPECT_HTTP) {
+        lua_pushinteger(L, a->status);
+        push_headers(L, a->resp, head_len);
+        if (a->chunked)
+            push_dechunked(L, a->resp + head_len, a->len - head_len);
+        else
+            lua_pushlstring(L, (const char *)a->resp + head_len, a->len - head_len);
+        nargs = 3;
+    } else {
+        lua_pushlstring(L, (const char *)a->resp, a->len);
+    }
+    if (a->tag != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, a->tag);
+        nargs++;
+    }
+    return nargs;
+}
+
 int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_t len,
                      size_t head_len, bool chunked, bool too_big, int tag)
 {
     lua_State *L = t->st.L;
-    int nargs = 1, rc;
+    struct respargs a = {t, status, tag, resp, len, head_len, chunked};
+    int rc;
 
     if (too_big) {
         luaL_unref(L, LUA_REGISTRYINDEX, tag);
@@ -1346,26 +1466,8 @@ int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_
         fail_check(t, strdup(m));
         return 1;
     }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref_response);
-    if (t->s->o->expect == EXPECT_HTTP) {
-        if (head_len > len)
-            head_len = len;
-        lua_pushinteger(L, status);
-        push_headers(L, resp, head_len);
-        if (chunked)
-            push_dechunked(L, resp + head_len, len - head_len);
-        else
-            lua_pushlstring(L, (const char *)resp + head_len, len - head_len);
-        nargs = 3;
-    } else {
-        lua_pushlstring(L, (const char *)resp, len);
-    }
-    if (tag != LUA_NOREF) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, tag);
-        luaL_unref(L, LUA_REGISTRYINDEX, tag);
-        nargs++;
-    }
-    rc = state_call(&t->st, "response()", SCRIPT_CALL_BUDGET_NS, nargs, 2);
+    rc = state_call_with(&t->st, "response()", SCRIPT_CALL_BUDGET_NS, push_response, &a, 2);
+    luaL_unref(L, LUA_REGISTRYINDEX, tag); /* the call has its value, if it got that far */
     if (rc != LUA_OK) {
         char *m = pop_message(L, "response()");
         if (t->st.overran) { /* a loop, not a check: the run cannot go on */
@@ -1376,9 +1478,19 @@ int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_
         return 1;
     }
     if (lua_type(L, -2) == LUA_TBOOLEAN && !lua_toboolean(L, -2)) {
-        const char *why = lua_tostring(L, -1);
-        char m[512];
+        char m[512], num[32];
+        const char *why = NULL;
         lua_Debug ar;
+        /* not lua_tostring: turning a number into a string allocates, and may run a collection
+         * step, and the script's finalizers, outside the call */
+        if (lua_type(L, -1) == LUA_TSTRING)
+            why = lua_tostring(L, -1);
+        else if (lua_type(L, -1) == LUA_TNUMBER)
+            why = num;
+        if (why == num && lua_isinteger(L, -1))
+            snprintf(num, sizeof(num), "%lld", (long long)lua_tointeger(L, -1));
+        else if (why == num)
+            snprintf(num, sizeof(num), "%.14g", lua_tonumber(L, -1));
         /* where the function is: the message says which script's check failed */
         lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref_response);
         lua_getinfo(L, ">S", &ar);
@@ -1458,17 +1570,21 @@ const char *bscript_stuck(const struct bscthread *t, uint64_t now, uint64_t grac
     return NULL;
 }
 
-int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size_t errlen)
-{
-    lua_State *L = s->st.L;
-    const struct bcount *c = &sum->c;
+struct doneargs {
+    struct bscript *s;
+    const struct scsummary *sum;
+};
 
-    if (raw_global(L, "done") != LUA_TFUNCTION) {
-        lua_pop(L, 1);
-        return 0;
-    }
+/* done(summary, latency, requests), pushed inside the call (prelude_fn). */
+static int push_done(lua_State *L, void *ud)
+{
+    const struct doneargs *a = ud;
+    const struct bcount *c = &a->sum->c;
+
+    if (raw_global(L, "done") != LUA_TFUNCTION)
+        return -1;
     lua_createtable(L, 0, 8);
-    lua_pushinteger(L, (lua_Integer)(sum->duration_s * 1e6));
+    lua_pushinteger(L, (lua_Integer)(a->sum->duration_s * 1e6));
     lua_setfield(L, -2, "duration");
     lua_pushinteger(L, (lua_Integer)c->requests);
     lua_setfield(L, -2, "requests");
@@ -1494,10 +1610,17 @@ int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size
     lua_pushinteger(L, (lua_Integer)c->errors[ERR_MISMATCH]);
     lua_setfield(L, -2, "mismatch");
     lua_setfield(L, -2, "errors");
-    push_latency(L, sum->lat);
-    push_rates(L, s);
-    if (state_call(&s->st, "done()", SCRIPT_PHASE_BUDGET_NS, 3, 0) != LUA_OK) {
-        say_message(L, "done()", err, errlen);
+    push_latency(L, a->sum->lat);
+    push_rates(L, a->s);
+    return 3;
+}
+
+int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size_t errlen)
+{
+    struct doneargs a = {s, sum};
+
+    if (state_call_with(&s->st, "done()", SCRIPT_PHASE_BUDGET_NS, push_done, &a, 0) != LUA_OK) {
+        say_message(s->st.L, "done()", err, errlen);
         return -1;
     }
     return 0;

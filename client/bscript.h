@@ -10,7 +10,15 @@
  * loop is stopped with an error) and by main's watchdog (a C call that never returns ends lfbench:
  * bscript_stuck). An error is a script error (file:line), which stops the run, except in
  * response(): there an error, like returning false, is a failed check, counted as a mismatch with
- * its message. */
+ * its message.
+ *
+ * Each state holds at most 512 MiB. Any allocation in a state may run a collection step, and
+ * with it the script's finalizers (__gc, run by Lua with hooks off), so once a state's file has
+ * run, everything the glue does in it that allocates is part of a call: the arguments it
+ * pushes (a response, done()'s figures), a copy from another state (thread:get/set, which
+ * reach a state that is in none of its calls), closing it at exit. There the cap holds, and on
+ * a load thread the watchdog sees the time. What the glue does outside a call (registry
+ * references) runs no collection step. */
 #ifndef LFE_BSCRIPT_H
 #define LFE_BSCRIPT_H
 

@@ -936,6 +936,43 @@ static int run_bounded(int port, const char *const *pre, unsigned as_mb, unsigne
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Regression: lfbench pushed response()'s arguments before the call began, and an allocation
+ * there may run a collection step and the script's finalizers, which Lua runs with hooks off:
+ * a __gc that loops ran outside any call, where neither the budget nor the watchdog saw it, and
+ * lfbench hung for ever. The pushes are part of the call: the watchdog ends it, said. (No
+ * request(), and a response() that allocates nothing after its first call: the collection
+ * steps come from the pushes.) */
+static void test_finalizer_loop_is_seen_by_the_watchdog(void **state)
+{
+    long rss;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = run_bounded(lfb.server_port,
+                     (const char *const[]){"--expect", "http", "-c", "2", "-d", "30", "-q",
+                                           "--script",
+                                           script(0, "gc_loop.lua",
+                                                  "local armed = false\n"
+                                                  "function response()\n"
+                                                  "  if not armed then\n"
+                                                  "    armed = true\n"
+                                                  "    setmetatable({}, {__gc = function()\n"
+                                                  "      while true do end\n"
+                                                  "    end})\n"
+                                                  "  end\n"
+                                                  "  return true\n"
+                                                  "end\n"),
+                                           NULL},
+                     0, 40 * (unsigned)lfb.slow, &rss);
+    if (rc != 1 ||
+        !strstr(lfb.out, "lfbench: FAILED: thread 0 has been in a call into the "
+                         "script for over 3 s") ||
+        elapsed > 20 * lfb.slow)
+        fail_msg("rc %d after %.1f s: want the watchdog to end a finalizer's loop:\n%s", rc,
+                 elapsed, lfb.out);
+}
+
 /* Regression: thread:set() from setup() copies into a thread's state that is in none of its
  * calls, where the state's 512 MiB cap did not hold, and a copy made a table anew each time it
  * was reached: 30 tables that share their children ({v, v}) became 2^30 tables (4.8 GB in 32 s
@@ -1345,6 +1382,7 @@ int main(void)
         cmocka_unit_test_teardown(test_response_false_is_a_mismatch, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
+        cmocka_unit_test_teardown(test_finalizer_loop_is_seen_by_the_watchdog, lfb_teardown),
         cmocka_unit_test_teardown(test_copies_keep_shape_within_the_cap, lfb_teardown),
         cmocka_unit_test_teardown(test_stats_outlive_their_finalizer, lfb_teardown),
         cmocka_unit_test_teardown(test_first_request_is_the_first_threads_check, lfb_teardown),
