@@ -1452,18 +1452,15 @@ static int push_response(lua_State *L, void *ud)
 }
 
 int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_t len,
-                     size_t head_len, bool chunked, bool too_big, int tag)
+                     size_t head_len, bool chunked, const char *refused, int tag)
 {
     lua_State *L = t->st.L;
     struct respargs a = {t, status, tag, resp, len, head_len, chunked};
     int rc;
 
-    if (too_big) {
+    if (refused) {
         luaL_unref(L, LUA_REGISTRYINDEX, tag);
-        char m[128];
-        snprintf(m, sizeof(m), "a response over %u MiB, too big to hand to response()",
-                 SCRIPT_MAX_RESPONSE >> 20);
-        fail_check(t, strdup(m));
+        fail_check(t, strdup(refused));
         return 1;
     }
     rc = state_call_with(&t->st, "response()", SCRIPT_CALL_BUDGET_NS, push_response, &a, 2);

@@ -90,9 +90,10 @@ void bscript_untag(struct bscthread *t, int tag);
  * body (--expect http, the body de-chunked), or the bytes as they came (other framings). Returns 0
  * if it passed, 1 if it failed (false returned, or an error raised: the message kept for
  * bscript_thread_failure), -1 on a script error the run cannot go on after (it overran its budget).
- * too_big: the response exceeded SCRIPT_MAX_RESPONSE, a failed check without a call. */
+ * refused: the engine did not keep the response (over SCRIPT_MAX_RESPONSE, or past
+ * --response-mem-mb), and says why: a failed check with that message, without a call. */
 int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_t len,
-                     size_t head_len, bool chunked, bool too_big, int tag);
+                     size_t head_len, bool chunked, const char *refused, int tag);
 
 /* delay()'s answer in nanoseconds (0 to 60 s), or -1 on a script error. */
 int64_t bscript_delay(struct bscthread *t);
