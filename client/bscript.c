@@ -1,4 +1,4 @@
-/* bscript: lfbench --script, wrk's Lua scripting API over lfbench's engine (script.h has the
+/* bscript: lfbench --script, wrk's Lua scripting API over lfbench's engine (bscript.h has the
  * design). The wrk table and wrk.format() are written below in Lua, from wrk's SCRIPTING
  * document; addresses, threads and statistics are userdata shaped like a Lua library. */
 #include "bscript.h"
@@ -29,6 +29,7 @@
 struct state {
     lua_State *L;
     size_t mem;           /* bytes allocated */
+    bool refused;         /* the cap refused an allocation (since state_pcall cleared it) */
     uint64_t deadline;    /* CLOCK_MONOTONIC ns: the call in progress must end by then */
     bool overran;         /* the hook stopped a call at its deadline */
     const char *call;     /* the hook being called, NULL between calls */
@@ -50,6 +51,9 @@ struct bscthread {
     size_t last_len;
     int last_n;
     struct scpiece last_pc[SCRIPT_MAX_BATCH];
+    bool first_kept; /* the first string (last, last_pc) is the next to send: bscript_thread
+                      * took it before the run, in a thread other than the first */
+    int first_tag;   /* its tag */
     bool stop_asked;
     char *error;     /* the script error that stopped this thread (owned) */
     char *failure;   /* the first failed check's message (owned) */
@@ -125,11 +129,16 @@ static void *state_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         st->mem -= osize;
         return NULL;
     }
-    /* The cap holds inside the script's calls, where Lua raises "not enough memory" into the
-     * protected call; the glue's own few allocations between calls (the arguments it pushes,
-     * a reference) may pass it, so that they never raise where nothing would catch it. */
-    if (nsize > osize && st->call && st->mem + (nsize - osize) > STATE_MEM_CAP)
+    /* The cap holds whenever call is set: inside the script's calls, where Lua raises "not
+     * enough memory" into the protected call, and inside the glue's protected steps (the
+     * arguments it pushes, a copy from another state, closing). With call NULL run the making
+     * of a fresh state (nothing of the script's has run in it) and the glue's registry
+     * references, which run no collection step, and so no finalizer of the script's: they may
+     * pass the cap, so that they never raise where nothing would catch it. */
+    if (nsize > osize && st->call && st->mem + (nsize - osize) > STATE_MEM_CAP) {
+        st->refused = true;
         return NULL;
+    }
     ptr = realloc(ptr, nsize);
     if (ptr)
         st->mem += nsize - osize;
@@ -191,6 +200,66 @@ static int state_call(struct state *st, const char *name, uint64_t budget, int n
     __atomic_store_n(&st->call_t0, 0, __ATOMIC_RELAXED);
     st->call = NULL;
     lua_remove(L, base);
+    return rc;
+}
+
+/* What the glue does inside a call, before the script's function runs: it pushes the function
+ * and its arguments and returns how many arguments, or does all there is to do and returns -1
+ * (nothing to call). Inside the call, what it allocates is under the state's cap, a collection
+ * step it sets off (and the script's finalizers that step runs) is within the call's budget and
+ * the watchdog's sight, and an error it raises is the call's. */
+typedef int (*prelude_fn)(lua_State *L, void *ud);
+
+struct prelude {
+    prelude_fn fn;
+    void *ud;
+    int nres;
+};
+
+static int run_prelude(lua_State *L)
+{
+    struct prelude *p = lua_touserdata(L, 1);
+    int nargs;
+
+    lua_settop(L, 0);
+    if ((nargs = p->fn(L, p->ud)) < 0)
+        return 0; /* lua_pcall fills the nres results with nil */
+    lua_call(L, nargs, p->nres);
+    return p->nres;
+}
+
+/* state_call of what fn pushes (prelude_fn); returns lua_pcall's status, nres results (or the
+ * message) on the stack. */
+static int state_call_with(struct state *st, const char *name, uint64_t budget, prelude_fn fn,
+                           void *ud, int nres)
+{
+    struct prelude p = {fn, ud, nres};
+
+    lua_pushcfunction(st->L, run_prelude);
+    lua_pushlightuserdata(st->L, &p);
+    return state_call(st, name, budget, 1, nres);
+}
+
+/* Runs f(ud) (ud as its one argument, a light userdata) protected in L, a state that may be
+ * between its own calls (thread:set() from setup() reaches a thread's state that is in none) or
+ * closing, as a part of the call name: L's cap holds for what f allocates. Returns lua_pcall's
+ * status (LUA_ERRMEM, with st->refused when the cap said no), nres results or the message on
+ * L's stack. */
+static int state_pcall(lua_State *L, const char *name, lua_CFunction f, void *ud, int nres)
+{
+    struct state *st;
+    const char *outer;
+    int rc;
+
+    lua_getallocf(L, (void **)&st);
+    outer = st->call;
+    if (!outer)
+        st->call = name;
+    st->refused = false;
+    lua_pushcfunction(L, f);
+    lua_pushlightuserdata(L, ud);
+    rc = lua_pcall(L, 1, nres, 0);
+    st->call = outer;
     return rc;
 }
 
@@ -315,10 +384,25 @@ static int wrk_connect(lua_State *L)
 }
 
 /* --- copying values between states (thread:get, thread:set) ------------------------------------
- */
+ * A copy keeps the value's shape: a table reached twice ({v, v}) is copied once and reached
+ * twice in the copy, so a copy is never larger than what it copies (30 tables that share their
+ * children made 2^30 copies, 4.8 GB, before the copy kept them shared). A table reached again
+ * while it is being copied holds itself: it is refused, as are tables nested deeper than
+ * MAX_COPY_DEPTH (the copy recurses on the C stack). A copy runs protected in the receiving
+ * state, under its cap (state_pcall): the receiving state may be in none of its calls. */
 
-static int copy_value(lua_State *from, int idx, lua_State *to, int depth)
+struct copy {
+    lua_State *from;
+    int seen; /* in the receiving state: from's tables (light userdata) -> their copy, or true
+               * while it is being made */
+};
+
+static int copy_value(struct copy *cp, int idx, lua_State *to, int depth)
 {
+    lua_State *from = cp->from;
+    const void *p;
+    int rc;
+
     idx = lua_absindex(from, idx);
     switch (lua_type(from, idx)) {
     case LUA_TNIL:
@@ -342,68 +426,113 @@ static int copy_value(lua_State *from, int idx, lua_State *to, int depth)
     case LUA_TTABLE:
         if (depth >= MAX_COPY_DEPTH)
             return -ELOOP;
-        if (!lua_checkstack(to, 4) || !lua_checkstack(from, 3))
+        if (!lua_checkstack(to, 6) || !lua_checkstack(from, 3))
             return -ELOOP;
+        p = lua_topointer(from, idx); /* the table's own: it is alive while it is copied */
+        lua_pushlightuserdata(to, (void *)p);
+        switch (lua_rawget(to, cp->seen)) {
+        case LUA_TTABLE:
+            return 0; /* copied already: the same copy */
+        case LUA_TBOOLEAN:
+            lua_pop(to, 1);
+            return -ELOOP; /* it is being copied: it holds itself */
+        }
+        lua_pop(to, 1);
+        lua_pushlightuserdata(to, (void *)p);
+        lua_pushboolean(to, 1);
+        lua_rawset(to, cp->seen);
         lua_newtable(to);
         lua_pushnil(from);
         while (lua_next(from, idx)) {
-            if (copy_value(from, -2, to, depth + 1) < 0 ||
-                copy_value(from, -1, to, depth + 1) < 0) {
+            if ((rc = copy_value(cp, -2, to, depth + 1)) < 0 ||
+                (rc = copy_value(cp, -1, to, depth + 1)) < 0) {
                 lua_pop(from, 2);
-                return -ELOOP;
+                return rc;
             }
             lua_rawset(to, -3);
             lua_pop(from, 1);
         }
+        lua_pushlightuserdata(to, (void *)p);
+        lua_pushvalue(to, -2);
+        lua_rawset(to, cp->seen);
         return 0;
     default:
         return -EINVAL;
     }
 }
 
-/* A copy into another state runs protected there: running out of memory in it (its 512 MiB)
- * must not unwind through the caller's state, which is not the one that raised. */
 struct copyjob {
     lua_State *from;
-    int idx;          /* absolute, in from */
-    const char *name; /* set: the global to set in the target state; get: NULL */
-    int rc;
+    int idx;          /* absolute, in from: the value */
+    const char *name; /* set: the global to set in the receiving state; get: NULL */
+    int rc;           /* copy_value's */
 };
 
-/* In the target state (to): set: copies the value and sets the global, raw (no metamethod of
- * the script's runs); get: pushes the global, raw. */
+/* In the receiving state (to), protected: set: copies the value and sets the global, raw (no
+ * metamethod of the script's runs); get: leaves the copy on the stack. */
 static int copy_in(lua_State *to)
 {
     struct copyjob *j = lua_touserdata(to, 1);
+    struct copy cp = {j->from, 0};
 
-    lua_rawgeti(to, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
-    lua_pushstring(to, j->name);
-    if (j->from) {
-        if ((j->rc = copy_value(j->from, j->idx, to, 0)) < 0)
-            return 0;
+    lua_newtable(to);
+    cp.seen = lua_gettop(to);
+    if (j->name) {
+        lua_rawgeti(to, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+        lua_pushstring(to, j->name);
+    }
+    if ((j->rc = copy_value(&cp, j->idx, to, 0)) < 0)
+        return 0;
+    if (j->name) {
         lua_rawset(to, -3);
         return 0;
     }
-    lua_rawget(to, -2);
     return 1;
 }
 
-/* Raises in `in` the error of a copy that failed (rc) or of the protected call (status). */
-static void copy_raise(lua_State *in, int rc, int status, lua_State *other)
+/* In a thread's state, protected: pushes its global name, read raw. */
+static int global_in(lua_State *T)
 {
+    struct copyjob *j = lua_touserdata(T, 1);
+
+    lua_rawgeti(T, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+    lua_pushstring(T, j->name);
+    lua_rawget(T, -2);
+    return 1;
+}
+
+/* Raises in `in` the error of a copy into the state `to` (named where, for the message) that
+ * failed: rc, copy_value's, or status, state_pcall's (its message popped from to). */
+static int copy_raise(lua_State *in, const char *call, const char *name, int rc, int status,
+                      lua_State *to, const char *where)
+{
+    char m[512];
+    struct state *st;
+
+    lua_getallocf(to, (void **)&st);
     if (status != LUA_OK) {
-        const char *m = lua_tostring(other, -1);
-        lua_pushfstring(in, "the thread's state: %s", m ? m : "an error");
-        lua_pop(other, 1);
-        lua_error(in);
+        const char *e = lua_tostring(to, -1);
+        if (status == LUA_ERRMEM && st->refused)
+            snprintf(m, sizeof(m),
+                     "%s('%.64s'): the copy exceeds the %u MiB cap of %s: pass less (a copy "
+                     "is whole, every string and table of it)",
+                     call, name, STATE_MEM_CAP >> 20, where);
+        else
+            snprintf(m, sizeof(m), "%s('%.64s'): copying into %s: %.200s", call, name, where,
+                     e ? e : "an error");
+        lua_pop(to, 1);
+    } else if (rc == -ELOOP) {
+        snprintf(m, sizeof(m),
+                 "%s('%.64s'): a table nested over %d deep (or one that holds itself) cannot "
+                 "pass between threads",
+                 call, name, MAX_COPY_DEPTH);
+    } else {
+        snprintf(m, sizeof(m),
+                 "%s('%.64s'): only nil, booleans, numbers, strings and tables of them pass "
+                 "between threads",
+                 call, name);
     }
-    if (rc == -ELOOP)
-        luaL_error(in,
-                   "a table nested over %d deep (or one that holds itself) cannot pass "
-                   "between threads",
-                   MAX_COPY_DEPTH);
-    luaL_error(in, "only nil, booleans, numbers, strings and tables of them pass between "
-                   "threads");
+    return luaL_error(in, "%s", m);
 }
 
 /* --- threads ---------------------------------------------------------------------------------- */
@@ -421,20 +550,23 @@ static int thread_get(lua_State *L)
     const char *name = luaL_checkstring(L, 2);
     lua_State *T = t->st.L;
     struct copyjob j = {NULL, 0, name, 0};
-    int status, rc;
+    int status, top = lua_gettop(T);
+    char where[32];
 
     if (T == L) {
         lua_getglobal(L, name);
         return 1;
     }
-    lua_pushcfunction(T, copy_in);
-    lua_pushlightuserdata(T, &j);
-    if ((status = lua_pcall(T, 1, 1, 0)) != LUA_OK)
-        copy_raise(L, 0, status, T);
-    rc = copy_value(T, lua_gettop(T), L, 0); /* errors here are L's own */
-    lua_pop(T, 1);
-    if (rc < 0)
-        copy_raise(L, rc, LUA_OK, T);
+    snprintf(where, sizeof(where), "thread %d's state", t->idx + 1);
+    if ((status = state_pcall(T, "thread:get()", global_in, &j, 1)) != LUA_OK)
+        return copy_raise(L, "thread:get", name, 0, status, T, where);
+    j.from = T;
+    j.idx = lua_gettop(T);
+    j.name = NULL;
+    status = state_pcall(L, "thread:get()", copy_in, &j, 1);
+    lua_settop(T, top);
+    if (status != LUA_OK || j.rc < 0)
+        return copy_raise(L, "thread:get", name, j.rc, status, L, "main's state");
     return 1;
 }
 
@@ -445,6 +577,7 @@ static int thread_set(lua_State *L)
     lua_State *T = t->st.L;
     struct copyjob j = {L, 3, name, 0};
     int status;
+    char where[32];
 
     luaL_checkany(L, 3);
     if (T == L) {
@@ -452,11 +585,12 @@ static int thread_set(lua_State *L)
         lua_setglobal(L, name);
         return 0;
     }
-    lua_pushcfunction(T, copy_in);
-    lua_pushlightuserdata(T, &j);
-    status = lua_pcall(T, 1, 0, 0);
+    snprintf(where, sizeof(where), "thread %d's state", t->idx + 1);
+    lua_settop(L, 3);
+    status = state_pcall(T, "thread:set()", copy_in, &j, 0);
+    lua_settop(L, 3); /* a failed copy left its walk on L's stack */
     if (status != LUA_OK || j.rc < 0)
-        copy_raise(L, j.rc, status, T);
+        return copy_raise(L, "thread:set", name, j.rc, status, T, where);
     return 0;
 }
 
@@ -524,27 +658,19 @@ static void push_thread(lua_State *L, struct bscthread *t)
  * script formats them with %d, which Lua 5.4 refuses for a number with a fraction); the mean and
  * the standard deviation as floats. The summary and --json keep lfbench's finer figures. */
 
+/* One block, the userdata's own: the arrays live as long as the object, which Lua frees only
+ * once no finalizer can reach it. (They were malloc'd and freed by a __gc, which runs at exit
+ * before the finalizer of an object made earlier: a script's __gc reading done()'s latency
+ * then read the freed arrays, a segfault.) */
 struct stats {
     size_t n;       /* distinct values */
-    double *val;    /* ascending */
-    uint64_t *cnt;  /* how often each */
+    double *val;    /* ascending (in the block) */
+    uint64_t *cnt;  /* how often each (in the block) */
     uint64_t total; /* values in all */
     double min, max, mean, stdev;
-    struct hist *h; /* latency: percentiles as the summary computes them (ns); NULL for rates */
+    struct hist *h; /* latency: percentiles as the summary computes them (ns), in the block;
+                     * NULL for rates */
 };
-
-static int stats_gc(lua_State *L)
-{
-    struct stats *s = luaL_checkudata(L, 1, "wrk.stats");
-
-    free(s->val);
-    free(s->cnt);
-    free(s->h);
-    s->val = NULL;
-    s->cnt = NULL;
-    s->h = NULL;
-    return 0;
-}
 
 static double stats_pct(const struct stats *s, double p)
 {
@@ -615,16 +741,27 @@ static int stats_len(lua_State *L)
     return 1;
 }
 
-static struct stats *push_stats(lua_State *L, size_t n)
+/* A statistics object of n distinct values (and a copy of h, for latency), its arrays in the
+ * userdata's block; raises "not enough memory" (the state's cap) like any allocation. */
+static struct stats *push_stats(lua_State *L, size_t n, const struct hist *h)
 {
-    struct stats *s = lua_newuserdatauv(L, sizeof(*s), 0);
+    size_t hsz = h ? sizeof(*h) : 0, each = sizeof(double) + sizeof(uint64_t);
+    struct stats *s;
+    unsigned char *p;
 
+    if (n > (SIZE_MAX - sizeof(*s) - hsz) / each)
+        luaL_error(L, "not enough memory");
+    s = lua_newuserdatauv(L, sizeof(*s) + hsz + n * each, 0);
     memset(s, 0, sizeof(*s));
+    p = (unsigned char *)(s + 1); /* every part is of 8-byte types: each stays aligned */
+    if (h) {
+        s->h = (struct hist *)p;
+        memcpy(s->h, h, sizeof(*h));
+        p += hsz;
+    }
+    s->val = (double *)p;
+    s->cnt = (uint64_t *)(p + n * sizeof(double));
     luaL_setmetatable(L, "wrk.stats");
-    s->val = calloc(n ? n : 1, sizeof(*s->val));
-    s->cnt = calloc(n ? n : 1, sizeof(*s->cnt));
-    if (!s->val || !s->cnt)
-        luaL_error(L, "out of memory");
     return s;
 }
 
@@ -655,10 +792,7 @@ static void push_latency(lua_State *L, const struct hist *h)
 
     for (unsigned i = 0; i < HIST_BUCKETS; i++)
         n += h->b[i] != 0;
-    s = push_stats(L, n);
-    if (!(s->h = malloc(sizeof(*s->h))))
-        luaL_error(L, "out of memory");
-    *s->h = *h;
+    s = push_stats(L, n, h);
     n = 0;
     for (unsigned i = 0; i < HIST_BUCKETS; i++) {
         uint64_t lo, hi;
@@ -679,42 +813,35 @@ static void push_latency(lua_State *L, const struct hist *h)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
+static int cmp_double(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    double x = *(const double *)a, y = *(const double *)b;
 
     return x < y ? -1 : x > y;
 }
 
-/* Every thread's per-second request counts as statistics of requests/s. */
+/* Every thread's per-second request counts as statistics of requests/s: the samples sorted in
+ * val, then runs of one value folded into one entry and its count. */
 static void push_rates(lua_State *L, struct bscript *sc)
 {
     size_t n = 0, k = 0;
-    uint64_t *all;
     struct stats *s;
 
     for (int i = 0; i < sc->nthreads; i++)
         n += sc->threads[i]->nrates;
-    all = calloc(n ? n : 1, sizeof(*all));
-    if (!all)
-        luaL_error(L, "out of memory");
-    for (int i = 0; i < sc->nthreads; i++) {
-        if (!sc->threads[i]->nrates)
-            continue; /* rates is NULL then: memcpy from NULL is undefined, even of 0 bytes */
-        memcpy(all + k, sc->threads[i]->rates, sc->threads[i]->nrates * sizeof(*all));
-        k += sc->threads[i]->nrates;
-    }
-    qsort(all, n, sizeof(*all), cmp_u64);
-    s = push_stats(L, n);
+    s = push_stats(L, n, NULL);
+    for (int i = 0; i < sc->nthreads; i++)
+        for (size_t j = 0; j < sc->threads[i]->nrates; j++)
+            s->val[k++] = (double)sc->threads[i]->rates[j];
+    qsort(s->val, n, sizeof(*s->val), cmp_double);
     for (size_t i = 0; i < n; i++) {
-        if (s->n && s->val[s->n - 1] == (double)all[i]) {
+        if (s->n && s->val[s->n - 1] == s->val[i]) {
             s->cnt[s->n - 1]++;
             continue;
         }
-        s->val[s->n] = (double)all[i];
+        s->val[s->n] = s->val[i];
         s->cnt[s->n++] = 1;
     }
-    free(all);
     stats_moments(s);
 }
 
@@ -765,8 +892,6 @@ static int state_open(struct state *st, const struct bopt *o, char *err, size_t 
     lua_setfield(L, -2, "__call");
     lua_pushcfunction(L, stats_len);
     lua_setfield(L, -2, "__len");
-    lua_pushcfunction(L, stats_gc);
-    lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
     target_parts(o, host, sizeof(host), port, sizeof(port));
     if (luaL_loadbuffer(L, wrk_lua, sizeof(wrk_lua) - 1, "=wrk") != LUA_OK) {
@@ -830,16 +955,28 @@ static bool global_is_function(lua_State *L, const char *name)
     return f;
 }
 
+/* lua_close runs the script's finalizers (__gc): under the cap as well (an error there, out of
+ * memory included, is dropped by Lua, and the next finalizer runs). */
 static void state_close(struct state *st)
 {
-    if (st->L)
+    if (st->L) {
+        st->call = "a finalizer at exit";
         lua_close(st->L);
+    }
     st->L = NULL;
+}
+
+/* Whether the file defined delay() (prelude_fn: in a call, as the file ran already). */
+static int read_delay(lua_State *L, void *ud)
+{
+    *(bool *)ud = global_is_function(L, "delay");
+    return -1;
 }
 
 struct bscript *bscript_load(const struct bopt *o, char *err, size_t errlen)
 {
     struct bscript *s = calloc(1, sizeof(*s));
+    bool delay = false;
 
     if (!s) {
         snprintf(err, errlen, "--script: out of memory");
@@ -853,8 +990,11 @@ struct bscript *bscript_load(const struct bopt *o, char *err, size_t errlen)
     }
     if (state_open(&s->st, o, err, errlen) < 0 || state_run_file(&s->st, o, err, errlen) < 0)
         goto fail;
-    if (global_is_function(s->st.L, "delay") &&
-        (o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0)) {
+    if (state_call_with(&s->st, "wrk", SCRIPT_PHASE_BUDGET_NS, read_delay, &delay, 0) != LUA_OK) {
+        say_message(s->st.L, "", err, errlen);
+        goto fail;
+    }
+    if (delay && (o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0)) {
         snprintf(err, errlen,
                  "--script %s defines delay(), which sets when a connection sends; with -R, "
                  "--rate-sweep or --find-rate the schedule does: drop one of them",
@@ -967,6 +1107,16 @@ int bscript_request(struct bscthread *t, const uint8_t **data, struct scpiece *p
     int n;
 
     *tag = LUA_NOREF;
+    if (t->first_kept) { /* bscript_thread's, kept to be sent first */
+        t->first_kept = false;
+        if (t->last_n <= max) {
+            memcpy(pieces, t->last_pc, (size_t)t->last_n * sizeof(*pieces));
+            *data = (const uint8_t *)t->last;
+            *tag = t->first_tag;
+            return t->last_n;
+        }
+        bscript_untag(t, t->first_tag);
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref_request);
     if (state_call(&t->st, "request()", SCRIPT_CALL_BUDGET_NS, 0, 2) != LUA_OK) {
         set_error(t, pop_message(L, "request()"));
@@ -1004,67 +1154,51 @@ void bscript_untag(struct bscthread *t, int tag)
     luaL_unref(t->st.L, LUA_REGISTRYINDEX, tag);
 }
 
-struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t errlen)
-{
-    const struct bopt *o = s->o;
-    struct bscthread *t = calloc(1, sizeof(*t));
-    lua_State *L, *M = s->st.L;
-    struct scpiece pc[SCRIPT_MAX_BATCH];
-    const uint8_t *data;
-    int n, tag;
+/* The preludes (prelude_fn) of a thread's start: what each call of it pushes. */
 
-    if (!t) {
-        snprintf(err, errlen, "--script: out of memory");
-        return NULL;
+/* setup(thread), in main's state. */
+static int push_setup(lua_State *M, void *ud)
+{
+    if (raw_global(M, "setup") != LUA_TFUNCTION)
+        return -1;
+    push_thread(M, ud);
+    return 1;
+}
+
+/* A chunk of the glue's Lua (wrk_fix_lua, wrk_req_lua), compiled in the call. */
+static int push_chunk(lua_State *L, void *ud)
+{
+    const char *chunk = ud;
+
+    if (luaL_loadbuffer(L, chunk, strlen(chunk), "=wrk") != LUA_OK)
+        lua_error(L);
+    return 0;
+}
+
+/* init(args), args[0] the target, args[1] on the words after "--". */
+static int push_init(lua_State *L, void *ud)
+{
+    const struct bopt *o = ud;
+
+    if (raw_global(L, "init") != LUA_TFUNCTION)
+        return -1;
+    lua_createtable(L, o->nscript_args, 1);
+    lua_pushstring(L, o->target);
+    lua_rawseti(L, -2, 0);
+    for (int i = 0; i < o->nscript_args; i++) {
+        lua_pushstring(L, o->script_args[i]);
+        lua_rawseti(L, -2, i + 1);
     }
-    t->s = s;
-    t->idx = idx;
-    t->addr = o->addr;
-    t->addrlen = o->addrlen;
-    t->ref_request = t->ref_response = t->ref_delay = t->ref_last = LUA_NOREF;
-    s->threads[idx] = t;
-    s->nthreads = idx + 1;
-    if (state_open(&t->st, o, err, errlen) < 0)
-        return NULL;
-    L = t->st.L;
-    lua_getglobal(L, "wrk");
-    push_thread(L, t);
-    lua_setfield(L, -2, "thread");
-    lua_pop(L, 1);
-    if (state_run_file(&t->st, o, err, errlen) < 0)
-        return NULL;
-    /* setup(thread), in main's state */
-    if (raw_global(M, "setup") == LUA_TFUNCTION) {
-        push_thread(M, t);
-        if (state_call(&s->st, "setup()", SCRIPT_PHASE_BUDGET_NS, 1, 0) != LUA_OK) {
-            say_message(M, "setup()", err, errlen);
-            return NULL;
-        }
-    } else {
-        lua_pop(M, 1);
-    }
-    /* the Host header, init(args) with args[0] the target, then wrk.request */
-    if (luaL_loadbuffer(L, wrk_fix_lua, sizeof(wrk_fix_lua) - 1, "=wrk") != LUA_OK ||
-        state_call(&t->st, "wrk", SCRIPT_PHASE_BUDGET_NS, 0, 0) != LUA_OK)
-        goto lua_fail;
-    if (raw_global(L, "init") == LUA_TFUNCTION) {
-        lua_createtable(L, o->nscript_args, 1);
-        lua_pushstring(L, o->target);
-        lua_rawseti(L, -2, 0);
-        for (int i = 0; i < o->nscript_args; i++) {
-            lua_pushstring(L, o->script_args[i]);
-            lua_rawseti(L, -2, i + 1);
-        }
-        if (state_call(&t->st, "init()", SCRIPT_PHASE_BUDGET_NS, 1, 0) != LUA_OK) {
-            say_message(L, "init()", err, errlen);
-            return NULL;
-        }
-    } else {
-        lua_pop(L, 1);
-    }
-    if (luaL_loadbuffer(L, wrk_req_lua, sizeof(wrk_req_lua) - 1, "=wrk") != LUA_OK ||
-        state_call(&t->st, "wrk.format()", SCRIPT_PHASE_BUDGET_NS, 0, 0) != LUA_OK)
-        goto lua_fail;
+    return 1;
+}
+
+/* What the script wants, read once init() ran, and the functions the engine calls kept in the
+ * registry (request(), or wrk.request: the fixed one). */
+static int read_wants(lua_State *L, void *ud)
+{
+    struct bscthread *t = ud;
+    const struct bopt *o = t->s->o;
+
     t->w.response = global_is_function(L, "response");
     t->w.delay = global_is_function(L, "delay");
     t->w.request = global_is_function(L, "request") || o->expect == EXPECT_HTTP;
@@ -1084,6 +1218,57 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     t->ref_response = luaL_ref(L, LUA_REGISTRYINDEX);
     raw_global(L, "delay");
     t->ref_delay = luaL_ref(L, LUA_REGISTRYINDEX);
+    return -1;
+}
+
+struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t errlen)
+{
+    const struct bopt *o = s->o;
+    struct bscthread *t = calloc(1, sizeof(*t));
+    lua_State *L;
+    struct scpiece pc[SCRIPT_MAX_BATCH];
+    const uint8_t *data;
+    int n, tag;
+
+    if (!t) {
+        snprintf(err, errlen, "--script: out of memory");
+        return NULL;
+    }
+    t->s = s;
+    t->idx = idx;
+    t->addr = o->addr;
+    t->addrlen = o->addrlen;
+    t->ref_request = t->ref_response = t->ref_delay = t->ref_last = LUA_NOREF;
+    s->threads[idx] = t;
+    s->nthreads = idx + 1;
+    if (state_open(&t->st, o, err, errlen) < 0)
+        return NULL;
+    L = t->st.L;
+    lua_getglobal(L, "wrk"); /* a fresh state: nothing of the script's can run yet */
+    push_thread(L, t);
+    lua_setfield(L, -2, "thread");
+    lua_pop(L, 1);
+    if (state_run_file(&t->st, o, err, errlen) < 0)
+        return NULL;
+    /* From here on every step that allocates runs in a call (state_call_with): the script's
+     * finalizers may run at any allocation. setup(thread) is in main's state. */
+    if (state_call_with(&s->st, "setup()", SCRIPT_PHASE_BUDGET_NS, push_setup, t, 0) != LUA_OK) {
+        say_message(s->st.L, "setup()", err, errlen);
+        return NULL;
+    }
+    /* the Host header, init(args), then wrk.request */
+    if (state_call_with(&t->st, "wrk", SCRIPT_PHASE_BUDGET_NS, push_chunk, (void *)wrk_fix_lua,
+                        0) != LUA_OK)
+        goto lua_fail;
+    if (state_call_with(&t->st, "init()", SCRIPT_PHASE_BUDGET_NS, push_init, (void *)o, 0) !=
+        LUA_OK) {
+        say_message(L, "init()", err, errlen);
+        return NULL;
+    }
+    if (state_call_with(&t->st, "wrk.format()", SCRIPT_PHASE_BUDGET_NS, push_chunk,
+                        (void *)wrk_req_lua, 0) != LUA_OK ||
+        state_call_with(&t->st, "wrk", SCRIPT_PHASE_BUDGET_NS, read_wants, t, 0) != LUA_OK)
+        goto lua_fail;
     if (t->w.delay && (o->rate > 0 || o->sweep_step > 0 || o->find_pct > 0)) {
         snprintf(err, errlen,
                  "--script %s: init() defined delay(), which sets when a connection sends; with "
@@ -1107,9 +1292,16 @@ struct bscthread *bscript_thread(struct bscript *s, int idx, char *err, size_t e
     }
     if (!t->w.request)
         return t;
-    /* The first request, as wrk checks it: what it holds sets the batch (pipeline.lua's 3). */
+    /* The first string, as wrk checks it: what it holds sets the thread's batch (pipeline.lua's
+     * 3). As in wrk, the first thread's is the check's only, not sent: every other thread sends
+     * its first string first (wrk's counter.lua sends /0 from each thread but the first). */
     n = bscript_request(t, &data, pc, SCRIPT_MAX_BATCH, &tag);
-    bscript_untag(t, tag);
+    if (idx == 0 || n < 0) {
+        bscript_untag(t, tag);
+    } else {
+        t->first_kept = true;
+        t->first_tag = tag;
+    }
     if (n < 0) {
         snprintf(err, errlen, "--script: %s", t->error ? t->error : "request() failed");
         return NULL;
@@ -1224,40 +1416,55 @@ static void push_dechunked(lua_State *L, const uint8_t *b, size_t n)
     luaL_pushresult(&buf);
 }
 
-int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_t len,
-                     size_t head_len, bool chunked, bool too_big, int tag)
-{
-    lua_State *L = t->st.L;
-    int nargs = 1, rc;
+struct respargs {
+    const struct bscthread *t;
+    int status, tag;
+    const uint8_t *resp;
+    size_t len, head_len;
+    bool chunked;
+};
 
-    if (too_big) {
-        luaL_unref(L, LUA_REGISTRYINDEX, tag);
-        char m[128];
-        snprintf(m, sizeof(m), "a response over %u MiB, too big to hand to response()",
-                 SCRIPT_MAX_RESPONSE >> 20);
-        fail_check(t, strdup(m));
-        return 1;
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref_response);
-    if (t->s->o->expect == EXPECT_HTTP) {
-        if (head_len > len)
-            head_len = len;
-        lua_pushinteger(L, status);
-        push_headers(L, resp, head_len);
-        if (chunked)
-            push_dechunked(L, resp + head_len, len - head_len);
+/* response(status, headers, body[, tag]) (HTTP) or response(bytes[, tag]), pushed inside the
+ * call (prelude_fn): a response of 64 MiB is a string of 64 MiB in the state. */
+static int push_response(lua_State *L, void *ud)
+{
+    const struct respargs *a = ud;
+    size_t head_len = a->head_len > a->len ? a->len : a->head_len;
+    int nargs = 1;
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, a->t->ref_response);
+    if (a->t->s->o->expect == EXPECT_HTTP) {
+        lua_pushinteger(L, a->status);
+        push_headers(L, a->resp, head_len);
+        if (a->chunked)
+            push_dechunked(L, a->resp + head_len, a->len - head_len);
         else
-            lua_pushlstring(L, (const char *)resp + head_len, len - head_len);
+            lua_pushlstring(L, (const char *)a->resp + head_len, a->len - head_len);
         nargs = 3;
     } else {
-        lua_pushlstring(L, (const char *)resp, len);
+        lua_pushlstring(L, (const char *)a->resp, a->len);
     }
-    if (tag != LUA_NOREF) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, tag);
-        luaL_unref(L, LUA_REGISTRYINDEX, tag);
+    if (a->tag != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, a->tag);
         nargs++;
     }
-    rc = state_call(&t->st, "response()", SCRIPT_CALL_BUDGET_NS, nargs, 2);
+    return nargs;
+}
+
+int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_t len,
+                     size_t head_len, bool chunked, const char *refused, int tag)
+{
+    lua_State *L = t->st.L;
+    struct respargs a = {t, status, tag, resp, len, head_len, chunked};
+    int rc;
+
+    if (refused) {
+        luaL_unref(L, LUA_REGISTRYINDEX, tag);
+        fail_check(t, strdup(refused));
+        return 1;
+    }
+    rc = state_call_with(&t->st, "response()", SCRIPT_CALL_BUDGET_NS, push_response, &a, 2);
+    luaL_unref(L, LUA_REGISTRYINDEX, tag); /* the call has its value, if it got that far */
     if (rc != LUA_OK) {
         char *m = pop_message(L, "response()");
         if (t->st.overran) { /* a loop, not a check: the run cannot go on */
@@ -1268,9 +1475,19 @@ int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_
         return 1;
     }
     if (lua_type(L, -2) == LUA_TBOOLEAN && !lua_toboolean(L, -2)) {
-        const char *why = lua_tostring(L, -1);
-        char m[512];
+        char m[512], num[32];
+        const char *why = NULL;
         lua_Debug ar;
+        /* not lua_tostring: turning a number into a string allocates, and may run a collection
+         * step, and the script's finalizers, outside the call */
+        if (lua_type(L, -1) == LUA_TSTRING)
+            why = lua_tostring(L, -1);
+        else if (lua_type(L, -1) == LUA_TNUMBER)
+            why = num;
+        if (why == num && lua_isinteger(L, -1))
+            snprintf(num, sizeof(num), "%lld", (long long)lua_tointeger(L, -1));
+        else if (why == num)
+            snprintf(num, sizeof(num), "%.14g", lua_tonumber(L, -1));
         /* where the function is: the message says which script's check failed */
         lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref_response);
         lua_getinfo(L, ">S", &ar);
@@ -1350,17 +1567,21 @@ const char *bscript_stuck(const struct bscthread *t, uint64_t now, uint64_t grac
     return NULL;
 }
 
-int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size_t errlen)
-{
-    lua_State *L = s->st.L;
-    const struct bcount *c = &sum->c;
+struct doneargs {
+    struct bscript *s;
+    const struct scsummary *sum;
+};
 
-    if (raw_global(L, "done") != LUA_TFUNCTION) {
-        lua_pop(L, 1);
-        return 0;
-    }
+/* done(summary, latency, requests), pushed inside the call (prelude_fn). */
+static int push_done(lua_State *L, void *ud)
+{
+    const struct doneargs *a = ud;
+    const struct bcount *c = &a->sum->c;
+
+    if (raw_global(L, "done") != LUA_TFUNCTION)
+        return -1;
     lua_createtable(L, 0, 8);
-    lua_pushinteger(L, (lua_Integer)(sum->duration_s * 1e6));
+    lua_pushinteger(L, (lua_Integer)(a->sum->duration_s * 1e6));
     lua_setfield(L, -2, "duration");
     lua_pushinteger(L, (lua_Integer)c->requests);
     lua_setfield(L, -2, "requests");
@@ -1386,10 +1607,17 @@ int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size
     lua_pushinteger(L, (lua_Integer)c->errors[ERR_MISMATCH]);
     lua_setfield(L, -2, "mismatch");
     lua_setfield(L, -2, "errors");
-    push_latency(L, sum->lat);
-    push_rates(L, s);
-    if (state_call(&s->st, "done()", SCRIPT_PHASE_BUDGET_NS, 3, 0) != LUA_OK) {
-        say_message(L, "done()", err, errlen);
+    push_latency(L, a->sum->lat);
+    push_rates(L, a->s);
+    return 3;
+}
+
+int bscript_done(struct bscript *s, const struct scsummary *sum, char *err, size_t errlen)
+{
+    struct doneargs a = {s, sum};
+
+    if (state_call_with(&s->st, "done()", SCRIPT_PHASE_BUDGET_NS, push_done, &a, 0) != LUA_OK) {
+        say_message(s->st.L, "done()", err, errlen);
         return -1;
     }
     return 0;

@@ -10,7 +10,15 @@
  * loop is stopped with an error) and by main's watchdog (a C call that never returns ends lfbench:
  * bscript_stuck). An error is a script error (file:line), which stops the run, except in
  * response(): there an error, like returning false, is a failed check, counted as a mismatch with
- * its message. */
+ * its message.
+ *
+ * Each state holds at most 512 MiB. Any allocation in a state may run a collection step, and
+ * with it the script's finalizers (__gc, run by Lua with hooks off), so once a state's file has
+ * run, everything the glue does in it that allocates is part of a call: the arguments it
+ * pushes (a response, done()'s figures), a copy from another state (thread:get/set, which
+ * reach a state that is in none of its calls), closing it at exit. There the cap holds, and on
+ * a load thread the watchdog sees the time. What the glue does outside a call (registry
+ * references) runs no collection step. */
 #ifndef LFE_BSCRIPT_H
 #define LFE_BSCRIPT_H
 
@@ -82,9 +90,10 @@ void bscript_untag(struct bscthread *t, int tag);
  * body (--expect http, the body de-chunked), or the bytes as they came (other framings). Returns 0
  * if it passed, 1 if it failed (false returned, or an error raised: the message kept for
  * bscript_thread_failure), -1 on a script error the run cannot go on after (it overran its budget).
- * too_big: the response exceeded SCRIPT_MAX_RESPONSE, a failed check without a call. */
+ * refused: the engine did not keep the response (over SCRIPT_MAX_RESPONSE, or past
+ * --response-mem-mb), and says why: a failed check with that message, without a call. */
 int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_t len,
-                     size_t head_len, bool chunked, bool too_big, int tag);
+                     size_t head_len, bool chunked, const char *refused, int tag);
 
 /* delay()'s answer in nanoseconds (0 to 60 s), or -1 on a script error. */
 int64_t bscript_delay(struct bscthread *t);

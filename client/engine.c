@@ -65,6 +65,19 @@ struct req {
     int tag;             /* --script: request()'s tag for response() (LUA_NOREF: none) */
 };
 
+/* --script with response(): whether the response being read is kept for it, or why not. */
+enum rkeep {
+    RK_KEPT,
+    RK_TOO_BIG, /* over SCRIPT_MAX_RESPONSE */
+    RK_MEM,     /* its buffer would take the thread past its share of --response-mem-mb */
+    RK_NOMEM,   /* realloc failed */
+};
+
+/* A response buffer up to this size is kept for the connection's next responses; a larger one
+ * is freed once its response is handed over, so that what one large answer took comes back to
+ * the thread's share. */
+#define RB_KEEP (64u << 10)
+
 /* --script: a request slot's copy of its bytes (request() reuses its string's buffer). */
 struct sbuf {
     uint8_t *p;
@@ -92,10 +105,11 @@ struct bconn {
     uint64_t nreq;     /* requests issued on this connection since it opened */
     struct verify v;   /* the response to q[head] */
     struct req q1;     /* q when the pipeline is 1: no second cache line to fetch */
-    /* --script with response(): the response to q[head] as it came */
+    /* --script with response(): the response to q[head] as it came (rcap counted in the
+     * thread's resp_held) */
     uint8_t *rb;
     size_t rlen, rcap;
-    bool rbig; /* it outgrew SCRIPT_MAX_RESPONSE */
+    enum rkeep rkeep; /* whether it is kept, or why not */
     /* --script with delay(): the next request waits until delay_at */
     bool delayed;      /* delay() was asked for the next request, and its wait ran out */
     uint64_t delay_at; /* 0: no wait armed */
@@ -252,6 +266,88 @@ static struct bconn *pop_free(struct bthread *t)
     return NULL;
 }
 
+/* --script with response(): the bytes of the response being read, kept for it. Returns false
+ * when they cannot be (c->rkeep says why): the response would pass SCRIPT_MAX_RESPONSE, or its
+ * buffer would take the thread's response buffers past their share of --response-mem-mb. */
+static bool keep_response(struct bconn *c, const uint8_t *b, size_t n)
+{
+    struct bthread *t = c->t;
+
+    if (n == 0)
+        return true;
+    if (c->rlen + n > SCRIPT_MAX_RESPONSE) {
+        c->rkeep = RK_TOO_BIG;
+        return false;
+    }
+    if (c->rlen + n > c->rcap) {
+        size_t cap = c->rcap ? c->rcap : 4096;
+        uint8_t *p;
+        while (cap < c->rlen + n)
+            cap *= 2;
+        if (cap > SCRIPT_MAX_RESPONSE)
+            cap = SCRIPT_MAX_RESPONSE;
+        if (t->resp_held - c->rcap + cap > t->resp_share) {
+            c->rkeep = RK_MEM;
+            return false;
+        }
+        if (!(p = realloc(c->rb, cap))) {
+            c->rkeep = RK_NOMEM;
+            return false;
+        }
+        t->resp_held += cap - c->rcap;
+        c->rb = p;
+        c->rcap = cap;
+    }
+    memcpy(c->rb + c->rlen, b, n);
+    c->rlen += n;
+    return true;
+}
+
+/* The response is handed over, or its connection closed: its buffer is emptied, and freed (back
+ * to the thread's share) when it is larger than RB_KEEP. */
+static void release_response(struct bconn *c)
+{
+    c->rlen = 0;
+    c->rkeep = RK_KEPT;
+    if (c->rcap > RB_KEEP) {
+        free(c->rb);
+        c->rb = NULL;
+        c->t->resp_held -= c->rcap;
+        c->rcap = 0;
+    }
+}
+
+/* Why the response was not kept, as its failed check says it (in buf), or NULL: it was. */
+static const char *refused_why(const struct bconn *c, char *buf, size_t len)
+{
+    const struct bopt *o = c->t->o;
+
+    switch (c->rkeep) {
+    case RK_KEPT:
+        return NULL;
+    case RK_TOO_BIG:
+        snprintf(buf, len, "a response over %u MiB, too big to hand to response()",
+                 SCRIPT_MAX_RESPONSE >> 20);
+        break;
+    case RK_MEM:
+        if (o->threads > 1)
+            snprintf(buf, len,
+                     "a response not kept for response(): the responses held would pass "
+                     "--response-mem-mb %u (%.1f MiB for each of the %d threads)",
+                     o->response_mem_mb, (double)o->response_mem_mb / o->threads, o->threads);
+        else
+            snprintf(buf, len,
+                     "a response not kept for response(): the responses held would pass "
+                     "--response-mem-mb %u",
+                     o->response_mem_mb);
+        break;
+    case RK_NOMEM:
+        snprintf(buf, len, "a response not kept for response(): out of memory");
+        break;
+    }
+    return buf;
+}
+
 static void close_conn(struct bconn *c)
 {
     struct bthread *t = c->t;
@@ -275,8 +371,7 @@ static void close_conn(struct bconn *c)
     }
     c->head = c->qn = c->qw = 0;
     c->woff = 0;
-    c->rlen = 0;
-    c->rbig = false;
+    release_response(c);
     if (c->delay_at) {
         ev_timer_stop(t->loop, &c->dt);
         c->delay_at = 0;
@@ -350,7 +445,7 @@ static void start_verify(struct bconn *c)
     if (r->data)
         verify_bytes(&c->v, r->data, r->head, r->close);
     c->rlen = 0;
-    c->rbig = false;
+    c->rkeep = RK_KEPT;
 }
 
 /* Takes one request slot at the ring's tail. */
@@ -656,6 +751,19 @@ out_error:
     c->retry_at = now + RETRY_NS;
 }
 
+/* --script: a check's verdict in the counters (the measured window's too where it is one). */
+static void count_check(struct bthread *t, bool failed, bool measured)
+{
+    t->cur.checks++;
+    t->cur.check_failed += failed;
+    if (measured) {
+        t->total.checks++;
+        t->sres.c.checks++;
+        t->total.check_failed += failed;
+        t->sres.c.check_failed += failed;
+    }
+}
+
 /* --script: response() judges the whole response. A failed check is counted here, as a
  * mismatch too; the response is counted by the caller like any other (its connection stays
  * open: its framing held): the rate is the server's, as wrk counts a non-2xx response. */
@@ -664,26 +772,34 @@ static void script_check(struct bconn *c, uint64_t now, bool measured)
     struct bthread *t = c->t;
     struct req *r = &c->q[c->head];
     int rc = bscript_response(t->sc, c->v.status, c->rb, c->rlen, (size_t)c->v.http.head_bytes,
-                              c->v.http.te_chunked, c->rbig, r->tag);
+                              c->v.http.te_chunked, NULL, r->tag);
+    bool failed;
 
     r->tag = -2; /* consumed */
-
-    c->rlen = 0;
-    c->rbig = false;
-    t->cur.checks++;
-    if (measured) { /* counted where its response is: checks and failures are some of them */
-        t->total.checks++;
-        t->sres.c.checks++;
-    }
-    if (!script_after(t, rc < 0) || rc == 0)
-        return; /* a script error is said as one, not as a failed check */
-    t->cur.check_failed++;
-    if (measured) {
-        t->total.check_failed++;
-        t->sres.c.check_failed++;
-    }
+    release_response(c);
+    failed = script_after(t, rc < 0) && rc != 0; /* a script error is said as one, not as a
+                                                   * failed check */
+    count_check(t, failed, measured);
+    if (!failed)
+        return;
     count_errors(t, ERR_MISMATCH, 1);
     step_mark(t, now);
+}
+
+/* --script with response(): the response to q[head] cannot be kept (keep_response). Its check
+ * fails at once, with the reason, and its connection fails: the rest of the response would be
+ * read for nothing (an endless body never ends). It and the requests behind it on the connection
+ * are mismatches, as behind any response that is not what it must be. */
+static void refuse_response(struct bconn *c)
+{
+    struct bthread *t = c->t;
+    struct req *r = &c->q[c->head];
+    char why[256];
+
+    bscript_response(t->sc, 0, NULL, 0, 0, false, refused_why(c, why, sizeof(why)), r->tag);
+    r->tag = -2; /* consumed */
+    count_check(t, true, r->t0 >= t->t_warm && t->phase != PH_IDLE);
+    fail(c, ERR_MISMATCH);
 }
 
 static void finish_request(struct bconn *c, uint64_t now)
@@ -726,32 +842,6 @@ static void finish_request(struct bconn *c, uint64_t now)
 }
 
 static void do_read(struct bconn *c, uint64_t now, bool ended);
-
-/* --script with response(): the bytes of the response being read, kept for it (up to
- * SCRIPT_MAX_RESPONSE; past that it is a failed check, rbig). */
-static void keep_response(struct bconn *c, const uint8_t *b, size_t n)
-{
-    if (c->rbig || n == 0)
-        return;
-    if (c->rlen + n > SCRIPT_MAX_RESPONSE) {
-        c->rbig = true;
-        return;
-    }
-    if (c->rlen + n > c->rcap) {
-        size_t cap = c->rcap ? c->rcap : 4096;
-        uint8_t *p;
-        while (cap < c->rlen + n)
-            cap *= 2;
-        if (!(p = realloc(c->rb, cap))) {
-            c->rbig = true;
-            return;
-        }
-        c->rb = p;
-        c->rcap = cap;
-    }
-    memcpy(c->rb + c->rlen, b, n);
-    c->rlen += n;
-}
 
 /* A write on c failed: the server reset the connection (a write fails only once its reset came).
  * It may have answered first, and the responses are in the socket, delivered: the open loop
@@ -946,6 +1036,7 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
         while (pos < n) {
             size_t used;
             enum verify_status st;
+            bool kept;
 
             /* An echo may start before its request is all written; bytes with no request in
              * flight, though, are bytes nobody asked for. */
@@ -954,11 +1045,14 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
                 return;
             }
             st = verify_feed(&c->v, t->buf + pos, (size_t)(n - pos), &used);
-            if (t->script_resp)
-                keep_response(c, t->buf + pos, used);
+            kept = !t->script_resp || keep_response(c, t->buf + pos, used);
             pos += (ssize_t)used;
             if (st == VERIFY_BAD) {
                 fail(c, ERR_MISMATCH);
+                return;
+            }
+            if (!kept) {
+                refuse_response(c);
                 return;
             }
             if (st != VERIFY_DONE)
@@ -1327,6 +1421,8 @@ static int script_setup(struct bthread *t, struct bscthread *sc)
     t->addr = bscript_addr(sc, &t->addrlen);
     t->script_req = w->request;
     t->script_resp = w->response;
+    /* --response-mem-mb in all, split evenly: each thread's buffers are its own */
+    t->resp_share = ((size_t)t->o->response_mem_mb << 20) / (size_t)t->o->threads;
     t->bscript_delay = w->delay;
     if (w->request) {
         t->batch = (unsigned)w->batch;

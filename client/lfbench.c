@@ -274,8 +274,8 @@ static void script_watch(struct run *r)
         if (stuck) {
             fprintf(stderr,
                     "lfbench: FAILED: thread %d has been in %s for over %.0f s and does not "
-                    "return (a C function that never ends, out of reach of the script's "
-                    "budget): exiting without a summary\n",
+                    "return (a C function that never ends, or a finalizer's loop: out of "
+                    "reach of the script's budget): exiting without a summary\n",
                     i, stuck, (double)(SCRIPT_CALL_BUDGET_NS + SCRIPT_GRACE_NS) / 1e9);
             _exit(1);
         }

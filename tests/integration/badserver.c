@@ -39,10 +39,13 @@
  *                              close-delimited: the body runs to the close), garbage, badcl (two
  *                              Content-Lengths), badchunk (a chunk size that is not hex), fold
  *                              (an obs-fold header), hugehead (70 KiB of head), short
- *                              (Content-Length 10, 5 bytes, close)
+ *                              (Content-Length 10, 5 bytes, close), endless (a chunked body
+ *                              that never ends: 32 KiB chunks for as long as the client reads)
  * Prints "ready" on stdout once listening. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -75,9 +78,30 @@ static const struct {
     {"fold", "HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n", 0},
     {"hugehead", NULL, 0},
     {"short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", 1},
+    {"endless", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 0},
 };
 #define LIFO_MAX 4096
 static int nreads_conn[MAXFD];
+static char endless[MAXFD];       /* http endless: the connection is being sent its body */
+static size_t endless_off[MAXFD]; /* ... and how much of the chunk it has been sent */
+
+/* http endless: the body's chunks, written while the socket takes them (it is non-blocking). */
+static void write_endless(int fd)
+{
+    static char chunk[32768 + 10];
+    static size_t len;
+    ssize_t w;
+
+    if (!len) {
+        len = (size_t)sprintf(chunk, "8000\r\n");
+        memset(chunk + len, 'x', 32768);
+        len += 32768;
+        memcpy(chunk + len, "\r\n", 2);
+        len += 2;
+    }
+    while ((w = write(fd, chunk + endless_off[fd], len - endless_off[fd])) > 0)
+        endless_off[fd] = (endless_off[fd] + (size_t)w) % len;
+}
 
 /* delay: echoes waiting for their time, oldest first (a ring) */
 #define DELAY_MAX 4096
@@ -218,7 +242,7 @@ int main(int argc, char **argv)
                 http = k;
         if (http < 0) {
             fprintf(stderr, "badserver: http KIND: chunked, eof, garbage, badcl, badchunk, fold, "
-                            "hugehead or short\n");
+                            "hugehead, short or endless\n");
             return 2;
         }
         memset(huge, 'h', sizeof(huge));
@@ -314,6 +338,8 @@ int main(int argc, char **argv)
                 int c = accept(lfd, NULL, NULL);
                 if (c >= 0 && c < MAXFD) {
                     nreads_conn[c] = 0;
+                    endless[c] = 0;
+                    endless_off[c] = 0;
                     got_conn[c] = 0;
                     closing[c] = 0;
                     ev.data.fd = c;
@@ -336,7 +362,13 @@ int main(int argc, char **argv)
                 write_all(fd, out, r + arg2);
                 continue;
             }
+            if (endless[fd] && (evs[i].events & EPOLLOUT))
+                write_endless(fd);
+            if (endless[fd] && !(evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                continue;
             r = read(fd, buf, !strcmp(mode, "lifo") ? sizeof(held[0].data) : sizeof(buf));
+            if (r < 0 && endless[fd] && errno == EAGAIN)
+                continue;
             if (r <= 0) {
                 for (int k = 0; k < nheld; k++) /* a connection that went away is not answered */
                     if (held[k].fd == fd)
@@ -415,6 +447,16 @@ int main(int argc, char **argv)
                 } else {
                     write_all(fd, busy, sizeof(busy) - 1);
                 }
+                continue;
+            }
+            if (http >= 0 && endless[fd])
+                continue; /* what else it sends goes unanswered: the body never ends */
+            if (http >= 0 && !strcmp(http_kinds[http].kind, "endless")) {
+                struct epoll_event out = {.events = EPOLLIN | EPOLLOUT, .data.fd = fd};
+                write_all(fd, http_kinds[http].resp, (ssize_t)strlen(http_kinds[http].resp));
+                fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+                endless[fd] = 1;
+                epoll_ctl(ep, EPOLL_CTL_MOD, fd, &out);
                 continue;
             }
             if (http >= 0) {

@@ -15,11 +15,14 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -399,8 +402,9 @@ static void test_wrk_report(void **state)
 }
 
 /* setup.lua with two threads: each numbered in setup(), each counting its own calls; done()
- * reads them back. A thread's request() ran once more than its responses (the check before
- * the run), and the responses add up to the run's. */
+ * reads them back. The first thread's request() ran once more than its responses (the check
+ * before the run, as in wrk), the second's as often (its first string was sent), and the
+ * responses add up to the run's. */
 static void test_wrk_setup(void **state)
 {
     long id[2], req[2], resp[2];
@@ -424,7 +428,7 @@ static void test_wrk_setup(void **state)
         p++;
     }
     if (id[0] != 1 || id[1] != 2 || resp[0] + resp[1] != 400 || req[0] != resp[0] + 1 ||
-        req[1] != resp[1] + 1 || resp[0] == 0 || resp[1] == 0)
+        req[1] != resp[1] || resp[0] == 0 || resp[1] == 0)
         fail_msg("want threads 1 and 2 with 400 responses between them:\n%s", lfb.out);
 }
 
@@ -957,6 +961,271 @@ static void test_finalizer_reaches_threads_at_exit(void **state)
         fail_msg("rc %d: want exit 0 and main's finalizer to read both threads:\n%s", rc, lfb.out);
 }
 
+/* lfbench with the words of pre and 127.0.0.1:port last, its output in lfb.out, killed
+ * (SIGKILL, by this process: lfbench's own alarm() for its script phases cancels an alarm set
+ * before exec) after limit_s; under RLIMIT_AS of as_mb MiB (0: none; none under ASan or TSan
+ * either, whose shadow takes terabytes of address space), so that a copy that grows without end
+ * fails the test instead of eating the machine. *maxrss_kb: its peak resident size. Returns its
+ * exit status, or 128 + the signal that ended it. */
+static int run_bounded(int port, const char *const *pre, unsigned as_mb, unsigned limit_s,
+                       long *maxrss_kb)
+{
+    const char *args[64] = {lfb.lfbench}, *san = getenv("LFE_SANITIZER");
+    char target[32], path[] = "/tmp/lfe-bench-XXXXXX";
+    int n = 1, fd = mkstemp(path), status;
+    struct rusage ru;
+    double t0 = mono_s();
+    pid_t pid, got;
+
+    assert_true(fd >= 0);
+    for (; *pre && n < 60; pre++)
+        args[n++] = *pre;
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    args[n++] = target;
+    args[n] = NULL;
+    if (san && (!strcmp(san, "address") || !strcmp(san, "thread")))
+        as_mb = 0;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {(rlim_t)as_mb << 20, (rlim_t)as_mb << 20};
+        if (as_mb)
+            setrlimit(RLIMIT_AS, &rl);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        execv(args[0], (char *const *)args);
+        _exit(127);
+    }
+    while ((got = wait4(pid, &status, WNOHANG, &ru)) == 0) {
+        if (mono_s() - t0 > limit_s)
+            kill(pid, SIGKILL);
+        lfb_sleep_ms(20);
+    }
+    assert_int_equal(got, pid);
+    elapsed = mono_s() - t0;
+    *maxrss_kb = ru.ru_maxrss;
+    lfb_read_back(fd, lfb.out, sizeof(lfb.out));
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Regression: lfbench pushed response()'s arguments before the call began, and an allocation
+ * there may run a collection step and the script's finalizers, which Lua runs with hooks off:
+ * a __gc that loops ran outside any call, where neither the budget nor the watchdog saw it, and
+ * lfbench hung for ever. The pushes are part of the call: the watchdog ends it, said. (No
+ * request(), and a response() that allocates nothing after its first call: the collection
+ * steps come from the pushes.) */
+static void test_finalizer_loop_is_seen_by_the_watchdog(void **state)
+{
+    long rss;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = run_bounded(lfb.server_port,
+                     (const char *const[]){"--expect", "http", "-c", "2", "-d", "30", "-q",
+                                           "--script",
+                                           script(0, "gc_loop.lua",
+                                                  "local armed = false\n"
+                                                  "function response()\n"
+                                                  "  if not armed then\n"
+                                                  "    armed = true\n"
+                                                  "    setmetatable({}, {__gc = function()\n"
+                                                  "      while true do end\n"
+                                                  "    end})\n"
+                                                  "  end\n"
+                                                  "  return true\n"
+                                                  "end\n"),
+                                           NULL},
+                     0, 40 * (unsigned)lfb.slow, &rss);
+    if (rc != 1 ||
+        !strstr(lfb.out, "lfbench: FAILED: thread 0 has been in a call into the "
+                         "script for over 3 s") ||
+        elapsed > 20 * lfb.slow)
+        fail_msg("rc %d after %.1f s: want the watchdog to end a finalizer's loop:\n%s", rc,
+                 elapsed, lfb.out);
+}
+
+/* Regression: thread:set() from setup() copies into a thread's state that is in none of its
+ * calls, where the state's 512 MiB cap did not hold, and a copy made a table anew each time it
+ * was reached: 30 tables that share their children ({v, v}) became 2^30 tables (4.8 GB in 32 s
+ * before setup()'s alarm). A copy keeps the shape (the 30 arrive shared, both ways: set in
+ * setup(), get in done()), and whatever a copy adds to a state is under its cap, said with the
+ * call's name. Under a 1.25 GiB RLIMIT_AS and a 40 s alarm: the
+ * copy that grows without end fails the test, not the machine. */
+static void test_copies_keep_shape_within_the_cap(void **state)
+{
+    long rss;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = run_bounded(
+        lfb.server_port,
+        (const char *const[]){
+            "--expect", "http", "-t", "2", "-c", "2", "-n", "20", "-q", "--script",
+            script(0, "dag.lua",
+                   "local function dag()\n"
+                   "  local v = {}\n"
+                   "  for i = 1, 30 do v = {v, v} end\n"
+                   "  return v\n"
+                   "end\n"
+                   "local function depth(x)\n"
+                   "  local d = 0\n"
+                   "  while x[1] do assert(x[1] == x[2], 'not shared'); x = x[1]; d = d + 1 end\n"
+                   "  return d\n"
+                   "end\n"
+                   "local threads = {}\n"
+                   "function setup(thread)\n"
+                   "  thread:set('v', dag())\n"
+                   "  threads[#threads + 1] = thread\n"
+                   "end\n"
+                   "function init() got = depth(v); mine = dag() end\n"
+                   "function done()\n"
+                   "  for _, t in ipairs(threads) do\n"
+                   "    io.write('thread ', t.id, ': set ', t:get('got'), ', get ',\n"
+                   "      depth(t:get('mine')), '\\n')\n"
+                   "  end\n"
+                   "end\n"),
+            NULL},
+        1280, 40 * (unsigned)lfb.slow, &rss);
+    if (rc != 0 || !line_at(lfb.out, "thread 1: set 30, get 30\n") ||
+        !line_at(lfb.out, "thread 2: set 30, get 30\n"))
+        fail_msg("rc %d: want 30 shared tables copied as 30, both ways:\n%.3000s", rc, lfb.out);
+    /* A thread's state holds 480 MiB; setup()'s next 64 MiB would take it past its cap. */
+    rc = run_bounded(
+        lfb.server_port,
+        (const char *const[]){"--expect", "http", "-c", "1", "-n", "5", "-q", "--script",
+                              script(0, "fill.lua",
+                                     "if wrk.thread then\n"
+                                     "  keep = {}\n"
+                                     "  for i = 1, 30 do keep[i] = string.rep('x', 16 << 20) end\n"
+                                     "end\n"
+                                     "function setup(thread)\n"
+                                     "  thread:set('s', string.rep('y', 64 << 20))\n"
+                                     "end\n"),
+                              NULL},
+        1280, 40 * (unsigned)lfb.slow, &rss);
+    if (rc != 2 ||
+        !strstr(lfb.out, "fill.lua:6: thread:set('s'): the copy exceeds the 512 MiB "
+                         "cap of thread 1's state") ||
+        !strstr(lfb.out, "(in setup())\n"))
+        fail_msg("rc %d: want the copy past the thread's cap refused, said:\n%.3000s", rc, lfb.out);
+}
+
+/* Regression: responses kept for response() were capped per connection (64 MiB) but not in all,
+ * and one over 64 MiB was read on to its end: an endless chunked body from a hostile server took
+ * 266 MB at -c 4, and the run said nothing but timeouts. --response-mem-mb bounds what is held
+ * (16 MiB here: lfbench's peak RSS stays far below the 4 x 64 MiB it reached); a response that
+ * would pass it, or 64 MiB, fails its check at once, with the reason, and its connection closes
+ * (no timeout waits for the end of an endless body). */
+static void test_response_memory_is_bounded(void **state)
+{
+    const char *san = getenv("LFE_SANITIZER"), *sc;
+    long rss, checks, failed;
+    int rc;
+
+    (void)state;
+    lfb_start((const char *const[]){lfb.badserver, "PORT", "http", "endless", NULL});
+    sc = script(0, "keep.lua", "function response(status, headers, body) return true end\n");
+    rc = run_bounded(lfb.server_port,
+                     (const char *const[]){"--expect", "http", "--script", sc, "-c", "4", "-d", "2",
+                                           "--timeout", "60s", "--response-mem-mb", "16", "-q",
+                                           NULL},
+                     0, 30 * (unsigned)lfb.slow, &rss);
+    script_counts(&checks, &failed);
+    if (rc != 1 || failed < 1 || failed != checks || lfb_field("timeout") != 0 ||
+        !strstr(lfb.out, "; the first: a response not kept for response(): the responses held "
+                         "would pass --response-mem-mb 16\n"))
+        fail_msg("rc %d: want responses refused at the 16 MiB bound, each a failed check:\n%s", rc,
+                 lfb.out);
+    /* sanitizers keep freed memory in quarantine: the bound is checked without them */
+    if ((!san || !*san || !strcmp(san, "undefined")) && rss > 100 * 1024)
+        fail_msg("lfbench peaked at %ld KiB with --response-mem-mb 16:\n%s", rss, lfb.out);
+    rc = run_bounded(lfb.server_port,
+                     (const char *const[]){"--expect", "http", "--script", sc, "-c", "1", "-d", "2",
+                                           "--timeout", "60s", "-q", NULL},
+                     0, 30 * (unsigned)lfb.slow, &rss);
+    script_counts(&checks, &failed);
+    if (rc != 1 || failed < 1 || lfb_field("timeout") != 0 ||
+        !strstr(lfb.out, "; the first: a response over 64 MiB, too big to hand to response()\n"))
+        fail_msg("rc %d: want a response over 64 MiB refused at once, not timed out:\n%s", rc,
+                 lfb.out);
+    rc = LFB(lfb.server_port, "--expect", "http", "--script", sc, "--response-mem-mb", "0");
+    if (rc != 2 || strcmp(lfb.out, "lfbench: --response-mem-mb: '0' is not a size in MiB from 1 "
+                                   "to 1048576\n"))
+        fail_msg("rc %d: want --response-mem-mb 0 refused on one line:\n%s", rc, lfb.out);
+}
+
+/* Regression: the statistics done() is handed freed their arrays in their own __gc, which at
+ * exit runs before the finalizer of an object made earlier: a script that kept `latency` in a
+ * global and read it from its own __gc read the freed arrays (UBSan: a load of a null pointer
+ * in stats_pct), a segfault, exit 139. The arrays are the object's own memory now: read from a
+ * finalizer, the statistics are what done() saw. */
+static void test_stats_outlive_their_finalizer(void **state)
+{
+    const char *l;
+    long p99 = -1, count = -1, first = -1, nreq = -1;
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc = HELLO(
+        script(0, "gc_stats.lua",
+               "KEEP = setmetatable({}, {__gc = function()\n"
+               "  if not LAT then return end\n"
+               "  io.write(string.format('gc: p99 %d count %d first %d requests %d\\n',\n"
+               "    LAT:percentile(99), LAT.count, select(2, LAT(1)), #REQ))\n"
+               "end})\n"
+               "function done(summary, latency, requests) LAT, REQ = latency, requests end\n"),
+        "-n", "20");
+    l = line_at(lfb.out, "gc: ");
+    if (rc != 0 || !l ||
+        sscanf(l, "gc: p99 %ld count %ld first %ld requests %ld", &p99, &count, &first, &nreq) !=
+            4 ||
+        p99 <= 0 || count != 20 || first < 1 || nreq < 0)
+        fail_msg("rc %d: want exit 0 and the finalizer to read done()'s statistics:\n%s", rc,
+                 lfb.out);
+}
+
+/* Regression: each thread took its first request() string for the check before the run and sent
+ * it never, where wrk does so in its first thread only: wrk's counter.lua sends /0 from every
+ * thread but the first. Each thread tags its strings from 0 and counts what was answered. */
+static void test_first_request_is_the_first_threads_check(void **state)
+{
+    int rc;
+
+    (void)state;
+    start_lfepolld("lua/http_hello.lua");
+    rc =
+        LFB(lfb.server_port, "--expect", "http", "-t", "3", "-c", "3", "-n", "30", "-q", "--script",
+            script(0, "first.lua",
+                   "local threads = {}\n"
+                   "function setup(thread) threads[#threads + 1] = thread end\n"
+                   "local n = 0\n"
+                   "function request()\n"
+                   "  n = n + 1\n"
+                   "  return wrk.format(nil, '/' .. (n - 1)), n - 1\n"
+                   "end\n"
+                   "answered, zero = 0, false\n"
+                   "function response(status, headers, body, tag)\n"
+                   "  answered = answered + 1\n"
+                   "  zero = zero or tag == 0\n"
+                   "  return status == 200\n"
+                   "end\n"
+                   "function done()\n"
+                   "  for _, t in ipairs(threads) do\n"
+                   "    io.write(string.format('thread %d: %d answered, /0 %s\\n', t.id,\n"
+                   "      t:get('answered'), t:get('zero') and 'sent' or 'not sent'))\n"
+                   "  end\n"
+                   "end\n"));
+    if (rc != 0 || !line_at(lfb.out, "thread 1: 10 answered, /0 not sent\n") ||
+        !line_at(lfb.out, "thread 2: 10 answered, /0 sent\n") ||
+        !line_at(lfb.out, "thread 3: 10 answered, /0 sent\n"))
+        fail_msg("rc %d: want /0 sent by threads 2 and 3, not by thread 1:\n%s", rc, lfb.out);
+}
+
 /* Regression: a script's message reached the summary and stderr as the script wrote it:
  * response() returning false, "a\nb" split the summary's script line in two, and an error of
  * 50 MB was a 50 MB line (stderr, the summary, --json). Each is one line, cut at 1 KiB. (2 MB
@@ -1234,6 +1503,11 @@ int main(void)
         cmocka_unit_test_teardown(test_failed_checks_count_in_the_rate, lfb_teardown),
         cmocka_unit_test_teardown(test_strict_globals_and_transfers, lfb_teardown),
         cmocka_unit_test_teardown(test_finalizer_reaches_threads_at_exit, lfb_teardown),
+        cmocka_unit_test_teardown(test_finalizer_loop_is_seen_by_the_watchdog, lfb_teardown),
+        cmocka_unit_test_teardown(test_copies_keep_shape_within_the_cap, lfb_teardown),
+        cmocka_unit_test_teardown(test_response_memory_is_bounded, lfb_teardown),
+        cmocka_unit_test_teardown(test_stats_outlive_their_finalizer, lfb_teardown),
+        cmocka_unit_test_teardown(test_first_request_is_the_first_threads_check, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
         cmocka_unit_test_teardown(test_n_counts_requests_of_a_pipelined_string, lfb_teardown),
         cmocka_unit_test_teardown(test_batch_rule_is_fixed, lfb_teardown),
