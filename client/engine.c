@@ -778,7 +778,7 @@ static void script_check(struct bconn *c, uint64_t now, bool measured)
     r->tag = -2; /* consumed */
     release_response(c);
     failed = script_after(t, rc < 0) && rc != 0; /* a script error is said as one, not as a
-                                                   * failed check */
+                                                  * failed check */
     count_check(t, failed, measured);
     if (!failed)
         return;
