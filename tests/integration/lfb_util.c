@@ -133,6 +133,22 @@ void lfb_stop_server(pid_t *pid)
     *pid = 0;
 }
 
+static long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+/* The deadlines of the clients lfb_spawn started and lfb_wait has not reaped: the alarm set
+ * before the exec is the client's own, which lfbench re-arms and cancels (its script phases'
+ * alarm), so the parent keeps the deadline too. */
+static struct {
+    pid_t pid;
+    long deadline_ms;
+} spawned[32];
+
 pid_t lfb_spawn(const char *const *argv, int fo, int fe, unsigned alarm_s)
 {
     pid_t pid = fork();
@@ -145,14 +161,36 @@ pid_t lfb_spawn(const char *const *argv, int fo, int fe, unsigned alarm_s)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    for (size_t i = 0; i < sizeof(spawned) / sizeof(spawned[0]); i++)
+        if (spawned[i].pid == 0) {
+            spawned[i].pid = pid;
+            spawned[i].deadline_ms = now_ms() + (long)alarm_s * 1000 + 1000;
+            break;
+        }
     return pid;
 }
 
 int lfb_wait(pid_t pid)
 {
+    long deadline = 0;
+    pid_t got = 0;
     int status;
 
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    for (size_t i = 0; i < sizeof(spawned) / sizeof(spawned[0]); i++)
+        if (spawned[i].pid == pid) {
+            deadline = spawned[i].deadline_ms;
+            spawned[i].pid = 0;
+        }
+    while (deadline && (got = waitpid(pid, &status, WNOHANG)) == 0) {
+        if (now_ms() >= deadline) {
+            print_message("%d: past its deadline (the alarm lfb_spawn set): killed\n", (int)pid);
+            kill(pid, SIGKILL);
+            break;
+        }
+        lfb_sleep_ms(10);
+    }
+    if (got != pid)
+        assert_int_equal(waitpid(pid, &status, 0), pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

@@ -57,7 +57,8 @@ pid_t lfb_start_server(const char *const *argv, int *port, int slow);
 void lfb_stop_server(pid_t *pid);
 
 /* Starts argv (argv[0] a path) with its stdout and stderr on the files fo and fe, killed by
- * SIGALRM after alarm_s seconds: a hung client fails its test, not the suite. */
+ * SIGALRM after alarm_s seconds, or by lfb_wait with SIGKILL a second later (lfbench re-arms
+ * its own alarm): a hung client fails its test, not the suite. */
 pid_t lfb_spawn(const char *const *argv, int fo, int fe, unsigned alarm_s);
 
 /* Waits for pid: its exit status, or 128 + the signal that ended it. */
