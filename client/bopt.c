@@ -44,7 +44,7 @@ enum {
     O_RATE_SWEEP,
     O_FIND_RATE,
     O_MAX_ERRORS,
-    O_RESPONSE_MEM_MB,
+    O_SCRIPT_BUFFERS_MB,
 };
 
 /* Every option once, in --help's order. The words follow lfepolld --help's where the two say
@@ -113,11 +113,12 @@ const struct bopt_option bopt_options[] = {
      "response() checks each answer (false or an error: a mismatch),\n"
      "delay(), setup(), init(args), done(); ARGS after the target and\n"
      "'--' go to init(). Any --expect (see lfbench(1), SCRIPTS)"},
-    {O_RESPONSE_MEM_MB, 0, "response-mem-mb", "N",
-     "--script with response(): MiB of responses held for it at once,\n"
-     "over all connections, split evenly between the threads (default\n"
-     "1024); one that would pass it, or 64 MiB, fails its check at once\n"
-     "and its connection closes"},
+    {O_SCRIPT_BUFFERS_MB, 0, "script-buffers-mb", "N",
+     "--script: MiB lfbench holds for the script outside its Lua\n"
+     "states, split evenly between the threads (default 1024): the\n"
+     "responses kept for response() (one that would pass it, or 64 MiB,\n"
+     "fails its check at once and its connection closes) and the copies\n"
+     "of request() strings in flight (past it: the script fails, said)"},
     {O_RECONNECT_EVERY, 0, "reconnect-every", "N",
      "long mode: close and reopen a connection after N requests"},
     {O_SOURCE, 0, "source", "A[-B]", "spread connections over these IPv4 source addresses"},
@@ -765,10 +766,10 @@ static int take_io(struct bopt *o, struct given *g, int id, const char *val, int
         o->headers[o->nheaders++] = val;
         break;
     }
-    case O_RESPONSE_MEM_MB:
+    case O_SCRIPT_BUFFERS_MB:
         if (parse_int(val, 1, 1 << 20, &v) < 0)
-            BAD("--response-mem-mb: '%s' is not a size in MiB from 1 to %d", val, 1 << 20);
-        o->response_mem_mb = (unsigned)v;
+            BAD("--script-buffers-mb: '%s' is not a size in MiB from 1 to %d", val, 1 << 20);
+        o->script_buffers_mb = (unsigned)v;
         break;
     case O_SOURCE: {
         int n = bopt_parse_sources(val, o->sources, BOPT_MAX_SOURCES);
@@ -940,7 +941,7 @@ static enum bopt_result parse(struct bopt *o, int argc, char **argv, FILE *out, 
     o->size = 64;
     o->expect = EXPECT_ECHO;
     o->open_timeout = -1; /* the default depends on -c */
-    o->response_mem_mb = 1024;
+    o->script_buffers_mb = 1024;
     bopt_parse_statuses("2xx", o->ok_status);
 
     getopt_tables(lopt, sopt);

@@ -53,7 +53,7 @@ struct bopt {
     const char *hdr_log;                      /* --hdr-log FILE */
     const char *request;                      /* --request FILE (the --payload of HTTP) */
     const char *script;                       /* --script FILE, NULL: none */
-    unsigned response_mem_mb;                 /* --response-mem-mb: held for response() */
+    unsigned script_buffers_mb;               /* --script-buffers-mb: held for response() */
     const char *const *script_args;           /* after the target and "--" (argv's) */
     int nscript_args;
     double start_at;                         /* --start-at: CLOCK_REALTIME seconds, 0 = now */

@@ -91,7 +91,7 @@ void bscript_untag(struct bscthread *t, int tag);
  * if it passed, 1 if it failed (false returned, or an error raised: the message kept for
  * bscript_thread_failure), -1 on a script error the run cannot go on after (it overran its budget).
  * refused: the engine did not keep the response (over SCRIPT_MAX_RESPONSE, or past
- * --response-mem-mb), and says why: a failed check with that message, without a call. */
+ * --script-buffers-mb), and says why: a failed check with that message, without a call. */
 int bscript_response(struct bscthread *t, int status, const uint8_t *resp, size_t len,
                      size_t head_len, bool chunked, const char *refused, int tag);
 

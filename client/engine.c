@@ -69,7 +69,7 @@ struct req {
 enum rkeep {
     RK_KEPT,
     RK_TOO_BIG, /* over SCRIPT_MAX_RESPONSE */
-    RK_MEM,     /* its buffer would take the thread past its share of --response-mem-mb */
+    RK_MEM,     /* its buffer would take the thread past its share of --script-buffers-mb */
     RK_NOMEM,   /* realloc failed */
 };
 
@@ -268,7 +268,7 @@ static struct bconn *pop_free(struct bthread *t)
 
 /* --script with response(): the bytes of the response being read, kept for it. Returns false
  * when they cannot be (c->rkeep says why): the response would pass SCRIPT_MAX_RESPONSE, or its
- * buffer would take the thread's response buffers past their share of --response-mem-mb. */
+ * buffer would take the thread's response buffers past their share of --script-buffers-mb. */
 static bool keep_response(struct bconn *c, const uint8_t *b, size_t n)
 {
     struct bthread *t = c->t;
@@ -332,14 +332,14 @@ static const char *refused_why(const struct bconn *c, char *buf, size_t len)
     case RK_MEM:
         if (o->threads > 1)
             snprintf(buf, len,
-                     "a response not kept for response(): the responses held would pass "
-                     "--response-mem-mb %u (%.1f MiB for each of the %d threads)",
-                     o->response_mem_mb, (double)o->response_mem_mb / o->threads, o->threads);
+                     "a response not kept for response(): the script's buffers would pass "
+                     "--script-buffers-mb %u (%.1f MiB for each of the %d threads)",
+                     o->script_buffers_mb, (double)o->script_buffers_mb / o->threads, o->threads);
         else
             snprintf(buf, len,
-                     "a response not kept for response(): the responses held would pass "
-                     "--response-mem-mb %u",
-                     o->response_mem_mb);
+                     "a response not kept for response(): the script's buffers would pass "
+                     "--script-buffers-mb %u",
+                     o->script_buffers_mb);
         break;
     case RK_NOMEM:
         snprintf(buf, len, "a response not kept for response(): out of memory");
@@ -503,12 +503,26 @@ static bool issue_script(struct bconn *c, uint64_t t0, uint64_t now)
         struct req *r;
 
         if (pc[k].len > b->cap) {
-            uint8_t *p = realloc(b->p, pc[k].len);
+            uint8_t *p = NULL;
+            char why[256];
+
+            /* every slot of every connection may come to hold a copy: the copies count with
+             * the responses held, against the thread's share of --script-buffers-mb */
+            if (t->resp_held - b->cap + pc[k].len > t->resp_share)
+                snprintf(why, sizeof(why),
+                         "a request() string of %zu bytes: its copies in flight (one per "
+                         "connection and pipeline slot) would pass --script-buffers-mb %u%s: "
+                         "return shorter strings, use fewer connections, or raise it",
+                         pc[k].len, t->o->script_buffers_mb,
+                         t->o->threads > 1 ? " (split between the threads)" : "");
+            else if (!(p = realloc(b->p, pc[k].len)))
+                snprintf(why, sizeof(why), "out of memory for a request's bytes");
             if (!p) { /* said as the script's failure: the run cannot go on as asked */
                 bscript_untag(t->sc, tag);
-                bscript_fail(t->sc, "out of memory for a request's bytes");
+                bscript_fail(t->sc, why);
                 return script_after(t, true);
             }
+            t->resp_held += pc[k].len - b->cap;
             b->p = p;
             b->cap = pc[k].len;
         }
@@ -1421,8 +1435,8 @@ static int script_setup(struct bthread *t, struct bscthread *sc)
     t->addr = bscript_addr(sc, &t->addrlen);
     t->script_req = w->request;
     t->script_resp = w->response;
-    /* --response-mem-mb in all, split evenly: each thread's buffers are its own */
-    t->resp_share = ((size_t)t->o->response_mem_mb << 20) / (size_t)t->o->threads;
+    /* --script-buffers-mb in all, split evenly: each thread's buffers are its own */
+    t->resp_share = ((size_t)t->o->script_buffers_mb << 20) / (size_t)t->o->threads;
     t->bscript_delay = w->delay;
     if (w->request) {
         t->batch = (unsigned)w->batch;

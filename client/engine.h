@@ -131,8 +131,9 @@ struct bthread {
     bool script_failed;  /* atomic: a script error stopped this thread (main reads it) */
     bool script_stopped; /* atomic: wrk.thread:stop() did (main reads it) */
     uint64_t last_sec;   /* the previous whole-second tick (done()'s rate samples) */
-    size_t resp_held;    /* --script with response(): bytes of its connections' response buffers */
-    size_t resp_share;   /* ... at most: its share of --response-mem-mb */
+    size_t resp_held;    /* --script: bytes of its connections' response buffers (response())
+                          * and request slots' copies (request()) */
+    size_t resp_share;   /* ... at most: its share of --script-buffers-mb */
 };
 
 /* Prepares thread t's connections [base, base+n) with the run's time points; sc: its script's

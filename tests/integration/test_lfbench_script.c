@@ -1116,7 +1116,7 @@ static void test_copies_keep_shape_within_the_cap(void **state)
 
 /* Regression: responses kept for response() were capped per connection (64 MiB) but not in all,
  * and one over 64 MiB was read on to its end: an endless chunked body from a hostile server took
- * 266 MB at -c 4, and the run said nothing but timeouts. --response-mem-mb bounds what is held
+ * 266 MB at -c 4, and the run said nothing but timeouts. --script-buffers-mb bounds what is held
  * (16 MiB here: lfbench's peak RSS stays far below the 4 x 64 MiB it reached); a response that
  * would pass it, or 64 MiB, fails its check at once, with the reason, and its connection closes
  * (no timeout waits for the end of an endless body). */
@@ -1131,18 +1131,18 @@ static void test_response_memory_is_bounded(void **state)
     sc = script(0, "keep.lua", "function response(status, headers, body) return true end\n");
     rc = run_bounded(lfb.server_port,
                      (const char *const[]){"--expect", "http", "--script", sc, "-c", "4", "-d", "2",
-                                           "--timeout", "60s", "--response-mem-mb", "16", "-q",
+                                           "--timeout", "60s", "--script-buffers-mb", "16", "-q",
                                            NULL},
                      0, 30 * (unsigned)lfb.slow, &rss);
     script_counts(&checks, &failed);
     if (rc != 1 || failed < 1 || failed != checks || lfb_field("timeout") != 0 ||
-        !strstr(lfb.out, "; the first: a response not kept for response(): the responses held "
-                         "would pass --response-mem-mb 16\n"))
+        !strstr(lfb.out, "; the first: a response not kept for response(): the script's buffers "
+                         "would pass --script-buffers-mb 16\n"))
         fail_msg("rc %d: want responses refused at the 16 MiB bound, each a failed check:\n%s", rc,
                  lfb.out);
     /* sanitizers keep freed memory in quarantine: the bound is checked without them */
     if ((!san || !*san || !strcmp(san, "undefined")) && rss > 100 * 1024)
-        fail_msg("lfbench peaked at %ld KiB with --response-mem-mb 16:\n%s", rss, lfb.out);
+        fail_msg("lfbench peaked at %ld KiB with --script-buffers-mb 16:\n%s", rss, lfb.out);
     rc = run_bounded(lfb.server_port,
                      (const char *const[]){"--expect", "http", "--script", sc, "-c", "1", "-d", "2",
                                            "--timeout", "60s", "-q", NULL},
@@ -1152,10 +1152,37 @@ static void test_response_memory_is_bounded(void **state)
         !strstr(lfb.out, "; the first: a response over 64 MiB, too big to hand to response()\n"))
         fail_msg("rc %d: want a response over 64 MiB refused at once, not timed out:\n%s", rc,
                  lfb.out);
-    rc = LFB(lfb.server_port, "--expect", "http", "--script", sc, "--response-mem-mb", "0");
-    if (rc != 2 || strcmp(lfb.out, "lfbench: --response-mem-mb: '0' is not a size in MiB from 1 "
+    rc = LFB(lfb.server_port, "--expect", "http", "--script", sc, "--script-buffers-mb", "0");
+    if (rc != 2 || strcmp(lfb.out, "lfbench: --script-buffers-mb: '0' is not a size in MiB from 1 "
                                    "to 1048576\n"))
-        fail_msg("rc %d: want --response-mem-mb 0 refused on one line:\n%s", rc, lfb.out);
+        fail_msg("rc %d: want --script-buffers-mb 0 refused on one line:\n%s", rc, lfb.out);
+}
+
+/* Regression (found with the response bound): each connection's request slots keep a copy of
+ * the request() string they carry, and nothing bounded them in all: a 1 MiB string at -c 64
+ * held 64 MiB of copies, at -c 10000 10 GiB. The copies count against --script-buffers-mb with
+ * the responses: past it the script fails, with the reason, and the run exits 1; below it the
+ * same string runs. */
+static void test_request_copies_are_bounded(void **state)
+{
+    const char *sc;
+    int rc;
+
+    (void)state;
+    lfb_start((const char *const[]){lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL});
+    sc = script(0, "big.lua",
+                "local big = string.rep('x', 1 << 20)\nfunction request() return big end\n");
+    rc = LFB(lfb.server_port, "--script", sc, "-c", "64", "-d", "2", "--script-buffers-mb", "16",
+             "-q");
+    if (rc != 1 || !strstr(lfb.out, "a request() string of 1048576 bytes: its copies in flight "
+                                    "(one per connection and pipeline slot) would pass "
+                                    "--script-buffers-mb 16"))
+        fail_msg("rc %d: want the copies past --script-buffers-mb 16 to stop the run, said:\n%s",
+                 rc, lfb.out);
+    rc = LFB(lfb.server_port, "--script", sc, "-c", "8", "-d", "1", "--script-buffers-mb", "16",
+             "-q");
+    if (rc != 0)
+        fail_msg("rc %d: 8 copies of 1 MiB are within 16 MiB:\n%s", rc, lfb.out);
 }
 
 /* Regression: the statistics done() is handed freed their arrays in their own __gc, which at
@@ -1506,6 +1533,7 @@ int main(void)
         cmocka_unit_test_teardown(test_finalizer_loop_is_seen_by_the_watchdog, lfb_teardown),
         cmocka_unit_test_teardown(test_copies_keep_shape_within_the_cap, lfb_teardown),
         cmocka_unit_test_teardown(test_response_memory_is_bounded, lfb_teardown),
+        cmocka_unit_test_teardown(test_request_copies_are_bounded, lfb_teardown),
         cmocka_unit_test_teardown(test_stats_outlive_their_finalizer, lfb_teardown),
         cmocka_unit_test_teardown(test_first_request_is_the_first_threads_check, lfb_teardown),
         cmocka_unit_test_teardown(test_messages_are_one_short_line, lfb_teardown),
