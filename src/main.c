@@ -518,14 +518,16 @@ static void log_plan(const struct opt *o, const struct plan *p, const struct lis
                  o->lua, o->lua_mem >> 20, o->lua_timeout_ms, o->lua_shared >> 20,
                  o->lua_unsafe ? ", every library" : "");
     log_info("mode %s; %d accept thread%s, %d group%s, %d worker%s, batch %d, dispatch %s; "
-             "allowed CPUs %s",
+             "allowed CPU%s %s",
              o->lua ? "lua" : "echo", naccept, naccept == 1 ? "" : "s", p->ngroups,
              p->ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o->batch,
-             o->dispatch == DISPATCH_RR ? "rr" : "least", cpus);
+             o->dispatch == DISPATCH_RR ? "rr" : "least", CPU_COUNT(allowed) == 1 ? "" : "s", cpus);
     for (int gi = 0; gi < p->ngroups; gi++) {
         cpulist_format(&p->cpus[gi], cpus, sizeof(cpus));
-        log_info("group %d: %d worker%s on CPUs %s", gi, p->nworkers[gi],
-                 p->nworkers[gi] == 1 ? "" : "s", p->pin ? cpus : "any (--no-pin)");
+        log_info("group %d: %d worker%s on %s %s", gi, p->nworkers[gi],
+                 p->nworkers[gi] == 1 ? "" : "s",
+                 !p->pin || CPU_COUNT(&p->cpus[gi]) > 1 ? "CPUs" : "CPU",
+                 p->pin ? cpus : "any (--no-pin)");
         if (p->nworkers[gi] > CPU_COUNT(&p->cpus[gi]))
             log_info("group %d: %d workers for %d CPU%s: right for Lua handlers that wait (on a "
                      "backend, lfe.sleep), which hold a worker but no CPU; for handlers that only "
