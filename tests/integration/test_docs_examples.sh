@@ -124,7 +124,7 @@ fi
 # The namespaces: as root, or as an unprivileged user mapped to root in a user namespace.
 nsc=(unshare --net --pid --mount-proc --fork --kill-child)
 [ "$(id -u)" = 0 ] || nsc=(unshare --user --map-root-user --net --pid --mount-proc --fork --kill-child)
-echo "[==========] Running $((n + ns + 1)) test(s)."
+echo "[==========] Running $((n + ns + 2)) test(s)."
 if ! "${nsc[@]}" ip link set lo up 2>/dev/null; then
     echo "[ RUN      ] test_docs_examples"
     echo "no network and pid namespace here (${nsc[*]}): the documents' examples are not run"
@@ -351,4 +351,24 @@ for i in $(seq "$ns"); do
         echo "[  FAILED  ] $name"; failed+=("$name")
     fi
 done
+# What the blocks and samples wrote at the top of the clone (run.json, a.png, old.log, ...) is
+# what a reader's clone gets: .gitignore must cover it, or `git status` fills with it.
+echo "[ RUN      ] test_docs_files_ignored"
+if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+    msg=
+    for e in "$clone"/* "$clone"/.[!.]*; do
+        [ -e "$e" ] && [ ! -L "$e" ] || continue
+        git -C "$top" check-ignore -q --no-index "${e##*/}" ||
+            msg+="${e##*/} (written by a document's example) is not in .gitignore"$'\n'
+    done
+    if [ -z "$msg" ]; then
+        echo "[       OK ] test_docs_files_ignored"; passed=$((passed + 1))
+    else
+        printf '%s' "$msg"; echo "[  FAILED  ] test_docs_files_ignored"
+        failed+=(test_docs_files_ignored)
+    fi
+else
+    echo "not a git checkout: no .gitignore to hold to account"
+    echo "[  SKIPPED ] test_docs_files_ignored"; passed=$((passed + 1))
+fi
 summary "$passed" "${failed[@]}"
