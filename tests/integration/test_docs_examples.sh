@@ -164,7 +164,8 @@ done
 
 # Runs one block inside the namespaces: $1 the block, $2 the daemon's command line ("lfepolld
 # ARGS", or empty for none), $3 TEST_SLOW.
-# Exit status: the block's, or 3 when the daemon did not start, 4 when it did not stop cleanly.
+# Exit status: the block's, or 3 when the daemon did not start, 4 when it did not stop cleanly,
+# 5 when the block left a process running.
 runner=$dir/runner.sh
 cat >"$runner" <<'EOF'
 set -u
@@ -183,6 +184,27 @@ if [ -n "$daemon" ]; then
 fi
 bash -e -o pipefail "$block"
 rc=$?
+# What the block started must be stopped by it, as a reader's shell has no namespace to end it:
+# a daemon it left running kept the shell's output open, and a pipe after the block (| grep)
+# never ended. A process on its way out gets 2 s.
+left() {
+    local p st
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        [ "$p" = $$ ] || [ "$p" = "${pid:-}" ] || [ "$p" = "$BASHPID" ] && continue
+        read -r _ _ st _ <"/proc/$p/stat" 2>/dev/null || continue
+        [ "$st" = Z ] || printf '%s: %s\n' "$p" "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+    done
+}
+for _ in $(seq $((20 * slow))); do
+    [ -z "$(left)" ] && break
+    sleep 0.1
+done
+if [ -n "$(left)" ]; then
+    echo "the block left running what it started (stop it in the block: kill \"\$!\"):"
+    left
+    [ "$rc" = 0 ] && rc=5
+fi
 if [ -n "$daemon" ]; then
     kill -TERM "$pid" 2>/dev/null
     wait "$pid"
