@@ -3,7 +3,8 @@
 # packages (make test the test stack too) and README.md lists the same two sets as the Makefile;
 # etc/lfepolld.conf shows every option of lfepolld --help; make sysctl-check is a report that
 # exits 0 whatever the kernel says, and fails only when the checker does; make sysctl-apply is
-# done when it set what it can. Prints cmocka's result lines for tests/run.sh.
+# done when it set what it can; the bench scripts' ports follow PORT_BASE. Prints cmocka's
+# result lines for tests/run.sh.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/lfe-newcomer-XXXXXX)
@@ -14,7 +15,7 @@ unset MAKEFLAGS MFLAGS MAKELEVEL
 bin=${LFEPOLLD:-$top/lfepolld}
 passed=0 failed=()
 
-echo "[==========] Running 5 test(s)."
+echo "[==========] Running 6 test(s)."
 t() { # name: runs the function of that name; its output, if any, is the failure
     echo "[ RUN      ] $1"
     local out
@@ -139,12 +140,49 @@ exit 2
     grep -q 'sysctl-apply: the checker failed (exit 2)' <<<"$out" || echo "no checker line: $out"
 }
 
+# docs/bench.md, "Ports": the scripts' servers take ports from PORT_BASE to PORT_BASE +
+# PORT_SPAN - 1 when it is given (they picked 10000-32767 at random with no way to keep them off
+# other people's ports), never one something listens on, and a bad value stops with one line.
+test_bench_ports_follow_port_base() {
+    local p i pid out b
+    # shellcheck source=../bench/lib.sh
+    . "$top/tests/bench/lib.sh"
+    b=$(low_port) || { echo "low_port failed"; return; } # a free block of four from here
+    while listening $((b + 1)) || listening $((b + 2)) || listening $((b + 3)); do b=$(low_port); done
+    for i in $(seq 30); do
+        p=$(PORT_BASE=$b PORT_SPAN=4 low_port) || { echo "low_port failed"; return; }
+        [ "$p" -ge "$b" ] && [ "$p" -le $((b + 3)) ] || echo "PORT_BASE=$b PORT_SPAN=4 gave $p"
+    done
+    p=$(PORT_BASE=$b low_port)
+    [ "$p" -ge "$b" ] && [ "$p" -le $((b + 999)) ] || echo "PORT_BASE=$b gave $p (want $b-$((b + 999)))"
+    p=$(low_port)
+    [ "$p" -ge 10000 ] && [ "$p" -lt "$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)" ] ||
+        echo "the default gave $p (want 10000 up to the ephemeral range)"
+    "$bin" --listen "127.0.0.1:$b" -q 2>/dev/null &
+    pid=$!
+    wait_listening "$b" || echo "lfepolld did not listen on $b"
+    for i in $(seq 20); do
+        p=$(PORT_BASE=$b PORT_SPAN=2 low_port)
+        [ "$p" = $((b + 1)) ] || { echo "PORT_BASE=$b PORT_SPAN=2 with $b taken gave $p"; break; }
+    done
+    out=$(PORT_BASE=$b PORT_SPAN=1 low_port 2>&1) && echo "the only port taken, yet low_port gave $out"
+    grep -q "^low_port: nothing free found in $b-$b (PORT_BASE, PORT_SPAN)\$" <<<"$out" ||
+        echo "no line for a block with nothing free: $out"
+    kill "$pid"; wait "$pid"
+    for bad in "PORT_BASE=abc" "PORT_BASE=80" "PORT_BASE=65000" "PORT_BASE=20000 PORT_SPAN=0"; do
+        out=$(env $bad bash -c '. "$1"; low_port' _ "$top/tests/bench/lib.sh" 2>&1) &&
+            echo "$bad: low_port gave $out"
+        [ "$(wc -l <<<"$out")" = 1 ] && grep -q "^PORT_BASE=" <<<"$out" || echo "$bad: $out"
+    done
+}
+
 t test_make_run_installs_run_pkgs_only
 t test_readme_pkgs_match_makefile
 t test_conf_covers_every_option
 t test_sysctl_check_is_a_report
 t test_sysctl_apply_is_done
-echo "[==========] 5 test(s) run."
+t test_bench_ports_follow_port_base
+echo "[==========] 6 test(s) run."
 echo "[  PASSED  ] $passed test(s)."
 if [ ${#failed[@]} -gt 0 ]; then
     echo "[  FAILED  ] ${#failed[@]} test(s), listed below:"
