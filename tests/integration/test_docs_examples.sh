@@ -21,9 +21,9 @@
 # Each block runs with bash -e -o pipefail, in a directory that looks like a fresh clone (the
 # checkout's files, ./lfepolld and ./lfbench the binaries under test), inside a network namespace
 # and a pid namespace of its own (with its own /proc, which LeakSanitizer reads): the documented
-# default ports (9876, 9877) are always free there,
-# nothing outside is reached, and every process a block leaves behind dies with the namespace.
-# lfepolld and lfbench are not on PATH (a fresh clone has them only as ./lfepolld, ./lfbench). A
+# default ports (9876, 9877) are always free there, and nothing outside is reached. A block
+# stops what it starts, as a reader's shell would need it to: a process still running 2 s after
+# the block fails it, named (the namespace then ends it). lfepolld and lfbench are not on PATH (a fresh clone has them only as ./lfepolld, ./lfbench). A
 # daemon the test started must then stop on SIGTERM and exit 0. Each block is bounded in time
 # (BLOCK_TIMEOUT seconds, 120 by default, times TEST_SLOW). Prints cmocka's result lines for
 # tests/run.sh; one test per block, named FILE:LINE. Needs root or an unprivileged user
