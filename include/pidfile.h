@@ -7,7 +7,9 @@
 /* Whether a start may (re)write path: 0 when it is absent, or names a process that is gone or
  * is not an lfepolld (a stale file, left by a kill -9 or a crash). -EEXIST with one line in err
  * when it names a live lfepolld, -EINVAL when it holds something else than a pid (a typo for
- * another file: never overwritten), or -errno when it cannot be read. Main thread, at start. */
+ * another file: never overwritten), -ENOENT when its directory is absent or not one (the line
+ * says which, and how systemd makes one under /run), or -errno when it cannot be read. Main
+ * thread, at start. */
 int pidfile_check(const char *path, char *err, size_t errlen);
 
 /* Writes this process's pid and a newline to path, whole or not at all (a temporary file in

@@ -26,7 +26,8 @@
     X(lua_timeouts, "callbacks aborted by --lua-timeout-ms: connection closed")                    \
     X(lua_nomem, "callbacks over --lua-mem-mb: connection closed")                                 \
     X(frames_big, "frames over max_frame: connection closed")                                      \
-    X(lua_reloads, "script generations this worker switched to")                                   \
+    X(lua_reloads,                                                                                 \
+      "script generations this worker switched to (at its first event after a reload)")            \
     X(lua_wall_timeouts, "callbacks ended by --lua-wall-timeout-ms: connection closed")            \
     X(idle_closed, "connections closed by --idle-timeout")                                         \
     X(given_back, "events re-armed for other workers before a Lua callback waited")                \

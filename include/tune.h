@@ -89,12 +89,16 @@ struct tune_ctx {
     int backlog;      /* lfepolld's --backlog */
     int port;         /* its first --listen port, 0 if none */
     bool apply;       /* write the keys that are low or high first (never lowering a min) */
+    bool not_root;    /* run by a user other than root: the remedies then start with sudo */
 };
 
 /* The report of --check-sysctl: a row per key (current, recommended, status, scope), then
  * RLIMIT_NOFILE and the ceilings that follow. With ctx->apply, first writes each applied key that
- * is not right, saying what it changed. Returns 0 when every key is right, 1 otherwise, 2 when
- * the text does not parse (err says why). */
+ * is not right, a line for each ("set KEY = VALUE (was OLD)" or "cannot set KEY = VALUE: why").
+ * Returns 0 when every key is right, 1 otherwise, 2 when the text does not parse (err says why);
+ * with ctx->apply, 3 when a key it sets is still not right after applying (a write failed), and
+ * 1 only for what it does not set (keys it only checks, read-only or absent ones,
+ * RLIMIT_NOFILE). */
 int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err, size_t errlen);
 
 /* One warning in the log for each listener (listen[i] as --listen gave it, lfds[i] its socket)

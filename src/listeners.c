@@ -220,6 +220,12 @@ void listeners_close(struct listeners *l)
 
 void listeners_log(const struct listeners *l, const struct opt *o)
 {
+    long somaxconn = net_somaxconn();
+    char cut[64] = "";
+
+    /* the queue the kernel gives, where it is not the backlog asked for */
+    if (somaxconn > 0 && o->backlog > somaxconn)
+        snprintf(cut, sizeof(cut), ", cut to %ld by somaxconn", somaxconn);
     for (int i = 0; i < l->n; i++) {
         char name[128], other[128];
         int shards = 1, seen = 0;
@@ -239,9 +245,9 @@ void listeners_log(const struct listeners *l, const struct opt *o)
         if (l->activated)
             log_info("listening on %s (fd %d from systemd's socket activation)", name, l->fds[i]);
         else if (shards > 1)
-            log_info("listening on %s (backlog %d, %d SO_REUSEPORT shards)", name, o->backlog,
-                     shards);
+            log_info("listening on %s (backlog %d%s, %d SO_REUSEPORT shards)", name, o->backlog,
+                     cut, shards);
         else
-            log_info("listening on %s (backlog %d)", name, o->backlog);
+            log_info("listening on %s (backlog %d%s)", name, o->backlog, cut);
     }
 }

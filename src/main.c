@@ -72,7 +72,8 @@ static int check_sysctl(const struct opt *o)
     struct tune_ctx ctx = {.root = "/proc/sys",
                            .backlog = o->backlog,
                            .port = tune_port_of(o->listen[0]),
-                           .apply = o->sysctl == 2};
+                           .apply = o->sysctl == 2,
+                           .not_root = geteuid() != 0};
     char err[256], *text = NULL;
     int rc;
 
@@ -80,8 +81,10 @@ static int check_sysctl(const struct opt *o)
         fprintf(stderr, "lfepolld: --sysctl-conf %s: cannot read it: %s\n", o->sysctl_conf, err);
         return 2;
     }
-    if (ctx.apply && geteuid() != 0)
+    if (ctx.apply && geteuid() != 0) {
         fprintf(stderr, "lfepolld: --apply-sysctl needs root: run it with sudo; checking only\n");
+        ctx.apply = false; /* as it says: no write is tried */
+    }
     rc = tune_report(stdout, text ? text : tune_default_conf, &ctx, err, sizeof(err));
     if (rc == 2)
         fprintf(stderr, "lfepolld: %s: %s\n", o->sysctl_conf ? o->sysctl_conf : "sysctl.conf", err);
@@ -410,6 +413,7 @@ static int become_user(const struct opt *o, struct listeners *l, bool *pid_writt
 static void warn_at_start(const struct opt *o, const struct listeners *l)
 {
     long somaxconn = net_somaxconn();
+    const char *sudo = geteuid() ? "sudo " : ""; /* root may have no sudo at all */
 
     if (!l->activated) {
         int firsts[OPT_MAX_LISTEN];
@@ -426,9 +430,9 @@ static void warn_at_start(const struct opt *o, const struct listeners *l)
                  o->backlog, somaxconn, somaxconn, o->backlog);
     else if (somaxconn > 0 && o->backlog > somaxconn)
         log_info("accept queue %ld per listener: net.core.somaxconn %ld caps the default backlog "
-                 "%d; for bursts of connects raise it (sudo make sysctl-apply, or sysctl -w "
+                 "%d; for bursts of connects raise it (%smake sysctl-apply, or %ssysctl -w "
                  "net.core.somaxconn=%d)",
-                 somaxconn, somaxconn, o->backlog, o->backlog);
+                 somaxconn, somaxconn, o->backlog, sudo, sudo, o->backlog);
 }
 
 /* The connection budget: what this process holds now, plus two fds per group and per accept
@@ -514,14 +518,16 @@ static void log_plan(const struct opt *o, const struct plan *p, const struct lis
                  o->lua, o->lua_mem >> 20, o->lua_timeout_ms, o->lua_shared >> 20,
                  o->lua_unsafe ? ", every library" : "");
     log_info("mode %s; %d accept thread%s, %d group%s, %d worker%s, batch %d, dispatch %s; "
-             "allowed CPUs %s",
+             "allowed CPU%s %s",
              o->lua ? "lua" : "echo", naccept, naccept == 1 ? "" : "s", p->ngroups,
              p->ngroups == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s", o->batch,
-             o->dispatch == DISPATCH_RR ? "rr" : "least", cpus);
+             o->dispatch == DISPATCH_RR ? "rr" : "least", CPU_COUNT(allowed) == 1 ? "" : "s", cpus);
     for (int gi = 0; gi < p->ngroups; gi++) {
         cpulist_format(&p->cpus[gi], cpus, sizeof(cpus));
-        log_info("group %d: %d worker%s on CPUs %s", gi, p->nworkers[gi],
-                 p->nworkers[gi] == 1 ? "" : "s", p->pin ? cpus : "any (--no-pin)");
+        log_info("group %d: %d worker%s on %s %s", gi, p->nworkers[gi],
+                 p->nworkers[gi] == 1 ? "" : "s",
+                 !p->pin || CPU_COUNT(&p->cpus[gi]) > 1 ? "CPUs" : "CPU",
+                 p->pin ? cpus : "any (--no-pin)");
         if (p->nworkers[gi] > CPU_COUNT(&p->cpus[gi]))
             log_info("group %d: %d workers for %d CPU%s: right for Lua handlers that wait (on a "
                      "backend, lfe.sleep), which hold a worker but no CPU; for handlers that only "

@@ -53,6 +53,43 @@ static int is_lfepolld(long pid)
     return strcmp(comm, "lfepolld\n") == 0;
 }
 
+/* The directory path names its file in: "." for a bare name, "/" for one at the top. */
+static void dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+
+    if (!slash)
+        snprintf(dir, len, ".");
+    else if (slash == path)
+        snprintf(dir, len, "/");
+    else
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/* One line in err when path's directory is not one: absent (with systemd's way to make one
+ * under /run, which is emptied at boot) or something else. 0 when it is a directory. */
+static int check_dir(const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    struct stat st;
+    int e;
+
+    dir_of(path, dir, sizeof(dir));
+    e = stat(dir, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (e == ENOENT && !strncmp(dir, "/run/", 5) && dir[5])
+        snprintf(err, errlen,
+                 "--pid-file %s: directory %s does not exist: create it (systemd: "
+                 "RuntimeDirectory=%s)",
+                 path, dir, dir + 5);
+    else if (e == ENOENT)
+        snprintf(err, errlen, "--pid-file %s: directory %s does not exist: create it", path, dir);
+    else if (e == ENOTDIR)
+        snprintf(err, errlen, "--pid-file %s: %s is not a directory", path, dir);
+    else if (e)
+        snprintf(err, errlen, "--pid-file %s: directory %s: %s", path, dir, strerror(e));
+    return -e;
+}
+
 int pidfile_check(const char *path, char *err, size_t errlen)
 {
     long pid = read_pid(path);
@@ -64,6 +101,8 @@ int pidfile_check(const char *path, char *err, size_t errlen)
                  path);
         return -EINVAL;
     }
+    if ((pid == 0 || pid == -ENOTDIR) && check_dir(path, err, errlen) < 0)
+        return -ENOENT; /* absent: can it be made there? */
     if (pid < 0) {
         snprintf(err, errlen, "--pid-file %s: cannot read it: %s", path, strerror((int)-pid));
         return (int)pid;
@@ -90,9 +129,17 @@ int pidfile_write(const char *path, char *err, size_t errlen)
     len = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
     fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
+        char dir[PATH_MAX];
+
         rc = -errno;
-        snprintf(err, errlen, "--pid-file %s: cannot create a file beside it: %s", path,
-                 strerror(errno));
+        if ((rc == -ENOENT || rc == -ENOTDIR) && check_dir(path, err, errlen) < 0)
+            return rc; /* gone since the check at start */
+        dir_of(path, dir, sizeof(dir));
+        snprintf(err, errlen, "--pid-file %s: cannot create a file in %s: %s%s", path, dir,
+                 strerror(-rc),
+                 rc == -EACCES && geteuid() != 0
+                     ? " (it is written as the user lfepolld runs as: --user, if given)"
+                     : "");
         return rc;
     }
     if (fchmod(fd, 0644) < 0 || write(fd, line, (size_t)len) != len || fsync(fd) < 0)

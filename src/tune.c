@@ -427,19 +427,23 @@ int tune_judge(const char *conf, const char *root, const char *name, struct tune
 }
 
 /* --apply-sysctl: writes the applied keys that are not right. A min key already above its
- * recommendation is left alone (sysctl -p would lower it); a has key gets the port appended. */
-static int apply(FILE *out, const struct tune_key *keys, int n, const char *root)
+ * recommendation is left alone (sysctl -p would lower it); a has key gets the port appended.
+ * Returns how many it set; *failed: how many it could not. */
+static int apply(FILE *out, const struct tune_key *keys, int n, const char *root, int *failed)
 {
     int changed = 0;
 
     for (int i = 0; i < n; i++) {
         const struct tune_key *k = &keys[i];
         char cur[256], val[400];
+        enum tune_status st;
         int rc;
 
-        if (!k->apply || tune_read(root, k->name, cur, sizeof(cur)) < 0 ||
-            tune_compare(k, cur, true) == TUNE_OK)
+        if (!k->apply || tune_read(root, k->name, cur, sizeof(cur)) < 0)
             continue;
+        st = tune_compare(k, cur, writable(root, k->name));
+        if (st != TUNE_LOW && st != TUNE_HIGH)
+            continue; /* right, or read-only here (a container's /proc/sys): its row says so */
         if (k->check == TUNE_HAS && cur[0])
             snprintf(val, sizeof(val), "%s,%s", cur, k->value);
         else if (k->check == TUNE_BITS) /* add the bits, clear none the admin set */
@@ -450,6 +454,7 @@ static int apply(FILE *out, const struct tune_key *keys, int n, const char *root
         rc = tune_write(root, k->name, val);
         if (rc < 0) {
             fprintf(out, "cannot set %s = %s: %s\n", k->name, val, strerror(-rc));
+            (*failed)++;
         } else {
             fprintf(out, "set %s = %s (was %s)\n", k->name, val, cur[0] ? cur : "empty");
             changed++;
@@ -465,7 +470,8 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
     char ns[64] = "?", cur[256], range[64], reserved[256];
     struct utsname u;
     struct rlimit rl;
-    int n, bad = 0, bad_applied = 0, bad_checked = 0, bad_here = 0;
+    int n, bad = 0, bad_applied = 0, bad_checked = 0, bad_here = 0, here_host = 0, failed = 0;
+    const char *sudo = ctx->not_root ? "sudo " : "";
     bool nofile_low;
     long somaxconn, lo = 32768, hi = 60999, nr_open, reuse, delay;
     ssize_t nl;
@@ -479,7 +485,7 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
         free(keys);
         return 2;
     }
-    if (ctx->apply && apply(out, keys, n, root) == 0)
+    if (ctx->apply && apply(out, keys, n, root, &failed) == 0 && !failed)
         fprintf(out, "nothing to change\n");
     nl = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
     ns[nl > 0 ? nl : 1] = '\0';
@@ -504,8 +510,10 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
             bad++;
             if (st != TUNE_MISSING && st != TUNE_READONLY)
                 *(k->apply ? &bad_applied : &bad_checked) += 1;
-            else
+            else {
                 bad_here++;
+                here_host += k->scope == TUNE_HOST;
+            }
             fprintf(out, "    %s%s\n", k->why,
                     st == TUNE_MISSING && k->scope == TUNE_HOST
                         ? " [host-wide: absent in this namespace or kernel; set it on the host]"
@@ -565,22 +573,34 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
         fprintf(out, "all %d ok\n", n + 1);
     if (bad_applied)
         fprintf(out,
-                "  %d that sysctl.conf sets: sudo make sysctl-apply (or sudo sysctl -p "
-                "sysctl.conf), then check again\n",
-                bad_applied);
+                "  %d that sysctl.conf sets: %smake sysctl-apply (or %ssysctl -p sysctl.conf), "
+                "then check again\n",
+                bad_applied, sudo, sudo);
     if (bad_checked)
         fprintf(out,
                 "  %d that sysctl.conf only checks, changed from what it expects: put %s back "
                 "with sysctl -w KEY=VALUE\n",
                 bad_checked, bad_checked == 1 ? "it" : "them");
-    if (bad_here)
+    /* Not root: read-only may only mean "not yours". Root: a host-wide key absent from a
+     * network namespace, or a /proc/sys that a container mounted read-only. */
+    if (bad_here && ctx->not_root)
         fprintf(out,
-                "  %d read-only or absent here: set %s as root, or on the host for a "
-                "host-wide key\n",
+                "  %d read-only or absent here: set %s as root (sudo make sysctl-apply), or on "
+                "the host for a host-wide key\n",
                 bad_here, bad_here == 1 ? "it" : "them");
+    if (here_host && !ctx->not_root)
+        fprintf(out, "  %d host-wide, read-only or absent here: set %s on the host\n", here_host,
+                here_host == 1 ? "it" : "them");
+    if (bad_here - here_host && !ctx->not_root)
+        fprintf(out,
+                "  %d read-only here even for root: set %s from outside this container (its "
+                "runtime's sysctl setting)\n",
+                bad_here - here_host, bad_here - here_host == 1 ? "it" : "them");
     if (nofile_low)
         fprintf(out, "  1 RLIMIT_NOFILE: raise the hard limit (its row says how)\n");
     free(keys);
+    if (ctx->apply && (failed || bad_applied))
+        return 3;
     return bad ? 1 : 0;
 }
 

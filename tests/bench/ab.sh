@@ -11,6 +11,7 @@ set -euo pipefail
 a=$1 b=$2
 shift 2
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/lib.sh"
 REPS=${REPS:-7} DUR=${DUR:-4} CONNS=${CONNS:-100}
 if [ -z "${ECHOLOAD:-}" ]; then
     ECHOLOAD=$top/build/peers/echoload
@@ -23,7 +24,7 @@ trap 'rm -f "$out"' EXIT
 one() { # NAME BINARY OPTIONS...
     local name=$1 bin=$2 port pid t0 t1 res qps
     shift 2
-    port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
+    port=$(low_port) # PORT_BASE (lib.sh)
     taskset -c 0 "$bin" --listen 127.0.0.1:$port --cpus 0 -q "$@" 2>/dev/null &
     pid=$!
     for _ in $(seq 100); do ss -ltn | grep -q ":$port " && break; sleep 0.05; done

@@ -15,7 +15,8 @@ make -s -C "$top" lfepolld lfbench
 REPS=${REPS:-5} DUR=${DUR:-5}
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg)"
 ulimit -n "$(ulimit -Hn)"
-port=$((21000 + RANDOM % 10000))
+. "$top/tests/bench/lib.sh"
+port=$(low_port) # PORT_BASE (lib.sh)
 taskset -c 0 "$top/lfepolld" --listen 127.0.0.1:$port --cpus 0 -q 2>/dev/null &
 srv=$!
 trap 'kill $srv 2>/dev/null' EXIT

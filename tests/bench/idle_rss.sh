@@ -9,7 +9,8 @@ make -s -C "$top" lfepolld
 mkdir -p "$top/build"
 cc -O2 -o "$top/build/idle_conns" "$top/tests/bench/idle_conns.c"
 ulimit -n "$(ulimit -Hn)"
-port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
+. "$top/tests/bench/lib.sh"
+port=$(low_port) # PORT_BASE (lib.sh)
 "$top/lfepolld" --listen 127.0.0.1:$port -q "$@" 2>/dev/null &
 pid=$!
 trap 'kill $pid 2>/dev/null' EXIT

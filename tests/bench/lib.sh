@@ -1,11 +1,30 @@
 # tests/bench/lib.sh: what the bench scripts share; sourced, not run.
 
-# A random port below the ephemeral range: a port a client's TIME_WAIT still holds cannot be
-# bound by a server without SO_REUSEADDR.
+# A port for a server, chosen at random where nothing listens: by default from 10000 up to the
+# ephemeral range (a port there is never taken by a client's connect(), and a port a client's
+# TIME_WAIT still holds cannot be bound by a server without SO_REUSEADDR); with PORT_BASE=N from
+# N to N + PORT_SPAN - 1 (PORT_SPAN 1000): on a shared host, a block of ports of your own
+# (docs/bench.md, "Ports"). Prints the port, or a line on stderr and returns 1.
 low_port() {
-    local lo
+    local lo base span p
     lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-    echo $((10000 + RANDOM % (lo > 12000 ? lo - 10000 : 2000)))
+    base=${PORT_BASE:-10000}
+    span=${PORT_SPAN:-$([ -n "${PORT_BASE:-}" ] && echo 1000 || echo $((lo > 12000 ? lo - 10000 : 2000)))}
+    case $base$span in *[!0-9]* | "")
+        echo "PORT_BASE=$base PORT_SPAN=$span: both are numbers (PORT_BASE=20000 PORT_SPAN=1000)" >&2
+        return 1 ;;
+    esac
+    if [ "$base" -lt 1024 ] || [ "$span" -lt 1 ] || [ "$span" -gt 30000 ] ||
+        [ $((base + span - 1)) -gt 65535 ]; then
+        echo "PORT_BASE=$base PORT_SPAN=$span: the ports must lie within 1024-65535 (span 1-30000)" >&2
+        return 1
+    fi
+    for _ in $(seq 100); do
+        p=$((base + (RANDOM * 32768 + RANDOM) % span))
+        listening "$p" || { echo "$p"; return 0; }
+    done
+    echo "low_port: nothing free found in $base-$((base + span - 1)) (PORT_BASE, PORT_SPAN)" >&2
+    return 1
 }
 
 # listening PORT: a TCP socket listens on it (from /proc: no ss on minimal hosts).

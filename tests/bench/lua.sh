@@ -8,6 +8,7 @@
 # Knobs: REPS (5), DUR (5 s), RATE (200/s), MIXDUR (10 s), CPUS (0: the server's), ONLY (e.g. 3).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/lib.sh"
 make -s -C "$top" lfepolld lfbench build/bench/lua_call
 REPS=${REPS:-5} DUR=${DUR:-5} RATE=${RATE:-200} MIXDUR=${MIXDUR:-10} CPUS=${CPUS:-0}
 echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load $(cut -d' ' -f1-3 /proc/loadavg); sysctls untouched"
@@ -17,7 +18,7 @@ srv=
 trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -rf "$tmp"' EXIT
 tmp=$(mktemp -d)
 start() { # args: lfepolld options
-    port=$((21000 + RANDOM % 10000))
+    port=$(low_port) # PORT_BASE (lib.sh)
     taskset -c "$CPUS" "$top/lfepolld" --listen 127.0.0.1:$port --cpus "$CPUS" -q "$@" 2>"$tmp/log" &
     srv=$!
     for _ in $(seq 50); do grep -q . "$tmp/log" 2>/dev/null && break; ss -ltn | grep -q ":$port " && break; sleep 0.1; done

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     double best = 1e300;
 
     if (argc < 2) {
-        fprintf(stderr, "usage: lua_call SCRIPT [CALLS]\n");
+        fprintf(stderr, "usage: lua_call SCRIPT [CALLS [STATES]]\n");
         return 2;
     }
     log_threshold = LOG_ERR;

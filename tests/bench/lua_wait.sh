@@ -31,7 +31,8 @@ mkdir -p build/bench
     echo "cannot build tests/bench/peers/goproxy (Go 1.22+ needed)" >&2
     exit 2
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$top/tests/bench/lib.sh"
+free_port() { low_port; } # PORT_BASE (lib.sh)
 wait_port() { for _ in $(seq 100); do ss -ltn | grep -q "127.0.0.1:$1 " && return 0; sleep 0.05; done; return 1; }
 
 { printf '@0 '; printf '%060d\n' 0 | tr 0 x; } >"$work/fast" # 64 bytes, one line

@@ -37,7 +37,7 @@ CLI_THREADS=${CLI_THREADS:-$(cpulist "$CLI_CPUS" | wc -w)}
 REPS=${REPS:-2} DUR=${DUR:-3} WARM=${WARM:-1}
 PEERS=${PEERS:-$top/build/peers}
 LFEPOLLD=${LFEPOLLD:-$top/lfepolld}
-BASE_PORT=${BASE_PORT:-15000}
+BASE_PORT=${BASE_PORT:-${PORT_BASE:-15000}}
 OUT=${OUT:-$top/build/multicore/$(date +%Y%m%d-%H%M%S)}
 CURVE=${CURVE:-$(for n in 1 2 4 8 16 32; do ((n < nsrv)) && printf '%s ' $n; done)}
 mkdir -p "$OUT"

@@ -36,7 +36,10 @@ end
 LUA
 printf 'GET k1\n' >"$dir/get.txt"
 printf 'SET k1 %032d\n' 7 >"$dir/set.txt"
-hport=$((21000 + RANDOM % 5000)) kport=$((26000 + RANDOM % 5000))
+. "$top/tests/bench/lib.sh"
+hport=$(low_port) # PORT_BASE (lib.sh)
+kport=$(low_port)
+while [ "$kport" = "$hport" ]; do kport=$(low_port); done
 taskset -c 0 "$top/lfepolld" --listen 127.0.0.1:$hport --cpus 0 -q --lua "$top/lua/http_hello.lua" 2>/dev/null &
 pids+=($!)
 taskset -c 0 "$top/lfepolld" --listen 127.0.0.1:$kport --cpus 0 -q --lua "$top/lua/kv.lua" 2>/dev/null &

@@ -13,6 +13,7 @@
 # build/peers/echoload, made here).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/lib.sh"
 REPS=${REPS:-9} DUR=${DUR:-4} CONNS=${CONNS:-50}
 if [ -z "${ECHOLOAD:-}" ]; then
     ECHOLOAD=$top/build/peers/echoload
@@ -42,7 +43,7 @@ acc() { # PID: user+system ticks of its accept threads (lfe-accept*), 0 for anot
 
 for rep in $(seq "$REPS"); do
     for i in "${!names[@]}"; do
-        port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
+        port=$(low_port) # PORT_BASE (lib.sh)
         cmd=${cmds[$i]//\{port\}/$port}
         taskset -c 0 $cmd 2>/dev/null &
         pid=$!

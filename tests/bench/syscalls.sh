@@ -8,7 +8,8 @@ peers=${PEERS:-$top/build/peers} # the peers' binaries (make peers); ECHOLOAD: a
 mode=${1:-long}; shift || true
 n=${N:-200000}
 [ "$mode" = short ] && n=${N:-20000}
-port=$((10000 + RANDOM % 20000)) # below the ephemeral range (32768-)
+. "$top/tests/bench/lib.sh"
+port=$(low_port) # PORT_BASE (lib.sh)
 load=${ECHOLOAD:-$peers/echoload}
 [ -n "${ECHOLOAD:-}${PEERS:-}" ] || make -s --no-print-directory -C "$top" build/peers/echoload
 [ -x "$load" ] || { echo "no echoload at $load: make peers builds build/peers/echoload" >&2; exit 1; }

@@ -57,6 +57,20 @@ done
 for o in $("$dir/root/usr/bin/lfbench" --help | grep -o '^  --[a-z0-9-]*' | tr -d ' '); do
     grep -q -- "${o//-/\\\\-}" "$top/man/lfbench.1" || end failed "lfbench(1) does not describe $o"
 done
+# The man pages' EXAMPLES run after make install, from any directory: a file they name is an
+# installed one, under $(PREFIX)/share/lfepoll (here /usr/share/lfepoll; the pages say
+# /usr/local, the default PREFIX), never a path of the clone (lfbench(1) named
+# lua/bench/kv_mix.lua, which only a clone's top has).
+for m in man/lfepolld.8 man/lfbench.1; do
+    ex=$(sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$top/$m" | sed 's/\\-/-/g')
+    [ -n "$ex" ] || end failed "$m has no EXAMPLES"
+    for f in $(grep -o '/usr/local/share/lfepoll/[^ ]*' <<<"$ex"); do
+        [ -f "$dir/root/usr/share/lfepoll/${f#/usr/local/share/lfepoll/}" ] ||
+            end failed "$m's EXAMPLES name $f, which make install does not put there"
+    done
+    rel=$(grep -oE '(^| )(lua|examples|etc)/[^ ]*' <<<"$ex")
+    [ -z "$rel" ] || end failed "$m's EXAMPLES name $rel, a path of the clone, not of an install"
+done
 # The example config, every line enabled, is what the daemon accepts.
 sed 's/^#\([a-z]\)/\1/' "$dir/root/etc/lfepolld.conf" >"$dir/all.conf"
 out=$("$dir/root/usr/bin/lfepolld" --config "$dir/all.conf" --version 2>&1) ||

@@ -517,6 +517,59 @@ static void test_sighup_reload(void **state)
     unlink(path);
 }
 
+/* The value of "name=" in the last "stats: total" line of the log. */
+static long last_total(struct daemon *d, const char *name)
+{
+    const char *t = log_text(d), *line = NULL, *p;
+    char key[64];
+
+    for (p = t; (p = strstr(p, "stats: total ")); p++)
+        line = p;
+    assert_non_null(line);
+    snprintf(key, sizeof(key), " %s=", name);
+    p = strstr(line, key);
+    assert_non_null(p);
+    return atol(p + strlen(key));
+}
+
+/* test_reload_counters_say_when (lua/README.md, Reload): a reload shows at once in `stats: lua:
+ * generation=`; `lua_reloads` counts the generations a worker switched to, at its first event
+ * after the reload, so a worker that had none since still shows 0 (the newcomer read the 0 as
+ * "no reload": the README pointed at lua_reloads, not at the generation). One worker, so the
+ * worker that takes the request is known. */
+static void test_reload_counters_say_when(void **state)
+{
+    static const char *const args[] = {"--lua",     "lua/kv.lua", "--groups", "1",
+                                       "--workers", "1",          NULL};
+    struct daemon d;
+    int fd;
+
+    (void)state;
+    start(&d, args);
+    kill(d.pid, SIGHUP);
+    wait_log(&d, "reloaded as generation 2; each worker switches before its next request", 1);
+    kill(d.pid, SIGUSR1);
+    wait_log(&d, "stats: lua: generation=2 ", 1);
+    assert_int_equal(last_total(&d, "lua_reloads"), 0); /* no event yet: not switched */
+    fd = tcp_connect(d.port);
+    ask(fd, "SET a 1\n", "STORED\n");
+    kill(d.pid, SIGUSR1);
+    wait_log(&d, "stats: lua: generation=2 ", 2);
+    assert_int_equal(last_total(&d, "lua_reloads"), 1); /* switched at that request */
+    kill(d.pid, SIGHUP);
+    wait_log(&d, "reloaded as generation 3", 1);
+    kill(d.pid, SIGUSR1);
+    wait_log(&d, "stats: lua: generation=3 ", 1);
+    assert_int_equal(last_total(&d, "lua_reloads"), 1);
+    ask(fd, "GET a\n", "VALUE 1\n"); /* lfe.shared survives reloads */
+    kill(d.pid, SIGUSR1);
+    wait_log(&d, "stats: lua: generation=3 ", 2);
+    assert_int_equal(last_total(&d, "lua_reloads"), 2);
+    close(fd);
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 static void test_bad_scripts_at_start(void **state)
 {
     char path[] = "/tmp/lfe-bad-XXXXXX.lua", needle[128];
@@ -1120,6 +1173,7 @@ int main(void)
         cmocka_unit_test_teardown(test_ctx_across_workers, teardown),
         cmocka_unit_test_teardown(test_frame_too_big, teardown),
         cmocka_unit_test_teardown(test_sighup_reload, teardown),
+        cmocka_unit_test_teardown(test_reload_counters_say_when, teardown),
         cmocka_unit_test_teardown(test_bad_scripts_at_start, teardown),
         cmocka_unit_test_teardown(test_lua_send_flood_bounded, teardown),
         cmocka_unit_test_teardown(test_sigterm_with_wedged_worker, teardown),

@@ -159,6 +159,10 @@ static void test_apply_in_netns(void **state)
             fail_msg("%s is not ok after --apply-sysctl in a fresh namespace:\n%s", keys[i].name,
                      out);
     assert_non_null(strstr(out, "set net.core.somaxconn = 65535"));
+    if (strstr(out, "sudo")) /* as root: no remedy says sudo (test_remedies_for_who_runs_it) */
+        fail_msg("--apply-sysctl as root says sudo:\n%s", out);
+    if (rc != 1) /* netdev_max_backlog is absent in a namespace: left, not a failure (3) */
+        fail_msg("--apply-sysctl in a namespace exited %d, want 1:\n%s", rc, out);
     free(out);
 
     snprintf(cmd, sizeof(cmd),
@@ -228,6 +232,16 @@ static void test_backlog_default_no_warning(void **state)
         !strstr(out, "caps the default backlog 65535; for bursts of connects raise it"))
         fail_msg("want one info line and no warning for the default backlog:\n%s", out);
     assert_non_null(strstr(out, "listening on 127.0.0.1:"));
+    /* the listening line says the queue the kernel gave: it said "(backlog 65535)" right after
+     * the line that said 4096 (a fresh namespace's somaxconn; the host's otherwise) */
+    if (!strstr(out, can_unshare() ? " (backlog 65535, cut to 4096 by somaxconn)\n"
+                                   : " (backlog 65535, cut to "))
+        fail_msg("the listening line does not say somaxconn's cut:\n%s", out);
+    /* test_start_remedy_for_root: root (who may have no sudo) was told "sudo make sysctl-apply" */
+    if (geteuid() == 0 &&
+        (strstr(out, "sudo") ||
+         !strstr(out, "(make sysctl-apply, or sysctl -w net.core.somaxconn=65535)")))
+        fail_msg("the remedy for root says sudo:\n%s", out);
     free(out);
     out = start_briefly("-q");
     if (strstr(out, "somaxconn"))

@@ -26,12 +26,12 @@
 #   EXTRA_SCENARIOS=$'short_400c=-m short -s 64 -c 400'     more scenarios: echoload options
 #   SKIP_BUILD=1               do not run make peers first
 #   PEER_BIN=build/peers       where the binaries are; results go to $PEER_BIN/results/<time>/
-#   BASE_PORT=20000            ports counted up from here, below the ephemeral range
+#   BASE_PORT=20000            ports counted up from here, below the ephemeral range (or PORT_BASE)
 set -uo pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/../../.." && pwd)
 . "$top/tests/bench/lib.sh"
 DUR=${DUR:-5} WARM=${WARM:-1} REPS=${REPS:-3} SRV_CPUS=${SRV_CPUS:-0} CLI_CPUS=${CLI_CPUS:-1}
-CLI_THREADS=${CLI_THREADS:-1} BASE_PORT=${BASE_PORT:-20000} SRV_THREADS=${SRV_THREADS:-}
+CLI_THREADS=${CLI_THREADS:-1} BASE_PORT=${BASE_PORT:-${PORT_BASE:-20000}} SRV_THREADS=${SRV_THREADS:-}
 bin=$(readlink -m "${PEER_BIN:-$top/build/peers}")
 ulimit -n "$(ulimit -Hn)" # 1000 connections need more than the usual soft limit of 1024
 
