@@ -95,24 +95,22 @@ struct server {
     long live __attribute__((aligned(64))); /* atomic: live connections, all groups */
     long npending;                          /* atomic: connections with output pending */
     int draining;                           /* atomic: SIGTERM seen, stop accepting, finish up */
-    long drain_accept_ms;     /* set before draining: how long the accept threads may take to
-                               * accept what waits in the queues (0: a hand-over, none) */
-    long drain_min_ms;        /* ...and how long they accept at least (TCP_DEFER_ACCEPT) */
-    bool handover;            /* main: this stop is --takeover's (server_handover) */
-    bool shared;              /* main: a successor not yet ready holds the listeners too */
-    bool kept;                /* main: systemd keeps the listeners (socket activation) */
-    int lflags[OPT_MAX_LFDS]; /* kept: each listener's file status flags as systemd passed
-                               * it (O_NONBLOCK is the socket's: put back before the close) */
-    long nwrclosed;      /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
-                          * Lua lingering): the drain is not quiet while their clients may still
-                          * send (what raced the FIN) or have replies to take */
-    int accept_paused;   /* atomic: how many accept threads poll every ACCEPT_RETRY_MS instead
-                          * of waiting on their listeners (out of descriptors or memory, or a
-                          * listener that could not be re-armed; one that refuses accept4 is set
-                          * aside alone: acceptor.c); a close kicks them (pool_kick_paused) */
-    size_t table_size;   /* RLIMIT_NOFILE: no fd reaches it */
-    struct conn **table; /* fd -> connection; slots are atomic */
-    cpu_set_t all_cpus;  /* union of the groups' CPUs: the accept threads' */
+    long drain_accept_ms; /* set before draining: how long the accept threads may take to
+                           * accept what waits in the queues (0: a hand-over, none) */
+    long drain_min_ms;    /* ...and how long they accept at least (TCP_DEFER_ACCEPT) */
+    bool handover;        /* main: this stop is --takeover's (server_handover) */
+    bool shared;          /* main: a successor not yet ready holds the listeners too */
+    bool kept;            /* main: systemd keeps the listeners (socket activation) */
+    long nwrclosed;       /* atomic: connections we sent a FIN, not yet closed (echo at a hand-over,
+                           * Lua lingering): the drain is not quiet while their clients may still
+                           * send (what raced the FIN) or have replies to take */
+    int accept_paused;    /* atomic: how many accept threads poll every ACCEPT_RETRY_MS instead
+                           * of waiting on their listeners (out of descriptors or memory, or a
+                           * listener that could not be re-armed; one that refuses accept4 is set
+                           * aside alone: acceptor.c); a close kicks them (pool_kick_paused) */
+    size_t table_size;    /* RLIMIT_NOFILE: no fd reaches it */
+    struct conn **table;  /* fd -> connection; slots are atomic */
+    cpu_set_t all_cpus;   /* union of the groups' CPUs: the accept threads' */
     struct script_env *lua;  /* the script's shared environment; "Lua mode?" is asked one way,
                               * s->lua != NULL (a connection's kind follows it: conn_new) */
     int lua_connect_first;   /* atomic: register new connections for EPOLLOUT */
@@ -127,6 +125,8 @@ struct server {
     long next_sweep_ms;          /* main: when the idle sweep runs next */
     pthread_mutex_t iplock;      /* --max-conns-per-ip: held by whoever takes a slot (the
                                   * accept threads, or the workers with --proxy-protocol) */
+    int lflags[OPT_MAX_LFDS];    /* kept: each listener's file status flags as systemd passed
+                                  * it (O_NONBLOCK is the socket's: put back before the close) */
 };
 
 /* The registration of c in group g for events (EPOLLIN, EPOLLOUT, EPOLLRDHUP): in a solo group
