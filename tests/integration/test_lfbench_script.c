@@ -1095,19 +1095,22 @@ static void test_copies_keep_shape_within_the_cap(void **state)
     if (rc != 0 || !line_at(lfb.out, "thread 1: set 30, get 30\n") ||
         !line_at(lfb.out, "thread 2: set 30, get 30\n"))
         fail_msg("rc %d: want 30 shared tables copied as 30, both ways:\n%.3000s", rc, lfb.out);
-    /* A thread's state holds 480 MiB; setup()'s next 64 MiB would take it past its cap. */
+    /* A thread's state holds 480 MiB; setup()'s next 64 MiB would take it past its cap. Each
+     * string.rep repeats 1 KiB: Lua's repeats a byte with one memcpy a byte, which under
+     * ThreadSanitizer took the 480 MiB past setup()'s budget. */
     rc = run_bounded(
         lfb.server_port,
-        (const char *const[]){"--expect", "http", "-c", "1", "-n", "5", "-q", "--script",
-                              script(0, "fill.lua",
-                                     "if wrk.thread then\n"
-                                     "  keep = {}\n"
-                                     "  for i = 1, 30 do keep[i] = string.rep('x', 16 << 20) end\n"
-                                     "end\n"
-                                     "function setup(thread)\n"
-                                     "  thread:set('s', string.rep('y', 64 << 20))\n"
-                                     "end\n"),
-                              NULL},
+        (const char *const[]){
+            "--expect", "http", "-c", "1", "-n", "5", "-q", "--script",
+            script(0, "fill.lua",
+                   "if wrk.thread then\n"
+                   "  keep = {}\n"
+                   "  for i = 1, 30 do keep[i] = string.rep(string.rep('x', 1024), 16 << 10) end\n"
+                   "end\n"
+                   "function setup(thread)\n"
+                   "  thread:set('s', string.rep(string.rep('y', 1024), 64 << 10))\n"
+                   "end\n"),
+            NULL},
         1280, 40 * (unsigned)lfb.slow, &rss);
     if (rc != 2 ||
         !strstr(lfb.out, "fill.lua:6: thread:set('s'): the copy exceeds the 512 MiB "
