@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -1006,6 +1007,26 @@ static bool is_loopback(const struct sockaddr_storage *ss)
     return false;
 }
 
+/* The run's id, drawn at random, by which merge tells one run given twice (a file and a merged
+ * file that holds it). Where getrandom cannot give one, the time and the pid make one. Returns 0
+ * or -ENOMEM. */
+static int draw_run_id(struct bresult *res)
+{
+    uint64_t id = 0;
+    struct timespec ts;
+
+    if (!(res->run_ids = malloc(sizeof(*res->run_ids))))
+        return -ENOMEM;
+    if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id)) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = ((uint64_t)ts.tv_sec << 32 ^ (uint64_t)ts.tv_nsec) * 0x9e3779b97f4a7c15ULL ^
+             (uint64_t)getpid();
+    }
+    res->run_ids[0] = id;
+    res->nrun_ids = 1;
+    return 0;
+}
+
 /* The results as one struct, from which the summary and --json both come. The per-second
  * series and the steps move from r into res. Returns 0 or -ENOMEM. */
 static int build_result(struct bresult *res, struct run *r)
@@ -1014,7 +1035,7 @@ static int build_result(struct bresult *res, struct run *r)
     int rc;
 
     result_init(res);
-    if ((rc = result_config(res, o, r->p)) < 0)
+    if ((rc = result_config(res, o, r->p)) < 0 || (rc = draw_run_id(res)) < 0)
         return rc;
     result_totals(res, r);
     res->wall = (double)(r->t1 - r->t0) / 1e9;

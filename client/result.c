@@ -41,6 +41,7 @@ void result_free(struct bresult *r)
         step_free(&r->steps[i]);
     free(r->steps);
     free(r->found_why);
+    free(r->run_ids);
     result_init(r);
 }
 
