@@ -180,8 +180,9 @@ int result_write_json(FILE *f, const struct bresult *r)
     if (r->script) {
         fprintf(f, "  \"script\": {\"file\": ");
         json_str(f, r->script);
-        fprintf(f, ", \"checks\": %llu, \"failed\": %llu, \"first_failure\": ",
-                (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed);
+        fprintf(f, ", \"checks\": %llu, \"failed\": %llu, \"unkept\": %llu, \"first_failure\": ",
+                (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed,
+                (unsigned long long)r->total.check_unkept);
         if (r->script_failure)
             json_str(f, r->script_failure);
         else
@@ -766,6 +767,12 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
         if (sc) {
             r->total.checks = need_u64(rd, sc, "script", "checks");
             r->total.check_failed = need_u64(rd, sc, "script", "failed");
+            if (json_get(sc, "unkept")) /* absent before it was counted apart */
+                r->total.check_unkept = need_u64(rd, sc, "script", "unkept");
+            if (!rd->bad && r->total.check_unkept > r->total.check_failed)
+                rd_fail(rd, "script", "unkept", "is %llu, more than the %llu \"failed\"",
+                        (unsigned long long)r->total.check_unkept,
+                        (unsigned long long)r->total.check_failed);
             if ((sv = need(rd, sc, "script", "file", JSON_STRING)))
                 r->script = strdup(sv->s);
             if ((sv = json_get(sc, "first_failure")) && sv->type == JSON_STRING)
