@@ -652,6 +652,44 @@ static void test_nothing_listens(void **state)
     }
 }
 
+/* Regression: with --start-at, "nothing listens" was judged at the first tick, before WHEN:
+ * an agent started ahead of the server it loads (which comes up before WHEN) exited 1 at once.
+ * It is judged from WHEN on: the refusals before it are retried (and counted), and the run
+ * measures its window; at WHEN with still nothing there, it is said then. */
+static void test_nothing_listens_judged_at_start_at(void **state)
+{
+    char po[] = "/tmp/lfe-runs-XXXXXX", pe[] = "/tmp/lfe-runs-XXXXXX", at[32];
+    int fo = mkstemp(po), fe = mkstemp(pe), rc, port = lfb_free_port();
+    const char *args[] = {"-c",           "4",      "-d",         "1", "-q",
+                          "--max-errors", "100000", "--start-at", at,  NULL};
+    double t0;
+    pid_t pid;
+
+    (void)state;
+    snprintf(at, sizeof(at), "+%.1f", 2.0 * lfb.slow);
+    pid = spawn(port, args, fo, fe);
+    lfb_sleep_ms(500);
+    lfb.server_port = port;
+    lfb.server_pid =
+        lfb_start_server((const char *[]){lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL},
+                         &lfb.server_port, lfb.slow);
+    rc = lfb_wait(pid);
+    take_output(fo, fe, po, pe);
+    if (rc != 0 || strstr(eout, "nothing listens") || lfb_field("requests") <= 0)
+        fail_msg("rc %d: want the run measured once the server came up before --start-at:\n%s%s",
+                 rc, lfb.out, eout);
+    lfb_stop_server(&lfb.server_pid);
+    /* nothing at WHEN: said then, not before */
+    snprintf(at, sizeof(at), "+%.1f", 1.0 * lfb.slow);
+    args[3] = "30";
+    t0 = mono();
+    rc = bench_argv(port, args);
+    if (rc != 1 || !strstr(eout, "nothing listens there") || mono() - t0 < 0.9 * lfb.slow ||
+        mono() - t0 > 20)
+        fail_msg("rc %d after %.1f s: want nothing listening said at --start-at:\n%s%s", rc,
+                 mono() - t0, lfb.out, eout);
+}
+
 /* test_server_gone_mid_run: connects refused after one was established are the run's errors, not
  * "nothing listens": a server that stops mid-run leaves a run that goes on to -d and counts them.
  */
@@ -726,6 +764,7 @@ int main(void)
         cmocka_unit_test_teardown(test_opening, lfb_teardown),
         cmocka_unit_test_teardown(test_opening_counts_its_own_connects, lfb_teardown),
         cmocka_unit_test_teardown(test_nothing_listens, lfb_teardown),
+        cmocka_unit_test_teardown(test_nothing_listens_judged_at_start_at, lfb_teardown),
         cmocka_unit_test_teardown(test_server_gone_mid_run, lfb_teardown),
         cmocka_unit_test_teardown(test_sigint_in_sweep, lfb_teardown),
         cmocka_unit_test_teardown(test_find_rate_retests_a_stall, lfb_teardown),
