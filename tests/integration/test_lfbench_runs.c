@@ -371,7 +371,8 @@ static void test_find_rate_retests_a_stall(void **state)
  * it came, the responses came up to 1 s after it, and merge took the shorter span. */
 static void test_sweep_end_wall_is_the_last_response(void **state)
 {
-    char json[] = "/tmp/lfe-runs-json-XXXXXX", merged[] = "/tmp/lfe-runs-json-XXXXXX";
+    char json[] = "/tmp/lfe-runs-json-XXXXXX", merged[] = "/tmp/lfe-runs-json-XXXXXX",
+         copy[] = "/tmp/lfe-runs-json-XXXXXX";
     double start, end, t_exit, last_busy = 0;
     const char *j;
     int rc;
@@ -380,13 +381,32 @@ static void test_sweep_end_wall_is_the_last_response(void **state)
     lfb_start((const char *[]){lfb.badserver, "PORT", "delay", "300", NULL});
     close(mkstemp(json));
     close(mkstemp(merged));
+    close(mkstemp(copy));
     rc = bench(lfb.server_port, "-c", "100", "--rate-sweep", "100:200:100", "-d", "0.5", "--warmup",
                "0.2", "--json", json, "-q", NULL);
     t_exit = wall();
     expect_clean(rc, -1);
-    /* merge's span: the union of the windows, here one window twice */
+    /* merge's span: the union of the windows, here one window twice: the run and a copy of it
+     * without its run id, as a file written before runs had one (merge refuses the same run
+     * twice where it can tell: test_each_run_counted_once) */
+    {
+        char *text = strdup(lfb_slurp(json)), *ids = strstr(text, "  \"run_ids\": "), *eol;
+        FILE *f = fopen(json, "w"); /* put back: lfb_slurp removed it */
+
+        assert_non_null(f);
+        assert_true(fputs(text, f) >= 0);
+        assert_int_equal(fclose(f), 0);
+        f = fopen(copy, "w");
+        assert_non_null(ids);
+        assert_non_null(eol = strchr(ids, '\n'));
+        memmove(ids, eol + 1, strlen(eol + 1) + 1);
+        assert_non_null(f);
+        assert_true(fputs(text, f) >= 0);
+        assert_int_equal(fclose(f), 0);
+        free(text);
+    }
     assert_int_equal(lfb_wait(lfb_spawn((const char *[]){lfb.lfbench, "merge", "-q", "--json",
-                                                         merged, json, json, NULL},
+                                                         merged, json, copy, NULL},
                                         STDOUT_FILENO, STDERR_FILENO, 60 * (unsigned)lfb.slow)),
                      0);
     j = lfb_slurp(json);
@@ -408,6 +428,7 @@ static void test_sweep_end_wall_is_the_last_response(void **state)
     if (fabs(lfb_jnum(j, "measured_s") - (end - start)) > 0.002)
         fail_msg("merge's span %.3f s, want end_wall - start_wall %.3f", lfb_jnum(j, "measured_s"),
                  end - start);
+    unlink(copy);
 }
 
 /* Regression (white-box review, defect 9): a percentile was its bucket's midpoint even where
