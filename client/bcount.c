@@ -15,6 +15,7 @@ void bcount_add(struct bcount *d, const struct bcount *s)
     d->http_non2xx += s->http_non2xx;
     d->checks += s->checks;
     d->check_failed += s->check_failed;
+    d->check_unkept += s->check_unkept;
     for (int e = 0; e < ERR_KINDS; e++)
         d->errors[e] += s->errors[e];
 }

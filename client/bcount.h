@@ -38,9 +38,12 @@ struct bcount {
     uint64_t reconnects;   /* connections closed cleanly and reopened, not errors:
                             * --reconnect-every, or an HTTP server's Connection: close */
     uint64_t http_non2xx;  /* --expect http: responses whose status was not 2xx */
-    uint64_t checks;       /* --script: responses handed to response() (or refused as too big),
-                            * of requests */
+    uint64_t checks;       /* --script: responses handed to response(), of requests, and those
+                            * refused as too big (check_unkept) */
     uint64_t check_failed; /* of those, the ones it failed (also counted as mismatches) */
+    uint64_t check_unkept; /* of those, responses refused before they were whole (over 64 MiB,
+                            * or past --script-buffers-mb): their connection failed, and they are
+                            * not in requests */
     uint64_t errors[ERR_KINDS];
 };
 

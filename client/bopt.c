@@ -318,7 +318,8 @@ int bopt_parse_url(const char *s, char *hostport, size_t hpl, char *authority, s
     plen = strcspn(end, "#");
     if (plen > URL_MAX_PATH)
         return -EINVAL;
-    for (p = end; p < end + plen; p++)
+    /* the fragment too: it is not sent, but the URL is printed as given (the opening line) */
+    for (p = end; *p; p++)
         if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
             return -EINVAL;
     if (!(out = malloc(plen + 2)))

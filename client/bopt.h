@@ -132,8 +132,8 @@ int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len
  * bopt_parse_target), authority (HOST[:PORT] as written: the Host header) and *path (malloc'd:
  * the path and query, "/" when absent, "/?q" for "?q"; a #fragment dropped, as clients do).
  * Returns 0; -EPROTONOSUPPORT for https:// (TLS); -ENOMEM; -EINVAL for anything else: user
- * info (@), an empty or bad port, a path byte that is a space, a control or not ASCII, a path
- * over 8 KiB. Does not check that HOST is an address (bopt_parse_target does). */
+ * info (@), an empty or bad port, a path or fragment byte that is a space, a control or not
+ * ASCII, a path over 8 KiB. Does not check that HOST is an address (bopt_parse_target does). */
 int bopt_parse_url(const char *s, char *hostport, size_t hpl, char *authority, size_t al,
                    char **path);
 

@@ -810,9 +810,17 @@ static void refuse_response(struct bconn *c)
     struct req *r = &c->q[c->head];
     char why[256];
 
+    bool measured = r->t0 >= t->t_warm && t->phase != PH_IDLE;
+
     bscript_response(t->sc, 0, NULL, 0, 0, false, refused_why(c, why, sizeof(why)), r->tag);
     r->tag = -2; /* consumed */
-    count_check(t, true, r->t0 >= t->t_warm && t->phase != PH_IDLE);
+    count_check(t, true, measured);
+    /* a failed check, but not a response: the requests line counts it apart */
+    t->cur.check_unkept++;
+    if (measured) {
+        t->total.check_unkept++;
+        t->sres.c.check_unkept++;
+    }
     fail(c, ERR_MISMATCH);
 }
 

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -237,6 +238,8 @@ struct run {
     bool script_failed;       /* a thread's script error stopped the run (said when seen) */
     bool connected;           /* a connection has been established: refusals are errors now */
     bool nobody;              /* nothing listens: every connect refused (said when seen) */
+    uint64_t judge_from;      /* CLOCK_MONOTONIC ns: --start-at, before which a refusal is
+                               * retried (the server may come up meanwhile); 0: at once */
 };
 
 /* Grace past a call's budget before main's watchdog gives up on a thread stuck in its script. */
@@ -290,7 +293,8 @@ static void script_watch(struct run *r)
 }
 
 /* Nothing listens where the connections go, wrk's check: not one connection established yet,
- * and every thread's connects refused (each thread has its own address when setup() set one).
+ * and every thread's connects refused (each thread has its own address when setup() set one);
+ * with --start-at, asked from WHEN on (until then a refused connect is retried).
  * Said at once, and the run ends (run_tick returns -1 with r->nobody). Once a connection has
  * been established, refused connects are the run's errors (a server restarting mid-run), and
  * this is not asked again. */
@@ -299,7 +303,7 @@ static bool nothing_listens(struct run *r)
     char names[3][INET6_ADDRSTRLEN + 8], list[4 * sizeof(names[0]) + 16] = "";
     int nnames = 0;
 
-    if (r->connected)
+    if (r->connected || now_ns() < r->judge_from)
         return false;
     for (int i = 0; i < r->o->threads; i++)
         if (__atomic_load_n(&r->ts[i].established, __ATOMIC_RELAXED)) {
@@ -721,6 +725,7 @@ static int open_connections(struct run *r)
     if (o->start_at > 0) {
         double ahead = o->start_at - wall_now();
         start_mono = now_ns() + (ahead > 0 ? (uint64_t)(ahead * 1e9) : 0);
+        r->judge_from = start_mono; /* agents may be started before the server they load */
     }
     for (;;) {
         uint64_t now = now_ns();
@@ -1006,6 +1011,26 @@ static bool is_loopback(const struct sockaddr_storage *ss)
     return false;
 }
 
+/* The run's id, drawn at random, by which merge tells one run given twice (a file and a merged
+ * file that holds it). Where getrandom cannot give one, the time and the pid make one. Returns 0
+ * or -ENOMEM. */
+static int draw_run_id(struct bresult *res)
+{
+    uint64_t id = 0;
+    struct timespec ts;
+
+    if (!(res->run_ids = malloc(sizeof(*res->run_ids))))
+        return -ENOMEM;
+    if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id)) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = ((uint64_t)ts.tv_sec << 32 ^ (uint64_t)ts.tv_nsec) * 0x9e3779b97f4a7c15ULL ^
+             (uint64_t)getpid();
+    }
+    res->run_ids[0] = id;
+    res->nrun_ids = 1;
+    return 0;
+}
+
 /* The results as one struct, from which the summary and --json both come. The per-second
  * series and the steps move from r into res. Returns 0 or -ENOMEM. */
 static int build_result(struct bresult *res, struct run *r)
@@ -1014,7 +1039,7 @@ static int build_result(struct bresult *res, struct run *r)
     int rc;
 
     result_init(res);
-    if ((rc = result_config(res, o, r->p)) < 0)
+    if ((rc = result_config(res, o, r->p)) < 0 || (rc = draw_run_id(res)) < 0)
         return rc;
     result_totals(res, r);
     res->wall = (double)(r->t1 - r->t0) / 1e9;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* --- merging two results ------------------------------------------------------------------- */
 
@@ -189,11 +190,40 @@ static bool same_str(const char *a, const char *b)
 /* Merging is exact for what is counted (counts, bytes, errors by kind, histograms bucket by
  * bucket); what is a configuration is summed where agents add up (connections, threads, rates,
  * -n) and kept otherwise. Refused (-EINVAL, nothing changed): a different --mode or --expect
- * (the latencies are of different things), different classes, or different sweeps. */
+ * (the latencies are of different things), different classes, or different sweeps; -EEXIST,
+ * nothing changed: src holds a run dst holds already (by its id). */
+/* Whether src holds a run dst holds already (by its id). */
+static bool holds_a_run_of(const struct bresult *dst, const struct bresult *src)
+{
+    for (size_t i = 0; i < src->nrun_ids; i++)
+        for (size_t k = 0; k < dst->nrun_ids; k++)
+            if (src->run_ids[i] == dst->run_ids[k])
+                return true;
+    return false;
+}
+
+/* dst's run ids followed by src's. 0 or -ENOMEM. */
+static int add_run_ids(struct bresult *dst, const struct bresult *src)
+{
+    uint64_t *ids;
+
+    if (!src->nrun_ids)
+        return 0;
+    if (!(ids = realloc(dst->run_ids, (dst->nrun_ids + src->nrun_ids) * sizeof(*ids))))
+        return -ENOMEM;
+    memcpy(ids + dst->nrun_ids, src->run_ids, src->nrun_ids * sizeof(*ids));
+    dst->run_ids = ids;
+    dst->nrun_ids += src->nrun_ids;
+    return 0;
+}
+
 int merge_result(struct bresult *dst, const struct bresult *src)
 {
     double start, end;
     int rc;
+
+    if (holds_a_run_of(dst, src))
+        return -EEXIST;
 
     if (!same_str(dst->mode, src->mode) || !same_str(dst->expect, src->expect) ||
         strcmp(result_ok_status(dst), result_ok_status(src)) || dst->nclasses != src->nclasses)
@@ -206,9 +236,9 @@ int merge_result(struct bresult *dst, const struct bresult *src)
     for (size_t i = 0; i < dst->nsteps; i++)
         if (fabs(dst->steps[i].rate - src->steps[i].rate) > 1e-6 * fmax(1, dst->steps[i].rate))
             return -EINVAL;
-    if ((rc = merge_steps(dst, src)) < 0 || (rc = merge_series(dst, src)) < 0 ||
-        (rc = add_targets(dst, src->target)) < 0 || (rc = hist_add(&dst->lat, src->lat)) < 0 ||
-        (rc = hist_add(&dst->clat, src->clat)) < 0)
+    if ((rc = add_run_ids(dst, src)) < 0 || (rc = merge_steps(dst, src)) < 0 ||
+        (rc = merge_series(dst, src)) < 0 || (rc = add_targets(dst, src->target)) < 0 ||
+        (rc = hist_add(&dst->lat, src->lat)) < 0 || (rc = hist_add(&dst->clat, src->clat)) < 0)
         return rc;
     for (int k = 0; dst->nclasses > 1 && k < dst->nclasses; k++)
         if ((rc = hist_add(&dst->cls[k].lat, src->cls[k].lat)) < 0)
@@ -342,6 +372,35 @@ static int windows_check(const struct windows *w, bool allow)
     return 0;
 }
 
+/* A file given twice (by any name: the same device and inode) would count its runs twice, and
+ * OUT among the files would be overwritten by a merge that holds it. Returns 0, or -1 with the
+ * line said. */
+static int same_files(char **paths, int n, const char *out)
+{
+    struct stat a, b;
+
+    for (int i = 0; i < n; i++) {
+        if (stat(paths[i], &a) < 0)
+            continue; /* said by the reader */
+        for (int k = 0; k < i; k++)
+            if (stat(paths[k], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+                fprintf(stderr,
+                        "lfbench merge: %s and %s are the same file: it would count its "
+                        "requests twice; give each run once\n",
+                        paths[k], paths[i]);
+                return -1;
+            }
+        if (out && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+            fprintf(stderr,
+                    "lfbench merge: --json %s is %s, one of the files merged: the merge would "
+                    "overwrite it; write it to another file\n",
+                    out, paths[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int merge_main(int argc, char **argv)
 {
     struct bresult all, one;
@@ -394,6 +453,8 @@ int merge_main(int argc, char **argv)
                 nfiles);
         return 2;
     }
+    if (same_files(argv + 1, nfiles, out) < 0)
+        return 2;
     result_init(&all);
     for (int n = 0; n < nfiles; n++) {
         const char *path = argv[1 + n];
@@ -409,7 +470,10 @@ int merge_main(int argc, char **argv)
         result_free(&one);
         if (rc < 0) {
             fprintf(stderr, "lfbench merge: %s: %s\n", path,
-                    rc == -ENOMEM      ? "out of memory"
+                    rc == -EEXIST      ? "holds a run that the files before it hold already (a run "
+                                         "given twice, or a merged file with one of its parts): it "
+                                         "would count its requests twice; give each run once"
+                    : rc == -ENOMEM    ? "out of memory"
                     : rc == -EOVERFLOW ? "too many connections, threads or agents in all (over "
                                          "2^31)"
                                        : "cannot be merged with the files before it: a different "

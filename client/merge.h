@@ -6,8 +6,9 @@ struct bresult;
 
 /* dst += src: counts summed, histograms merged bucket by bucket, series aligned by wall clock.
  * Returns 0; -EINVAL (nothing changed) when the two cannot be merged: a different --mode,
- * --expect, --ok-status, classes or sweep; -EOVERFLOW when connections, threads or agents pass
- * 2^31; -ENOMEM. */
+ * --expect, --ok-status, classes or sweep; -EEXIST (nothing changed) when src holds a run dst
+ * holds already (a run id of both); -EOVERFLOW when connections, threads or agents pass 2^31;
+ * -ENOMEM. */
 int merge_result(struct bresult *dst, const struct bresult *src);
 
 /* lfbench merge [--json OUT] [-q] [--allow-disjoint] A.json B.json ...: argv[0] is "merge".

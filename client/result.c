@@ -41,6 +41,7 @@ void result_free(struct bresult *r)
         step_free(&r->steps[i]);
     free(r->steps);
     free(r->found_why);
+    free(r->run_ids);
     result_init(r);
 }
 
@@ -175,9 +176,10 @@ void result_print(FILE *f, const struct bresult *r)
     fprintf(f, "requests     %llu in %.2f s: %.1f req/s, %s out, %s in%s",
             (unsigned long long)r->total.requests, measured, (double)r->total.requests / measured,
             out, in, steps);
-    if (r->total.check_failed)
+    /* of them: a response refused before it was whole failed its check, but is no response */
+    if (r->total.check_failed > r->total.check_unkept)
         fprintf(f, "; %llu of them failed the script's check",
-                (unsigned long long)r->total.check_failed);
+                (unsigned long long)(r->total.check_failed - r->total.check_unkept));
     fputc('\n', f);
     print_lat(f, "", "latency", r->lat, r->nsteps ? "all steps together" : NULL);
     if (r->nclasses > 1)

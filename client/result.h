@@ -49,9 +49,13 @@ struct bresult {
     double duration, warmup, rate;
     uint64_t requests_asked; /* -n, 0 with -d */
     int agents;              /* runs merged into this one: 1 for a plain run */
-    double start_wall;       /* the measured window, CLOCK_REALTIME seconds since the epoch */
-    double end_wall;         /* a sweep's: when its last step ended (its last response) */
-    double window_spread;    /* merged: the largest difference between the agents' start_wall */
+    uint64_t *run_ids;       /* each run merged into this one, by the id drawn at random when it
+                              * ran (owned), so that merge counts none twice; fewer than agents
+                              * when some came from files written before runs had one */
+    size_t nrun_ids;
+    double start_wall;    /* the measured window, CLOCK_REALTIME seconds since the epoch */
+    double end_wall;      /* a sweep's: when its last step ended (its last response) */
+    double window_spread; /* merged: the largest difference between the agents' start_wall */
     /* opening (long mode): how long it took until the connections were open */
     double open_s;          /* seconds from the start until the last connection opened */
     int open_at_start;      /* connections open when the measured window began */

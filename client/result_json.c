@@ -131,6 +131,12 @@ int result_write_json(FILE *f, const struct bresult *r)
     json_str(f, result_ok_status(r));
     fprintf(f, ", \"linger0\": %s, \"busy_poll\": %s, \"sources\": %d},\n",
             r->kr.linger0 ? "true" : "false", r->busy_poll ? "true" : "false", r->kr.nsources);
+    if (r->nrun_ids) { /* the runs merged here, so that a merge of this file counts none twice */
+        fputs("  \"run_ids\": [", f);
+        for (size_t i = 0; i < r->nrun_ids; i++)
+            fprintf(f, "%s\"%016llx\"", i ? ", " : "", (unsigned long long)r->run_ids[i]);
+        fputs("],\n", f);
+    }
     fprintf(f,
             "  \"agents\": %d,\n  \"start_wall\": %.6f,\n  \"end_wall\": %.6f,\n"
             "  \"window_spread_s\": %.6f,\n  \"wall_s\": %.6f,\n",
@@ -174,8 +180,9 @@ int result_write_json(FILE *f, const struct bresult *r)
     if (r->script) {
         fprintf(f, "  \"script\": {\"file\": ");
         json_str(f, r->script);
-        fprintf(f, ", \"checks\": %llu, \"failed\": %llu, \"first_failure\": ",
-                (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed);
+        fprintf(f, ", \"checks\": %llu, \"failed\": %llu, \"unkept\": %llu, \"first_failure\": ",
+                (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed,
+                (unsigned long long)r->total.check_unkept);
         if (r->script_failure)
             json_str(f, r->script_failure);
         else
@@ -526,6 +533,31 @@ static void *rd_array(struct rd *rd, const struct json *arr, size_t size, const 
     return a;
 }
 
+/* The ids of the runs merged into r: at most one per agent, each 16 hex digits. */
+static void read_run_ids(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *ids = need(rd, d, "", "run_ids", JSON_ARRAY);
+
+    if (!ids || !ids->len)
+        return;
+    if (ids->len > (size_t)r->agents) {
+        rd_fail(rd, "", "run_ids", "holds %zu ids for %d agents", ids->len, r->agents);
+        return;
+    }
+    if (!(r->run_ids = rd_array(rd, ids, sizeof(*r->run_ids), "run_ids")))
+        return;
+    for (size_t i = 0; i < ids->len; i++) {
+        const struct json *v = &ids->kid[i];
+
+        if (v->type != JSON_STRING || v->len != 16 || strspn(v->s, "0123456789abcdef") != 16) {
+            rd_fail(rd, "", "run_ids", "item %zu is not an id of 16 hex digits", i);
+            return;
+        }
+        r->run_ids[i] = strtoull(v->s, NULL, 16);
+    }
+    r->nrun_ids = ids->len;
+}
+
 /* Item i of the array key, named "key[i]" in at for the errors; NULL (the reader failed) when
  * it is not an object. */
 static const struct json *rd_item(struct rd *rd, const struct json *arr, size_t i, const char *key,
@@ -661,6 +693,8 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
     r->agents = need_int(rd, d, "", "agents");
     if (!rd->bad && r->agents < 1)
         rd_fail(rd, "", "agents", "is 0");
+    if (!rd->bad && json_get(d, "run_ids")) /* absent before runs had ids */
+        read_run_ids(rd, d, r);
     r->start_wall = need_num(rd, d, "", "start_wall");
     r->end_wall = need_num(rd, d, "", "end_wall");
     if (!rd->bad && !(r->start_wall >= 0 && r->end_wall >= r->start_wall && r->end_wall <= 1e10))
@@ -733,6 +767,12 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
         if (sc) {
             r->total.checks = need_u64(rd, sc, "script", "checks");
             r->total.check_failed = need_u64(rd, sc, "script", "failed");
+            if (json_get(sc, "unkept")) /* absent before it was counted apart */
+                r->total.check_unkept = need_u64(rd, sc, "script", "unkept");
+            if (!rd->bad && r->total.check_unkept > r->total.check_failed)
+                rd_fail(rd, "script", "unkept", "is %llu, more than the %llu \"failed\"",
+                        (unsigned long long)r->total.check_unkept,
+                        (unsigned long long)r->total.check_failed);
             if ((sv = need(rd, sc, "script", "file", JSON_STRING)))
                 r->script = strdup(sv->s);
             if ((sv = json_get(sc, "first_failure")) && sv->type == JSON_STRING)

@@ -94,7 +94,9 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
 /* Parses "N", "Nk", "NK", "NM", "NG" (binary units) into bytes. Returns 0 or -EINVAL. */
 int opt_parse_size(const char *s, size_t *out);
 
-/* Parses "N" or "Ns" (seconds, fractions allowed) or "Nms" into milliseconds. 0 or -EINVAL. */
+/* Parses "N" (seconds, fractions allowed), "Nms", "Ns", "Nm" or "Nh" into milliseconds, rounded.
+ * 0; -ERANGE for a time above 0 under half a millisecond (it would round to 0, which most of the
+ * options take as never); -EINVAL for anything else. */
 int opt_parse_duration_ms(const char *s, long *out);
 
 #endif /* LFE_OPT_H */

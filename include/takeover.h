@@ -17,8 +17,9 @@ struct takeover;
  * step has one deadline (5 s). Returns how many usable ones arrived (in fds: listening TCP
  * sockets, made non-blocking; any other descriptor is closed with a log line), with *conn the
  * connection to say ready on (takeover_ready); 0 with *conn -1 when nobody serves path (no file,
- * or a stale one); -1 with one line in err when the exchange fails or the process there is of
- * another uid (nothing was taken: the caller stops). */
+ * or a stale one); -1 with one line in err when the exchange fails, the process there is of
+ * another uid, or path is there and not a socket (a file, a directory, a symbolic link: never
+ * replaced; nothing was taken: the caller stops). */
 int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, size_t errlen);
 
 /* Whether listening socket fd is bound where hostport (as --listen takes it) asks: the same
@@ -38,7 +39,8 @@ struct takeover *takeover_open(const char *path, uid_t owner, gid_t group, char 
                                size_t errlen);
 
 /* Once this instance serves: serves t's socket for successors from a thread of its own and
- * renames it over path (atomically: path names the old instance until then). A successor of
+ * renames it over path (atomically: path names the old instance until then; refused when path
+ * has become something other than a socket). A successor of
  * another uid than takeover_open's (or root) is refused with a log line; up to 8 are served at
  * once, each step with one deadline (5 s for the request, 60 s for READY). A successor that
  * says READY gets lfds[0..n) (which the caller keeps open until takeover_free) and this process

@@ -240,8 +240,23 @@ int opt_parse_duration_ms(const char *s, long *out)
 
     if (args_duration_ms(s, 1000.0, &ms) < 0)
         return -EINVAL;
+    if (ms > 0 && ms < 0.5)
+        return -ERANGE; /* it would round to 0, which means never for most of them */
     *out = (long)(ms + 0.5);
     return 0;
+}
+
+/* A time under a millisecond (rc -ERANGE from opt_parse_duration_ms or parse_ms), for option
+ * name: one line in err, where zero says what 0 would mean (NULL: the option takes no 0). */
+static enum opt_result under_ms(const char *name, const char *val, const char *zero, char *err,
+                                size_t errlen)
+{
+    snprintf(err, errlen,
+             "%s: '%s' is less than a millisecond, which would round to 0%s%s%s: give 1ms or "
+             "more%s%s",
+             name, val, zero ? " (" : "", zero ? zero : "", zero ? ")" : "",
+             zero ? ", or 0 for " : "", zero ? zero : "");
+    return OPT_ERROR;
 }
 
 static int parse_long(const char *s, long min, long max, long *out)
@@ -271,6 +286,8 @@ static int parse_ms(const char *s, long min, long max, long *out)
         return parse_long(s, min, max, out);
     if (s[strspn(s, "0123456789.")] == '\0' || args_duration_ms(s, 1.0, &ms) < 0)
         return -EINVAL; /* 1.5 alone: no fraction of a bare millisecond */
+    if (ms > 0 && ms < 0.5)
+        return -ERANGE; /* it would round to 0: never, for a timeout */
     v = (long)(ms + 0.5);
     if (v < min || v > max)
         return -EINVAL;
@@ -329,6 +346,7 @@ static enum opt_result set_lua(struct opt *o, enum opt_id id, const char *name, 
                                FILE *out, char *err, size_t errlen)
 {
     long v;
+    int rc;
 
     (void)out;
     switch (id) {
@@ -355,7 +373,9 @@ static enum opt_result set_lua(struct opt *o, enum opt_id id, const char *name, 
         break;
     }
     case OPT_LUA_TIMEOUT_MS:
-        if (parse_ms(val, 0, 3600000, &v) < 0) {
+        if ((rc = parse_ms(val, 0, 3600000, &v)) == -ERANGE)
+            return under_ms(name, val, "no timeout", err, errlen);
+        if (rc < 0) {
             snprintf(err, errlen,
                      "--lua-timeout-ms: '%s' is not a whole number of milliseconds from 0 "
                      "to 3600000, nor a time with a unit (2s, 250ms) up to 3600s",
@@ -368,7 +388,9 @@ static enum opt_result set_lua(struct opt *o, enum opt_id id, const char *name, 
     case OPT_LUA_IO_TIMEOUT_MS: {
         bool wall = name[6] == 'w';
 
-        if (parse_ms(val, wall ? 0 : 1, 3600000, &v) < 0) {
+        if ((rc = parse_ms(val, wall ? 0 : 1, 3600000, &v)) == -ERANGE)
+            return under_ms(name, val, wall ? "no timeout" : NULL, err, errlen);
+        if (rc < 0) {
             snprintf(err, errlen,
                      "%s: '%s' is not a whole number of milliseconds from %d to 3600000, nor a "
                      "time with a unit (2s, 250ms) up to 3600s",
@@ -390,6 +412,7 @@ static enum opt_result set_accept(struct opt *o, enum opt_id id, const char *nam
                                   FILE *out, char *err, size_t errlen)
 {
     long v;
+    int rc;
 
     (void)out;
     switch (id) {
@@ -423,7 +446,9 @@ static enum opt_result set_accept(struct opt *o, enum opt_id id, const char *nam
         o->max_conns = v;
         break;
     case OPT_PROXY_TIMEOUT:
-        if (opt_parse_duration_ms(val, &v) < 0 || v < 1) {
+        if ((rc = opt_parse_duration_ms(val, &v)) == -ERANGE)
+            return under_ms(name, val, NULL, err, errlen);
+        if (rc < 0 || v < 1) {
             snprintf(err, errlen,
                      "--proxy-timeout: '%s' is not a duration of 1ms to 86400s; write 5 "
                      "(seconds), 2.5s or 500ms",
@@ -471,6 +496,7 @@ static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name,
                                 FILE *out, char *err, size_t errlen)
 {
     long v;
+    int rc;
 
     (void)out;
     switch (id) {
@@ -513,7 +539,9 @@ static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name,
         break;
     }
     case OPT_DRAIN_TIMEOUT:
-        if (opt_parse_duration_ms(val, &v) < 0) {
+        if ((rc = opt_parse_duration_ms(val, &v)) == -ERANGE)
+            return under_ms(name, val, "no wait for in-flight work", err, errlen);
+        if (rc < 0) {
             snprintf(err, errlen,
                      "--drain-timeout: '%s' is not a duration of 0 to 86400s; write 5 (seconds), "
                      "2.5s or 500ms",
@@ -523,7 +551,9 @@ static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name,
         o->drain_ms = (int)v;
         break;
     case OPT_IDLE_TIMEOUT:
-        if (opt_parse_duration_ms(val, &v) < 0) {
+        if ((rc = opt_parse_duration_ms(val, &v)) == -ERANGE)
+            return under_ms(name, val, "never", err, errlen);
+        if (rc < 0) {
             snprintf(err, errlen,
                      "--idle-timeout: '%s' is not a duration of 0 (never) to 86400s; write "
                      "300 (seconds), 30s, 5m or 500ms",

@@ -114,6 +114,32 @@ static bool trusted(uid_t uid, uid_t self)
     return uid == 0 || uid == self;
 }
 
+/* What path is when it is there and not a socket ("a regular file"...), or NULL: absent, or a
+ * socket (a live instance's or a stale one, which rename may replace). lstat: a symbolic link
+ * is named as one, never followed (rename would replace the link, not what it names). */
+static const char *not_a_socket(const char *path)
+{
+    struct stat st;
+
+    if (lstat(path, &st) < 0 || S_ISSOCK(st.st_mode))
+        return NULL;
+    return S_ISREG(st.st_mode)    ? "a regular file"
+           : S_ISDIR(st.st_mode)  ? "a directory"
+           : S_ISLNK(st.st_mode)  ? "a symbolic link"
+           : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                  : "a device or other file";
+}
+
+/* One line in err saying that path is not lfepolld's to replace. */
+static void refuse_path(const char *path, const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "--takeover %s: it is %s, not a socket: refused, and left as it is (PATH is the "
+             "Unix socket lfepolld serves for its successor, created and removed by it: give "
+             "a path of its own, e.g. /run/lfepolld/takeover.sock)",
+             path, what);
+}
+
 /* Why fd, handed over as a listener, cannot be one (NULL: it is a listening TCP socket). */
 static const char *not_a_listener(int fd)
 {
@@ -174,12 +200,20 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
     socklen_t crl = sizeof(cr);
     struct pollfd p;
     struct cmsghdr *c;
+    const char *what;
     int fd, n = 0, want;
     ssize_t r;
 
     *conn = -1;
     if (unix_addr(path, &a, err, errlen) < 0)
         return -1;
+    /* connect() is refused by a file that is no socket as by a stale socket: without this
+     * check, the start would go on and rename its own socket over the file (and remove it at
+     * exit) */
+    if ((what = not_a_socket(path))) {
+        refuse_path(path, what, err, errlen);
+        return -1;
+    }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errlen, "--takeover: socket: %s", strerror(errno));
@@ -579,7 +613,8 @@ struct takeover *takeover_open(const char *path, uid_t owner, gid_t group, char 
         goto out_free;
     t->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     t->stopfd = eventfd(0, EFD_CLOEXEC);
-    unlink(t->tmp);
+    if (!not_a_socket(t->tmp))
+        unlink(t->tmp); /* a socket a crashed start left; anything else makes bind fail, named */
     /* listen() records this process's credentials, the ones a successor is shown: before the
      * drop. The file goes to the --user so that the process after it can rename it over path
      * and remove it, in a sticky directory too. */
@@ -607,8 +642,14 @@ out_free:
 int takeover_serve(struct takeover *t, const int *lfds, int n, char *err, size_t errlen)
 {
     struct stat st;
+    const char *what;
     int rc;
 
+    /* path may have become a file since takeover_receive looked: rename would replace it */
+    if ((what = not_a_socket(t->path))) {
+        refuse_path(t->path, what, err, errlen);
+        return -1;
+    }
     t->n = n < TAKEOVER_MAX_FDS ? n : TAKEOVER_MAX_FDS;
     memcpy(t->fds, lfds, sizeof(int) * (size_t)t->n);
     /* The thread first: once renamed, path is ours, and a failure would leave the predecessor

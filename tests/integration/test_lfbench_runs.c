@@ -371,7 +371,8 @@ static void test_find_rate_retests_a_stall(void **state)
  * it came, the responses came up to 1 s after it, and merge took the shorter span. */
 static void test_sweep_end_wall_is_the_last_response(void **state)
 {
-    char json[] = "/tmp/lfe-runs-json-XXXXXX", merged[] = "/tmp/lfe-runs-json-XXXXXX";
+    char json[] = "/tmp/lfe-runs-json-XXXXXX", merged[] = "/tmp/lfe-runs-json-XXXXXX",
+         copy[] = "/tmp/lfe-runs-json-XXXXXX";
     double start, end, t_exit, last_busy = 0;
     const char *j;
     int rc;
@@ -380,13 +381,32 @@ static void test_sweep_end_wall_is_the_last_response(void **state)
     lfb_start((const char *[]){lfb.badserver, "PORT", "delay", "300", NULL});
     close(mkstemp(json));
     close(mkstemp(merged));
+    close(mkstemp(copy));
     rc = bench(lfb.server_port, "-c", "100", "--rate-sweep", "100:200:100", "-d", "0.5", "--warmup",
                "0.2", "--json", json, "-q", NULL);
     t_exit = wall();
     expect_clean(rc, -1);
-    /* merge's span: the union of the windows, here one window twice */
+    /* merge's span: the union of the windows, here one window twice: the run and a copy of it
+     * without its run id, as a file written before runs had one (merge refuses the same run
+     * twice where it can tell: test_each_run_counted_once) */
+    {
+        char *text = strdup(lfb_slurp(json)), *ids = strstr(text, "  \"run_ids\": "), *eol;
+        FILE *f = fopen(json, "w"); /* put back: lfb_slurp removed it */
+
+        assert_non_null(f);
+        assert_true(fputs(text, f) >= 0);
+        assert_int_equal(fclose(f), 0);
+        f = fopen(copy, "w");
+        assert_non_null(ids);
+        assert_non_null(eol = strchr(ids, '\n'));
+        memmove(ids, eol + 1, strlen(eol + 1) + 1);
+        assert_non_null(f);
+        assert_true(fputs(text, f) >= 0);
+        assert_int_equal(fclose(f), 0);
+        free(text);
+    }
     assert_int_equal(lfb_wait(lfb_spawn((const char *[]){lfb.lfbench, "merge", "-q", "--json",
-                                                         merged, json, json, NULL},
+                                                         merged, json, copy, NULL},
                                         STDOUT_FILENO, STDERR_FILENO, 60 * (unsigned)lfb.slow)),
                      0);
     j = lfb_slurp(json);
@@ -408,6 +428,7 @@ static void test_sweep_end_wall_is_the_last_response(void **state)
     if (fabs(lfb_jnum(j, "measured_s") - (end - start)) > 0.002)
         fail_msg("merge's span %.3f s, want end_wall - start_wall %.3f", lfb_jnum(j, "measured_s"),
                  end - start);
+    unlink(copy);
 }
 
 /* Regression (white-box review, defect 9): a percentile was its bucket's midpoint even where
@@ -652,6 +673,44 @@ static void test_nothing_listens(void **state)
     }
 }
 
+/* Regression: with --start-at, "nothing listens" was judged at the first tick, before WHEN:
+ * an agent started ahead of the server it loads (which comes up before WHEN) exited 1 at once.
+ * It is judged from WHEN on: the refusals before it are retried (and counted), and the run
+ * measures its window; at WHEN with still nothing there, it is said then. */
+static void test_nothing_listens_judged_at_start_at(void **state)
+{
+    char po[] = "/tmp/lfe-runs-XXXXXX", pe[] = "/tmp/lfe-runs-XXXXXX", at[32];
+    int fo = mkstemp(po), fe = mkstemp(pe), rc, port = lfb_free_port();
+    const char *args[] = {"-c",           "4",      "-d",         "1", "-q",
+                          "--max-errors", "100000", "--start-at", at,  NULL};
+    double t0;
+    pid_t pid;
+
+    (void)state;
+    snprintf(at, sizeof(at), "+%.1f", 2.0 * lfb.slow);
+    pid = spawn(port, args, fo, fe);
+    lfb_sleep_ms(500);
+    lfb.server_port = port;
+    lfb.server_pid =
+        lfb_start_server((const char *[]){lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL},
+                         &lfb.server_port, lfb.slow);
+    rc = lfb_wait(pid);
+    take_output(fo, fe, po, pe);
+    if (rc != 0 || strstr(eout, "nothing listens") || lfb_field("requests") <= 0)
+        fail_msg("rc %d: want the run measured once the server came up before --start-at:\n%s%s",
+                 rc, lfb.out, eout);
+    lfb_stop_server(&lfb.server_pid);
+    /* nothing at WHEN: said then, not before */
+    snprintf(at, sizeof(at), "+%.1f", 1.0 * lfb.slow);
+    args[3] = "30";
+    t0 = mono();
+    rc = bench_argv(port, args);
+    if (rc != 1 || !strstr(eout, "nothing listens there") || mono() - t0 < 0.9 * lfb.slow ||
+        mono() - t0 > 20)
+        fail_msg("rc %d after %.1f s: want nothing listening said at --start-at:\n%s%s", rc,
+                 mono() - t0, lfb.out, eout);
+}
+
 /* test_server_gone_mid_run: connects refused after one was established are the run's errors, not
  * "nothing listens": a server that stops mid-run leaves a run that goes on to -d and counts them.
  */
@@ -726,6 +785,7 @@ int main(void)
         cmocka_unit_test_teardown(test_opening, lfb_teardown),
         cmocka_unit_test_teardown(test_opening_counts_its_own_connects, lfb_teardown),
         cmocka_unit_test_teardown(test_nothing_listens, lfb_teardown),
+        cmocka_unit_test_teardown(test_nothing_listens_judged_at_start_at, lfb_teardown),
         cmocka_unit_test_teardown(test_server_gone_mid_run, lfb_teardown),
         cmocka_unit_test_teardown(test_sigint_in_sweep, lfb_teardown),
         cmocka_unit_test_teardown(test_find_rate_retests_a_stall, lfb_teardown),

@@ -1145,6 +1145,25 @@ static void test_response_memory_is_bounded(void **state)
                          "would pass --script-buffers-mb 16\n"))
         fail_msg("rc %d: want responses refused at the 16 MiB bound, each a failed check:\n%s", rc,
                  lfb.out);
+    /* Regression: a refused response is a failed check but no response: the requests line
+     * said "requests 0 in 2.00 s: ...; 265 of them failed the script's check", 265 of none */
+    {
+        const char *l = strstr(lfb.out, "\nrequests     "), *eol, *of;
+        unsigned long long nreq, nof = 0;
+
+        assert_non_null(l);
+        nreq = strtoull(l + 14, NULL, 10);
+        eol = strchr(l + 1, '\n');
+        of = strstr(l, " of them failed the script's check");
+        if (of && of < eol) {
+            while (of > l && of[-1] >= '0' && of[-1] <= '9')
+                of--;
+            nof = strtoull(of, NULL, 10);
+        }
+        if (nof > nreq)
+            fail_msg("the requests line counts %llu failed checks of its %llu responses:\n%s", nof,
+                     nreq, lfb.out);
+    }
     /* sanitizers keep freed memory in quarantine: the bound is checked without them */
     if ((!san || !*san || !strcmp(san, "undefined")) && rss > 100 * 1024)
         fail_msg("lfbench peaked at %ld KiB with --script-buffers-mb 16:\n%s", rss, lfb.out);

@@ -156,8 +156,9 @@ static unsigned long long percentile(const unsigned long long *b, unsigned long 
 static void test_two_agents(void **state)
 {
     char port[32], a[] = "/tmp/lfe-merge-a-XXXXXX", b[] = "/tmp/lfe-merge-b-XXXXXX",
-                   m[] = "/tmp/lfe-merge-m-XXXXXX", oa[] = "/tmp/lfe-merge-oa-XXXXXX",
-                   ob[] = "/tmp/lfe-merge-ob-XXXXXX", om[] = "/tmp/lfe-merge-om-XXXXXX";
+                   m[] = "/tmp/lfe-merge-m-XXXXXX", m2[] = "/tmp/lfe-merge-m2-XXXXXX",
+                   oa[] = "/tmp/lfe-merge-oa-XXXXXX", ob[] = "/tmp/lfe-merge-ob-XXXXXX",
+                   om[] = "/tmp/lfe-merge-om-XXXXXX";
     unsigned long long *ub = calloc(NBUCKETS, sizeof(*ub)), mina, maxa, minb, maxb, ca, cb,
                        *mb = calloc(NBUCKETS, sizeof(*mb)), minm, maxm, cm;
     char *ja, *jb, *jm, *text, want[128];
@@ -170,6 +171,7 @@ static void test_two_agents(void **state)
     close(mkstemp(a));
     close(mkstemp(b));
     close(mkstemp(m));
+    close(mkstemp(m2));
     close(mkstemp(oa));
     close(mkstemp(ob));
     close(mkstemp(om));
@@ -226,12 +228,13 @@ static void test_two_agents(void **state)
     snprintf(want, sizeof(want), "\nrequests     %llu in ", top(jm, "requests"));
     assert_non_null(strstr(text, want));
     free(text);
-    /* the merged file merges again, with A: A's samples twice */
-    rc = lfb_wait(start(om, (const char *const[]){"merge", "-q", "--json", m, m, a, NULL}));
+    /* the merged file merges again, into another file: each of its runs once (beside A, A
+     * would count twice: refused, test_each_run_counted_once) */
+    rc = lfb_wait(start(om, (const char *const[]){"merge", "-q", "--json", m2, m, NULL}));
     assert_int_equal(rc, 0);
-    text = slurp(m);
-    assert_true(top(text, "requests") == 2 * top(ja, "requests") + top(jb, "requests"));
-    assert_true(top(text, "agents") == 3);
+    text = slurp(m2);
+    assert_true(top(text, "requests") == top(ja, "requests") + top(jb, "requests"));
+    assert_true(top(text, "agents") == 2);
     free(text);
     free(ja);
     free(jb);
@@ -241,6 +244,7 @@ static void test_two_agents(void **state)
     unlink(a);
     unlink(b);
     unlink(m);
+    unlink(m2);
     unlink(oa);
     unlink(ob);
     unlink(om);
@@ -476,6 +480,114 @@ static void test_disjoint_runs_are_refused(void **state)
     unlink(o);
 }
 
+/* Writes text to path. */
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Runs lfbench merge with args; its exit status, and its output in *text (malloc'd). */
+static int merge(const char *o, const char *const *args, char **text)
+{
+    int rc = lfb_wait(start(o, args));
+
+    *text = slurp(o);
+    return rc;
+}
+
+/* Regression: merge added whatever it was given, so a run given twice counted its requests
+ * twice without a word: the same file twice (lfbench merge a.json a.json), a copy of it, or a
+ * merged file beside one of its parts (lfbench merge --json all.json *.json run again takes
+ * all.json in). Now each run's --json carries an id (run_ids; a merged file holds its parts'),
+ * and merge refuses, in one line, a file that holds a run merged already, the same file given
+ * twice, and an --json OUT that is one of the files (it would be overwritten). */
+static void test_each_run_counted_once(void **state)
+{
+    char port[32], at[32], a[] = "/tmp/lfe-merge-a-XXXXXX", b[] = "/tmp/lfe-merge-b-XXXXXX",
+                           c[] = "/tmp/lfe-merge-c-XXXXXX", m[] = "/tmp/lfe-merge-m-XXXXXX",
+                           o[] = "/tmp/lfe-merge-o-XXXXXX";
+    const char *holds = "holds a run that the files before it hold already";
+    char *text, *ja, *edited, *p;
+    pid_t pa, pb;
+    int rc;
+
+    (void)state;
+    assert_int_equal(spawn(&srv, (const char *const[]){NULL}, 0, NULL), 0);
+    snprintf(port, sizeof(port), "127.0.0.1:%d", srv.port);
+    close(mkstemp(a));
+    close(mkstemp(b));
+    close(mkstemp(c));
+    close(mkstemp(m));
+    close(mkstemp(o));
+    snprintf(at, sizeof(at), "%.3f", wall() + 1.5 * slow);
+    pa = start(o, (const char *const[]){"-q", "-d", "0.5", "-c", "2", "--start-at", at, "--json", a,
+                                        port, NULL});
+    pb = start(m, (const char *const[]){"-q", "-d", "0.5", "-c", "2", "--start-at", at, "--json", b,
+                                        port, NULL});
+    assert_int_equal(lfb_wait(pa), 0);
+    assert_int_equal(lfb_wait(pb), 0);
+    ja = slurp(a);
+    if (!strstr(ja, "\n  \"run_ids\": [\""))
+        fail_msg("want a run id in the run's --json:\n%.600s", ja);
+    rc = merge(o, (const char *const[]){"merge", a, a, NULL}, &text);
+    if (rc != 2 || count_lines(text) != 1 || !strstr(text, "are the same file"))
+        fail_msg("want a file given twice refused, got %d:\n%s", rc, text);
+    free(text);
+    spit(c, ja); /* a copy: another file, the same run */
+    rc = merge(o, (const char *const[]){"merge", a, c, NULL}, &text);
+    if (rc != 2 || count_lines(text) != 1 || !strstr(text, c) || !strstr(text, holds))
+        fail_msg("want a copy of a run refused, got %d:\n%s", rc, text);
+    free(text);
+    rc = merge(o, (const char *const[]){"merge", "-q", "--json", m, a, b, NULL}, &text);
+    assert_int_equal(rc, 0);
+    free(text);
+    text = slurp(m);
+    assert_true(lfb_jtop(text, "agents") == 2);
+    free(text);
+    /* the merged file beside a part of it, either way round */
+    rc = merge(o, (const char *const[]){"merge", m, a, NULL}, &text);
+    if (rc != 2 || count_lines(text) != 1 || !strstr(text, holds))
+        fail_msg("want a merged file and its part refused, got %d:\n%s", rc, text);
+    free(text);
+    rc = merge(o, (const char *const[]){"merge", a, b, m, NULL}, &text);
+    if (rc != 2 || count_lines(text) != 1 || !strstr(text, m) || !strstr(text, holds))
+        fail_msg("want the parts and their merged file refused, got %d:\n%s", rc, text);
+    free(text);
+    /* merged again alone: its two runs */
+    rc = merge(o, (const char *const[]){"merge", m, NULL}, &text);
+    if (rc != 0 || !strstr(text, "merged       2 runs: "))
+        fail_msg("want the merged file to merge again, got %d:\n%s", rc, text);
+    free(text);
+    /* OUT among the files: refused, the file left as it was */
+    rc = merge(o, (const char *const[]){"merge", "--json", a, a, b, NULL}, &text);
+    if (rc != 2 || count_lines(text) != 1 || !strstr(text, "one of the files merged"))
+        fail_msg("want --json OUT among the files refused, got %d:\n%s", rc, text);
+    free(text);
+    text = slurp(a);
+    assert_string_equal(text, ja);
+    free(text);
+    /* hand-edited ids: one line naming the key */
+    edited = strdup(ja);
+    p = strstr(edited, "\"run_ids\": [\"") + strlen("\"run_ids\": [\"");
+    p[0] = 'X';
+    spit(c, edited);
+    rc = merge(o, (const char *const[]){"merge", c, NULL}, &text);
+    if (rc != 2 || count_lines(text) != 1 || !strstr(text, "\"run_ids\": item 0 is not an id"))
+        fail_msg("want a bad id refused, got %d:\n%s", rc, text);
+    free(text);
+    free(edited);
+    free(ja);
+    unlink(a);
+    unlink(b);
+    unlink(c);
+    unlink(m);
+    unlink(o);
+}
+
 /* Bad files and bad usage: exit 2, one line naming the file. */
 static void test_bad_input(void **state)
 {
@@ -519,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test_teardown(test_stall_lands_in_one_second, teardown_bad),
         cmocka_unit_test_teardown(test_disjoint_runs_are_refused, teardown),
+        cmocka_unit_test_teardown(test_each_run_counted_once, teardown),
     };
 
     if (harness_init() < 0 || !(lfbench = getenv("LFBENCH")) ||

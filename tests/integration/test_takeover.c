@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -704,6 +705,47 @@ static void test_takeover_hostile(void **state)
     }
 }
 
+/* Regression: --takeover PATH naming a file that is not a socket (a typo for the config file,
+ * a directory) went on as if nobody served it (connect() is refused there as at a stale
+ * socket), renamed its own socket over the file and removed it at exit: the file was gone. Now
+ * the start stops with one line naming what PATH is, and PATH is left as it was; a symbolic
+ * link is not followed, nor replaced. */
+static void test_takeover_path_not_a_socket(void **state)
+{
+    char file[64], dir[64], link_to[64], buf[16] = "";
+    const char *args[] = {"--takeover", file, "--backlog", "128", NULL};
+    int fd;
+
+    (void)state;
+    snprintf(file, sizeof(file), "/tmp/lfe-takeover-file-%d", (int)getpid());
+    snprintf(dir, sizeof(dir), "/tmp/lfe-takeover-dir-%d", (int)getpid());
+    snprintf(link_to, sizeof(link_to), "/tmp/lfe-takeover-link-%d", (int)getpid());
+    fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "precious\n", 9), 9);
+    close(fd);
+    bad_start(args, 1, "it is a regular file, not a socket: refused, and left as it is");
+    fd = open(file, O_RDONLY);
+    if (fd < 0 || read(fd, buf, sizeof(buf) - 1) != 9 || strcmp(buf, "precious\n"))
+        fail_msg("the file --takeover named was replaced or removed: %s",
+                 fd < 0 ? strerror(errno) : buf);
+    close(fd);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    args[1] = dir;
+    bad_start(args, 1, "it is a directory, not a socket");
+    assert_int_equal(symlink(file, link_to), 0);
+    args[1] = link_to;
+    bad_start(args, 1, "it is a symbolic link, not a socket");
+    {
+        struct stat st;
+        assert_int_equal(lstat(link_to, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+    }
+    unlink(link_to);
+    rmdir(dir);
+    unlink(file);
+}
+
 /* --- peers of PATH that are not lfepolld ------------------------------------------------ */
 
 /* The uid and gid of the user nobody, for a second uid; false (the caller skips) when the
@@ -1328,6 +1370,7 @@ int main(void)
         cmocka_unit_test_teardown(test_takeover_admin, teardown),
         cmocka_unit_test_teardown(test_takeover_raced_after_quiet, teardown),
         cmocka_unit_test_teardown(test_takeover_hostile, teardown),
+        cmocka_unit_test_teardown(test_takeover_path_not_a_socket, teardown),
         cmocka_unit_test_teardown(test_takeover_refuses_other_uid, teardown),
         cmocka_unit_test_teardown(test_takeover_refuses_squatter, teardown),
         cmocka_unit_test_teardown(test_takeover_options_wait_for_ready, teardown),

@@ -536,6 +536,11 @@ static void test_url_targets(void **state)
         {"http://127.0.0.1/a\tb", "is not http://ADDR[:PORT][/PATH]"},
         {"http://127.0.0.1/a\x7f", "is not http://ADDR[:PORT][/PATH]"},
         {"http://127.0.0.1/\xc3\xa9", "is not http://ADDR[:PORT][/PATH]"},
+        /* Regression: the fragment's bytes went unchecked (it is not sent), and the opening
+         * line printed the URL as given: a newline split it, an escape reached the terminal */
+        {"http://127.0.0.1:1/#a\nb", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1:1/x#\x1b[31m", "is not http://ADDR[:PORT][/PATH]"},
+        {"http://127.0.0.1:1#a b", "is not http://ADDR[:PORT][/PATH]"},
         {"ftp://127.0.0.1:21/", "is not http://ADDR[:PORT][/PATH]"},
         {"127.0.0.1://x", "is not http://ADDR[:PORT][/PATH]"},
     };

@@ -231,6 +231,10 @@ static void test_time_units(void **state)
         {"--lua-timeout-ms", "1m", 60000},
         {"--lua-timeout-ms", "1h", 3600000},
         {"--lua-timeout-ms", "0.6ms", 1},
+        {"--lua-timeout-ms", "0.5ms", 1},
+        {"--idle-timeout", "0.0005", 1},
+        {"--idle-timeout", "0ms", 0},
+        {"--lua-wall-timeout-ms", "0.0s", 0},
         {"--lua-wall-timeout-ms", "0s", 0},
         {"--lua-wall-timeout-ms", "10s", 10000},
         {"--lua-io-timeout-ms", "1", 1},
@@ -252,7 +256,23 @@ static void test_time_units(void **state)
         {"--lua-io-timeout-ms", "0",
          "--lua-io-timeout-ms: '0' is not a whole number of "
          "milliseconds from 1 to 3600000, nor a time"},
-        {"--lua-io-timeout-ms", "0.4ms", "--lua-io-timeout-ms: '0.4ms'"},
+        /* Regression: a time above 0 that rounds to 0 ms was taken as 0, which is "never"
+         * for a timeout: --lua-timeout-ms 0.4ms or --idle-timeout 0.0001 turned it off */
+        {"--lua-timeout-ms", "0.4ms",
+         "--lua-timeout-ms: '0.4ms' is less than a millisecond, which would round to 0 (no "
+         "timeout): give 1ms or more, or 0 for no timeout"},
+        {"--lua-wall-timeout-ms", "0.0001s",
+         "--lua-wall-timeout-ms: '0.0001s' is less than a millisecond"},
+        {"--idle-timeout", "0.0001",
+         "--idle-timeout: '0.0001' is less than a millisecond, which would round to 0 (never)"},
+        {"--idle-timeout", "0.4ms", "--idle-timeout: '0.4ms' is less than a millisecond"},
+        {"--drain-timeout", "0.1ms", "--drain-timeout: '0.1ms' is less than a millisecond"},
+        {"--proxy-timeout", "0.2ms",
+         "--proxy-timeout: '0.2ms' is less than a millisecond, which would round to 0: give 1ms "
+         "or more"},
+        {"--lua-io-timeout-ms", "0.4ms",
+         "--lua-io-timeout-ms: '0.4ms' is less than a millisecond, which would round to 0: give "
+         "1ms or more"},
         {"--lua-wall-timeout-ms", "soon",
          "--lua-wall-timeout-ms: 'soon' is not a whole number of "
          "milliseconds"},
