@@ -191,8 +191,12 @@ void bopt_usage(FILE *out)
         else
             snprintf(spec, sizeof(spec), "--%s%s%s", op->name, op->arg ? " " : "",
                      op->arg ? op->arg : "");
-        /* the words start in column 23; a line of them that goes on starts there again */
-        fprintf(out, "  %-21s", spec);
+        /* the words start in column 23; a line of them that goes on starts there again, and
+         * after a spec too long for its column (it ran into its words: "N--script: MiB") */
+        if (strlen(spec) > 20)
+            fprintf(out, "  %s\n%23s", spec, "");
+        else
+            fprintf(out, "  %-21s", spec);
         for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
             fprintf(out, "%.*s\n%23s", (int)(nl - h), h, "");
         fprintf(out, "%s\n", h);

@@ -843,6 +843,35 @@ static bool has_token(const char *line, const char *tok)
     return false;
 }
 
+/* Each option of --help stands apart from its words: a spec too long for its column goes on a
+ * line of its own (--script-buffers-mb N ran into its text: "N--script: MiB lfbench"). */
+static void test_help_keeps_each_option_apart(void **state)
+{
+    static char help[16 * 1024];
+    FILE *out = fmemopen(help, sizeof(help) - 1, "w");
+    char *argv[] = {(char *)"lfbench", (char *)"--help", NULL};
+
+    (void)state;
+    assert_non_null(out);
+    assert_int_equal(bopt_parse(&o, 2, argv, out, err, sizeof(err)), BOPT_EXIT);
+    fclose(out);
+    for (size_t k = 0; k < bopt_noptions; k++) {
+        const struct bopt_option *op = &bopt_options[k];
+        char spec[96];
+        const char *at;
+
+        if (!op->name)
+            continue;
+        snprintf(spec, sizeof(spec), "--%s%s%s", op->name, op->arg ? " " : "",
+                 op->arg ? op->arg : "");
+        if (!(at = strstr(help, spec)))
+            fail_msg("lfbench --help has no '%s'", spec);
+        at += strlen(spec);
+        if (*at != ' ' && *at != '\n')
+            fail_msg("lfbench --help: '%s' runs into its words: '%.40s'", spec, at - strlen(spec));
+    }
+}
+
 /* man/lfbench.1 and --help against the table: every option in it is documented in both, under
  * OPTIONS with a heading of its own, and every option a heading names is in the table. */
 static void test_man_page_and_help_cover_the_table(void **state)
@@ -938,6 +967,7 @@ int main(void)
         cmocka_unit_test(test_version_quiet),
         cmocka_unit_test(test_table_is_the_parser),
         cmocka_unit_test(test_man_page_and_help_cover_the_table),
+        cmocka_unit_test(test_help_keeps_each_option_apart),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
