@@ -421,6 +421,14 @@ static void warn_at_start(const struct opt *o, const struct listeners *l)
         for (int i = 0; i < o->nlisten; i++)
             firsts[i] = l->fds[l->first[i]];
         tune_warn_exposed("/proc/sys", o->listen, firsts, o->nlisten);
+        /* the stop's SYN filter (server_stop), said now rather than at the stop: too late */
+        if (net_can_refuse_syns() == -EPERM)
+            log_warn("a stop cannot hold new connections off the listeners: this kernel lets "
+                     "only CAP_NET_ADMIN attach a socket filter, and lfepolld runs as uid %d "
+                     "without it, so connections that come while a stop closes its listeners "
+                     "may be reset; restart with --takeover or under systemd's socket "
+                     "activation, which reset no one",
+                     (int)getuid());
     }
     /* A backlog the user chose and the kernel cuts is a warning; the default cut by a stock
      * kernel's somaxconn is every start's news, so it is said once, at info. */
