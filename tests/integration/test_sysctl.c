@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,6 +286,13 @@ static void test_remedies_run_where_they_are(void **state)
         !strstr(out, "raise it (sudo make sysctl-apply, or "))
         fail_msg("under make, the start's remedy is not make sysctl-apply:\n%s", out);
     free(out);
+    /* root who starts it with --user reads it: no sudo (it said sudo, the uid after the drop) */
+    if (geteuid() == 0 && getpwnam("nobody")) {
+        out = start_briefly("--user nobody");
+        if (strstr(out, "sudo") || !strstr(out, "raise it ("))
+            fail_msg("root's start with --user nobody says sudo:\n%s", out);
+        free(out);
+    }
     /* from a directory without the clone's Makefile and sysctl.conf, as an installed one runs */
     snprintf(cmd, sizeof(cmd), "cd / && %s --check-sysctl 2>&1", lfepolld);
     run(cmd, &out);
