@@ -121,6 +121,18 @@ static void test_bad_values(void **state)
                  "HTTP URL: http://127.0.0.1:8080/path)",
                  parse("nohost:1", NULL));
     expect_error("target '127.0.0.1:0'", parse("127.0.0.1:0", NULL));
+    /* test_target_errors_say_why: a port out of range and a name, which the line did not tell
+     * from a typo; -R's line gives a number to write */
+    expect_error("http://127.0.0.1:8080/path); a port is 1 to 65535",
+                 parse("127.0.0.1:99999", NULL));
+    expect_error("; lfbench looks up no host name: give its address (getent hosts NAME), or "
+                 "localhost",
+                 parse("example.com:80", NULL));
+    expect_error("-R: '5k' is not a rate in requests per second; write a number: 5000, 2500.5",
+                 parse("-R", "5k", "127.0.0.1:1", NULL));
+    parse("127.0.0.1:x", NULL);
+    if (strstr(err, "; a port") || strstr(err, "host name"))
+        fail_msg("a port that is no number is neither out of range nor a name: %s", err);
     expect_error("target '::1:80'", parse("::1:80", NULL));
     expect_error("unexpected argument 'x' after the target", parse("127.0.0.1:1", "x", NULL));
     expect_error("unknown option '--bogus'", parse("--bogus", "127.0.0.1:1", NULL));
