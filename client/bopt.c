@@ -191,8 +191,12 @@ void bopt_usage(FILE *out)
         else
             snprintf(spec, sizeof(spec), "--%s%s%s", op->name, op->arg ? " " : "",
                      op->arg ? op->arg : "");
-        /* the words start in column 23; a line of them that goes on starts there again */
-        fprintf(out, "  %-21s", spec);
+        /* the words start in column 23; a line of them that goes on starts there again, and
+         * after a spec too long for its column (it ran into its words: "N--script: MiB") */
+        if (strlen(spec) > 20)
+            fprintf(out, "  %s\n%23s", spec, "");
+        else
+            fprintf(out, "  %-21s", spec);
         for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
             fprintf(out, "%.*s\n%23s", (int)(nl - h), h, "");
         fprintf(out, "%s\n", h);
@@ -608,7 +612,7 @@ static int take_load(struct bopt *o, struct given *g, int id, const char *val, c
     }
     case 'R':
         if (parse_num(val, 0.001, 1e9, &d) < 0)
-            BAD("-R: '%s' is not a rate in requests per second", val);
+            BAD("-R: '%s' is not a rate in requests per second; write a number: 5000, 2500.5", val);
         o->rate = d;
         break;
     case O_CONNECT_RATE:
@@ -868,6 +872,25 @@ static int check_http(struct bopt *o, char *err, size_t errlen)
     return 0;
 }
 
+/* Why bopt_parse_target refused s, when it is one of the two a reader cannot guess: a port out
+ * of range, or a host name (lfbench looks none up). "" otherwise. */
+static const char *target_why(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    char *end;
+    long port;
+
+    if (!colon || colon == s)
+        return "";
+    port = strtol(colon + 1, &end, 10);
+    if (!*end && end != colon + 1 && (port < 1 || port > 65535))
+        return "; a port is 1 to 65535";
+    if (s[0] != '[' && strchr(s, ':') == colon && strspn(s, "0123456789.") < (size_t)(colon - s))
+        return "; lfbench looks up no host name: give its address (getent hosts NAME), or "
+               "localhost";
+    return "";
+}
+
 /* The options against each other and the target, once all are read; what one implies of
  * another (-n: no -d; -t at most -c). 0, or -1 with one line in err. */
 static int check(struct bopt *o, const struct given *g, char *err, size_t errlen)
@@ -878,8 +901,8 @@ static int check(struct bopt *o, const struct given *g, char *err, size_t errlen
         return -1;
     if (bopt_parse_target(o->target, &o->addr, &o->addrlen) < 0)
         BAD("target '%s' is not ADDR:PORT; write 127.0.0.1:9876 or [::1]:9876 (or an HTTP URL: "
-            "http://127.0.0.1:8080/path)",
-            o->target);
+            "http://127.0.0.1:8080/path)%s",
+            o->target, target_why(o->target));
     if (g->d && g->n)
         BAD("-d and -n both given: pick a duration or a request count");
     if (g->n)

@@ -382,6 +382,18 @@ static void close_conn(struct bconn *c)
     t->nclosed++;
 }
 
+/* Keeps the thread's first mismatch: the bytes from where verification met them (at most
+ * sizeof(t->bad)) and their offset in their response. */
+static void note_mismatch(struct bthread *t, const uint8_t *p, size_t n, uint64_t at)
+{
+    if (t->bad_seen)
+        return;
+    t->bad_seen = true;
+    t->bad_len = n < sizeof(t->bad) ? n : sizeof(t->bad);
+    memcpy(t->bad, p, t->bad_len);
+    t->bad_at = at;
+}
+
 /* A failure on c: count it, drop what was in flight, reconnect later. Every request in flight
  * fails with it, an error of its kind each (a failure that ended none, a refused connect or an
  * idle connection reset, is one error): with --pipeline 8 a close ends up to 8 requests, and
@@ -1057,22 +1069,26 @@ static void do_read(struct bconn *c, uint64_t now, bool ended)
         }
         while (pos < n) {
             size_t used;
+            uint64_t got;
             enum verify_status st;
             bool kept;
 
             /* An echo may start before its request is all written; bytes with no request in
              * flight, though, are bytes nobody asked for. */
             if (c->qn == 0) {
+                note_mismatch(t, t->buf + pos, (size_t)(n - pos), 0);
                 fail(c, ERR_MISMATCH);
                 return;
             }
+            got = c->v.got;
             st = verify_feed(&c->v, t->buf + pos, (size_t)(n - pos), &used);
             kept = !t->script_resp || keep_response(c, t->buf + pos, used);
-            pos += (ssize_t)used;
             if (st == VERIFY_BAD) {
+                note_mismatch(t, t->buf + pos, (size_t)(n - pos), got);
                 fail(c, ERR_MISMATCH);
                 return;
             }
+            pos += (ssize_t)used;
             if (!kept) {
                 refuse_response(c);
                 return;

@@ -107,6 +107,13 @@ struct bthread {
     uint64_t unsent;             /* due but never sent (every connection busy, or no
                                   * --connect-rate token, until the end) */
     uint64_t conn_min, conn_max; /* fewest and most requests one connection completed */
+    /* The first mismatch this thread met: up to sizeof(bad) of the bytes there, from where the
+     * read handed to verification began, and their offset in their response (the summary's
+     * "mismatch" line: a server that is not what --expect says shows itself) */
+    uint8_t bad[48];
+    size_t bad_len;
+    uint64_t bad_at;
+    bool bad_seen;
     /* the per-second series */
     struct bcount cur;
     struct hist cur_lat;

@@ -963,6 +963,38 @@ static int result_config(struct bresult *res, const struct bopt *o, const struct
     return 0;
 }
 
+/* The summary's words for a thread's first mismatch (malloc'd, NULL without memory): the bytes
+ * as a C string would write them, and, for --expect http, what a response that does not start
+ * with a status line says of the server (an echo sends the request back). */
+static char *mismatch_text(const struct bthread *t, enum expect expect)
+{
+    char bytes[4 * sizeof(t->bad) + 1], *s;
+    size_t n = 0;
+
+    for (size_t i = 0; i < t->bad_len; i++) {
+        uint8_t b = t->bad[i];
+
+        if (b == '\r' || b == '\n' || b == '\t')
+            n += (size_t)sprintf(bytes + n, "\\%c", b == '\r' ? 'r' : b == '\n' ? 'n' : 't');
+        else if (b == '"' || b == '\\')
+            n += (size_t)sprintf(bytes + n, "\\%c", b);
+        else if (b < 0x20 || b > 0x7e)
+            n += (size_t)sprintf(bytes + n, "\\x%02x", b);
+        else
+            bytes[n++] = (char)b;
+    }
+    bytes[n] = '\0';
+    if (asprintf(&s, "byte %llu of a response, \"%s\"%s%s", (unsigned long long)t->bad_at, bytes,
+                 t->bad_len == sizeof(t->bad) ? "..." : "",
+                 expect == EXPECT_HTTP && t->bad_at == 0 &&
+                         (t->bad_len < 5 || memcmp(t->bad, "HTTP/", 5))
+                     ? " (no HTTP status line: is the server an HTTP one? an echo server sends "
+                       "the request back)"
+                     : "") < 0)
+        return NULL;
+    return s;
+}
+
 /* Every thread's totals summed into res. */
 static void result_totals(struct bresult *res, const struct run *r)
 {
@@ -970,6 +1002,8 @@ static void result_totals(struct bresult *res, const struct run *r)
 
     for (int i = 0; i < r->o->threads; i++) {
         const struct bthread *t = &r->ts[i];
+        if (t->bad_seen && !res->mismatch)
+            res->mismatch = mismatch_text(t, r->o->expect);
         bcount_add(&res->total, &t->total);
         hist_merge(res->lat, &t->lat);
         hist_merge(res->clat, &t->clat);

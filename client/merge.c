@@ -293,6 +293,8 @@ int merge_result(struct bresult *dst, const struct bresult *src)
         dst->script = strdup(src->script);
     if (!dst->script_failure && src->script_failure)
         dst->script_failure = strdup(src->script_failure);
+    if (!dst->mismatch && src->mismatch)
+        dst->mismatch = strdup(src->mismatch);
     dst->cpu_s += src->cpu_s;
     dst->poll_idle_s += src->poll_idle_s;
     /* The kernel's counters are summed: right for agents on different hosts; two agents on one

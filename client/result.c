@@ -28,6 +28,7 @@ void result_free(struct bresult *r)
     free(r->ok_status);
     free(r->script);
     free(r->script_failure);
+    free(r->mismatch);
     free(r->lat);
     free(r->clat);
     for (int k = 0; k < BOPT_MAX_CLASSES; k++) {
@@ -230,6 +231,8 @@ void result_print(FILE *f, const struct bresult *r)
     for (int e = 0; e < ERR_KINDS; e++)
         fprintf(f, " %s %llu", berr_name[e], (unsigned long long)r->total.errors[e]);
     fprintf(f, "; lost %llu\n", (unsigned long long)r->total.lost);
+    if (r->mismatch && r->total.errors[ERR_MISMATCH])
+        fprintf(f, "mismatched   the first: %s\n", r->mismatch);
     if (r->reconnects) {
         fprintf(f, "reconnects   %llu connections closed cleanly and opened again",
                 (unsigned long long)r->reconnects);

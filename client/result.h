@@ -95,6 +95,7 @@ struct bresult {
     char *found_why;      /* --find-rate: why the search stopped (owned) */
     char *script;         /* --script FILE, NULL without one (owned) */
     char *script_failure; /* the first check response() failed: its message (owned) */
+    char *mismatch;       /* the first mismatch: where, and the bytes there (owned), or NULL */
 };
 
 void result_init(struct bresult *r);

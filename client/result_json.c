@@ -189,6 +189,11 @@ int result_write_json(FILE *f, const struct bresult *r)
             fputs("null", f);
         fputs("},\n", f);
     }
+    if (r->mismatch) {
+        fputs("  \"first_mismatch\": ", f);
+        json_str(f, r->mismatch);
+        fputs(",\n", f);
+    }
     fprintf(f, "  \"errors\": {\"total\": %llu", (unsigned long long)bcount_errors(&r->total));
     for (int e = 0; e < ERR_KINDS; e++)
         fprintf(f, ", \"%s\": %llu", berr_name[e], (unsigned long long)r->total.errors[e]);
@@ -648,7 +653,7 @@ static void read_steps(struct rd *rd, const struct json *arr, struct bresult *r)
 
 static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
 {
-    const struct json *cfg, *op, *cls, *sch, *pc, *er, *cpu, *k, *ser, *steps, *v;
+    const struct json *cfg, *op, *cls, *sch, *pc, *er, *cpu, *k, *ser, *steps, *v, *mm;
     uint64_t total_err = 0, sum = 0;
 
     if (d->type != JSON_OBJECT) {
@@ -779,6 +784,8 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
                 r->script_failure = strdup(sv->s);
         }
     }
+    if ((mm = json_get(d, "first_mismatch")) && mm->type == JSON_STRING) /* absent: none */
+        r->mismatch = strdup(mm->s);
     if ((er = need(rd, d, "", "errors", JSON_OBJECT))) {
         total_err = need_u64(rd, er, "errors", "total");
         sum = 0;

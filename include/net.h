@@ -40,6 +40,11 @@ int net_listen_shard(int like, int backlog, char *err, size_t errlen);
  * listener, so that closing it resets nothing that was queued. Returns 0 or -errno. */
 int net_refuse_syns(int lfd);
 
+/* Whether this process may attach net_refuse_syns's filter: since Linux commit 5d39580f68e6 a
+ * socket filter on a TCP socket needs CAP_NET_ADMIN (-EPERM without it: a process that dropped
+ * to --user, or never was root). Tried on a socket of its own. Returns 0 or -errno. */
+int net_can_refuse_syns(void);
+
 /* Whether listener lfd carries exactly net_refuse_syns's filter: left on a socket that outlived
  * a stop (one from systemd's socket activation, before lfepolld left those as they came). */
 bool net_refuses_syns(int lfd);

@@ -90,6 +90,12 @@ struct tune_ctx {
     int port;         /* its first --listen port, 0 if none */
     bool apply;       /* write the keys that are low or high first (never lowering a min) */
     bool not_root;    /* run by a user other than root: the remedies then start with sudo */
+    /* The remedies' commands, as the reader can run them where they are: the one that applies
+     * sysctl.conf's values ("make sysctl-apply" in a clone, "lfepolld --apply-sysctl" where it
+     * is installed) and the file "sysctl -p" would apply ("" when there is none to name: the
+     * built-in one). NULL: "make sysctl-apply" and "sysctl.conf". */
+    const char *apply_cmd;
+    const char *conf_file;
 };
 
 /* The report of --check-sysctl: a row per key (current, recommended, status, scope), then

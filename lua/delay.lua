@@ -1,8 +1,11 @@
 -- delay.lua: a mock service for load tests. Each request is answered with itself (so lfbench
 -- verifies every byte), after a delay: drawn from the distribution configured below, or given
 -- by the request itself when it starts with "@MS " (e.g. "@50 hello" waits 50 ms).
--- The wait is lfe.sleep: it holds one worker, so run enough of them (README, "Workers that
--- wait"): lfepolld --lua lua/delay.lua --workers 64.
+-- The wait is lfe.sleep: it holds one worker, so run enough of them (docs/architecture.md,
+-- "Workers that wait"). From the top of a clone (lua/README.md runs it):
+--
+--   ./lfepolld --lua lua/delay.lua --workers 64 &
+--   ./lfbench --expect line -c 50 -d 3 127.0.0.1:9876     # 1% of the answers 50 ms late
 --
 -- Edit CONFIG (or copy the file) to change the distribution. Delays are in milliseconds.
 local CONFIG = {

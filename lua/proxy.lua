@@ -6,8 +6,13 @@
 -- a call timed out is closed, never pooled (its late answer would go to the next request). A
 -- backend that answers more than once per request breaks any request/response proxy, this one
 -- included: its extra answer may reach the next request sent on that connection.
--- Each request holds its worker while it waits: run enough workers (README, "Workers that
--- wait"): lfepolld --lua lua/proxy.lua --workers 32.
+-- Each request holds its worker while it waits: run enough workers (docs/architecture.md,
+-- "Workers that wait"). From the top of a clone, with delay.lua as the backend CONFIG names
+-- (lua/README.md runs it):
+--
+--   ./lfepolld --lua lua/delay.lua --listen 127.0.0.1:7001 --workers 64 &   # the backend
+--   ./lfepolld --lua lua/proxy.lua --workers 32 &
+--   ./lfbench --expect line -c 50 -d 3 127.0.0.1:9876
 --
 -- Edit CONFIG (or copy the file).
 local CONFIG = {

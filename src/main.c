@@ -66,14 +66,33 @@ static long count_open_fds(void)
     return n - 1; /* the directory's own fd */
 }
 
+static const char *progname = "lfepolld"; /* argv[0] when it is a path: how it was run */
+static bool started_as_root;              /* before --user: whom a remedy speaks to */
+
+/* The command that applies sysctl.conf's values, as the reader can run it where they are. A
+ * make target exists only in a clone, where make runs lfepolld (make sysctl-check, make run:
+ * MAKELEVEL is in its recipes' environment); elsewhere (installed, or ./lfepolld typed) the
+ * binary's own --apply-sysctl, by the name it was run as, with the --sysctl-conf given. */
+static const char *apply_command(const struct opt *o, char *buf, size_t len)
+{
+    if (getenv("MAKELEVEL"))
+        return "make sysctl-apply";
+    snprintf(buf, len, "%s --apply-sysctl%s%s", progname, o->sysctl_conf ? " --sysctl-conf " : "",
+             o->sysctl_conf ? o->sysctl_conf : "");
+    return buf;
+}
+
 /* --check-sysctl / --apply-sysctl: the report, then exit with its status. */
 static int check_sysctl(const struct opt *o)
 {
+    char cmd[600];
     struct tune_ctx ctx = {.root = "/proc/sys",
                            .backlog = o->backlog,
                            .port = tune_port_of(o->listen[0]),
                            .apply = o->sysctl == 2,
-                           .not_root = geteuid() != 0};
+                           .not_root = geteuid() != 0,
+                           .apply_cmd = apply_command(o, cmd, sizeof(cmd)),
+                           .conf_file = o->sysctl_conf ? o->sysctl_conf : ""};
     char err[256], *text = NULL;
     int rc;
 
@@ -285,6 +304,9 @@ static int start_up(struct opt *o, int argc, char **argv, struct rlimit *rl)
 {
     char err[512];
 
+    if (argc > 0 && strchr(argv[0], '/'))
+        progname = argv[0];
+    started_as_root = geteuid() == 0;
     switch (opt_parse(o, argc, argv, stdout, err, sizeof(err))) {
     case OPT_EXIT:
         return 0;
@@ -413,7 +435,8 @@ static int become_user(const struct opt *o, struct listeners *l, bool *pid_writt
 static void warn_at_start(const struct opt *o, const struct listeners *l)
 {
     long somaxconn = net_somaxconn();
-    const char *sudo = geteuid() ? "sudo " : ""; /* root may have no sudo at all */
+    const char *sudo = started_as_root ? "" : "sudo "; /* root may have no sudo at all */
+    char cmd[600];
 
     if (!l->activated) {
         int firsts[OPT_MAX_LISTEN];
@@ -421,6 +444,14 @@ static void warn_at_start(const struct opt *o, const struct listeners *l)
         for (int i = 0; i < o->nlisten; i++)
             firsts[i] = l->fds[l->first[i]];
         tune_warn_exposed("/proc/sys", o->listen, firsts, o->nlisten);
+        /* the stop's SYN filter (server_stop), said now rather than at the stop: too late */
+        if (net_can_refuse_syns() == -EPERM)
+            log_warn("a stop cannot hold new connections off the listeners: this kernel lets "
+                     "only CAP_NET_ADMIN attach a socket filter, and lfepolld runs as uid %d "
+                     "without it, so connections that come while a stop closes its listeners "
+                     "may be reset; restart with --takeover or under systemd's socket "
+                     "activation, which reset no one",
+                     (int)getuid());
     }
     /* A backlog the user chose and the kernel cuts is a warning; the default cut by a stock
      * kernel's somaxconn is every start's news, so it is said once, at info. */
@@ -430,9 +461,10 @@ static void warn_at_start(const struct opt *o, const struct listeners *l)
                  o->backlog, somaxconn, somaxconn, o->backlog);
     else if (somaxconn > 0 && o->backlog > somaxconn)
         log_info("accept queue %ld per listener: net.core.somaxconn %ld caps the default backlog "
-                 "%d; for bursts of connects raise it (%smake sysctl-apply, or %ssysctl -w "
+                 "%d; for bursts of connects raise it (%s%s, or %ssysctl -w "
                  "net.core.somaxconn=%d)",
-                 somaxconn, somaxconn, o->backlog, sudo, sudo, o->backlog);
+                 somaxconn, somaxconn, o->backlog, sudo, apply_command(o, cmd, sizeof(cmd)), sudo,
+                 o->backlog);
 }
 
 /* The connection budget: what this process holds now, plus two fds per group and per accept

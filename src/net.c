@@ -211,6 +211,17 @@ int net_refuse_syns(int lfd)
     return setsockopt(lfd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ? -errno : 0;
 }
 
+int net_can_refuse_syns(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+
+    if (fd < 0)
+        return -errno;
+    rc = net_refuse_syns(fd);
+    close(fd);
+    return rc;
+}
+
 bool net_refuses_syns(int lfd)
 {
     struct sock_filter got[NREFUSE + 1];

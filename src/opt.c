@@ -147,7 +147,7 @@ const struct opt_def opt_defs[] = {OPTIONS(OPT_DEF){NULL, 0, NULL, NULL}};
 static const char usage_head[] =
     "usage: lfepolld [options]\n"
     "\n"
-    "Leader-follower TCP daemon: one accept thread hands connections to epoll groups; each\n"
+    "Leader-follower TCP daemon: accept threads hand connections to epoll groups; each\n"
     "group's worker threads share one epoll fd (EPOLLONESHOT) and are pinned to its CPUs.\n"
     "Each connection is a byte-exact echo, or served by a Lua 5.4 script (--lua).\n"
     "A TIME is seconds (5, 2.5) or has a unit: 500ms, 2.5s, 1m, 1h; an option named -ms\n"

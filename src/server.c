@@ -432,14 +432,14 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
      * nor on those systemd keeps (its socket outlives us, queue and all: what waits there is
      * the next start's, and a filter would drop every SYN it is ever sent). */
     s->drain_accept_ms = s->drain_min_ms = 0;
-    for (int i = 0; !s->handover && !s->shared && !s->kept && i < s->nlisten; i++) {
+    for (int i = 0, failed = 0; !s->handover && !s->shared && !s->kept && i < s->nlisten; i++) {
         int rc = s->lfds[i] >= 0 ? net_refuse_syns(s->lfds[i]) : 0;
         long want = DRAIN_ACCEPT_MS;
 
-        if (rc < 0)
-            log_warn("stop: cannot make a listener drop new connections (%s): those that come "
-                     "while it closes may be reset",
-                     strerror(-rc));
+        if (rc < 0 && !failed++) /* one line for all: each listener fails alike */
+            log_warn("stop: cannot make the listeners drop new connections (%s%s): those that "
+                     "come while they close may be reset",
+                     strerror(-rc), rc == -EPERM ? ": this kernel wants CAP_NET_ADMIN" : "");
         /* A deferring listener (--defer-accept, or a predecessor's socket that defers) holds
          * connections its clients think open in the SYN queue, out of accept4's reach, until
          * their first bytes or the end of the defer period: wait that out (acceptor.c). */

@@ -472,6 +472,8 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
     struct rlimit rl;
     int n, bad = 0, bad_applied = 0, bad_checked = 0, bad_here = 0, here_host = 0, failed = 0;
     const char *sudo = ctx->not_root ? "sudo " : "";
+    const char *apply_cmd = ctx->apply_cmd ? ctx->apply_cmd : "make sysctl-apply";
+    const char *file = ctx->conf_file ? ctx->conf_file : "sysctl.conf";
     bool nofile_low;
     long somaxconn, lo = 32768, hi = 60999, nr_open, reuse, delay;
     ssize_t nl;
@@ -571,11 +573,12 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
         fprintf(out, "%d of %d need attention:\n", bad, n + 1);
     else
         fprintf(out, "all %d ok\n", n + 1);
-    if (bad_applied)
-        fprintf(out,
-                "  %d that sysctl.conf sets: %smake sysctl-apply (or %ssysctl -p sysctl.conf), "
-                "then check again\n",
-                bad_applied, sudo, sudo);
+    if (bad_applied && *file)
+        fprintf(out, "  %d that sysctl.conf sets: %s%s (or %ssysctl -p %s), then check again\n",
+                bad_applied, sudo, apply_cmd, sudo, file);
+    else if (bad_applied)
+        fprintf(out, "  %d that sysctl.conf sets: %s%s, then check again\n", bad_applied, sudo,
+                apply_cmd);
     if (bad_checked)
         fprintf(out,
                 "  %d that sysctl.conf only checks, changed from what it expects: put %s back "
@@ -585,9 +588,9 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
      * network namespace, or a /proc/sys that a container mounted read-only. */
     if (bad_here && ctx->not_root)
         fprintf(out,
-                "  %d read-only or absent here: set %s as root (sudo make sysctl-apply), or on "
-                "the host for a host-wide key\n",
-                bad_here, bad_here == 1 ? "it" : "them");
+                "  %d read-only or absent here: set %s as root (sudo %s), or on the host for a "
+                "host-wide key\n",
+                bad_here, bad_here == 1 ? "it" : "them", apply_cmd);
     if (here_host && !ctx->not_root)
         fprintf(out, "  %d host-wide, read-only or absent here: set %s on the host\n", here_host,
                 here_host == 1 ? "it" : "them");

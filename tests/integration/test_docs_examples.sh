@@ -19,9 +19,9 @@
 #                                                after "sample: lfepolld ARGS")
 #
 # Each block runs with bash -e -o pipefail, in a directory that looks like a fresh clone (the
-# checkout's files, ./lfepolld and ./lfbench the binaries under test), inside a network namespace
-# and a pid namespace of its own (with its own /proc, which LeakSanitizer reads): the documented
-# default ports (9876, 9877) are always free there, and nothing outside is reached. A block
+# checkout's files but those .gitignore ignores, ./lfepolld and ./lfbench the binaries under
+# test), inside a network namespace and a pid namespace of its own (with its own /proc, which
+# LeakSanitizer reads): the documented default ports (9876, 9877) are always free there, and nothing outside is reached. A block
 # stops what it starts, as a reader's shell would need it to: a process still running 2 s after
 # the block fails it, named (the namespace then ends it). lfepolld and lfbench are not on PATH (a fresh clone has them only as ./lfepolld, ./lfbench). A
 # daemon the test started must then stop on SIGTERM and exit 0. Each block is bounded in time
@@ -145,17 +145,68 @@ else
     printf '%s\n' "$msg"; echo "[  FAILED  ] test_docs_markers"; failed+=(test_docs_markers)
 fi
 
-# The clone: the checkout's top-level entries by symbolic link (so what a block writes stays in
-# $dir), the binaries under test as ./lfepolld and ./lfbench. On PATH, stand-ins that fail with
-# the remedy, should an installed copy exist: a document must not depend on one.
+# Whether .gitignore in directory $1 ignores its top-level entry $2: what a fresh clone does not
+# have (the build, and what the documents' examples wrote there: run.json, a.png, old.log).
+# gitignore's rules for a name without a slash: a leading / anchors it (here it is), a trailing
+# / asks for a directory, ! takes a name back, the last pattern that matches decides.
+ignored() {
+    local line pat neg res=1
+    [ -f "$1/.gitignore" ] || return 1
+    while IFS= read -r line || [ -n "$line" ]; do
+        case $line in '' | '#'*) continue ;; esac
+        neg=0
+        [ "${line#!}" != "$line" ] && neg=1 line=${line#!}
+        pat=${line#/}
+        if [ "${pat%/}" != "$pat" ]; then
+            pat=${pat%/}
+            [ -d "$1/$2" ] || continue
+        fi
+        case $pat in */*) continue ;; esac # a path below the top: no top-level name
+        # shellcheck disable=SC2053
+        [[ $2 == $pat ]] && res=$neg
+    done <"$1/.gitignore"
+    return "$res"
+}
+
+# The clone ($2) of checkout $1: its top-level entries by symbolic link (so what a block writes
+# stays in $dir), but none that .gitignore ignores. A run.png left by the reader's own run of the
+# README's example was a link to it: the block's `lfbench plot run.json` refused to write through
+# it (exit 2), and its `--json run.json` wrote over the reader's file in the checkout.
+make_clone() {
+    local e
+    mkdir -p "$2"
+    for e in "$1"/* "$1"/.[!.]*; do
+        [ -e "$e" ] || continue
+        case ${e##*/} in lfepolld | lfbench | build | build-* | .git) continue ;; esac
+        ignored "$1" "${e##*/}" && continue
+        ln -s "$e" "$2/${e##*/}"
+    done
+}
+
+# The clone, with the binaries under test as ./lfepolld and ./lfbench. On PATH, stand-ins that
+# fail with the remedy, should an installed copy exist: a document must not depend on one.
 clone=$dir/clone
-mkdir -p "$clone" "$dir/bin"
-for e in "$top"/*; do
-    case ${e##*/} in lfepolld | lfbench | build | build-*) continue ;; esac
-    ln -s "$e" "$clone/${e##*/}"
-done
+mkdir -p "$dir/bin"
+make_clone "$top" "$clone"
 ln -s "$srv" "$clone/lfepolld"
 ln -s "$cli" "$clone/lfbench"
+# make_clone on a checkout a reader has used: what the examples wrote and the build stay out.
+echo "[ RUN      ] test_docs_clone_is_fresh"
+used=$dir/used-checkout
+mkdir -p "$used/docs" "$used/build-address" "$used/results"
+printf '/build*/\n/results/\n*.o\n/run.png\n/a.json\n!/keep.o\n' >"$used/.gitignore"
+touch "$used/README.md" "$used/run.png" "$used/a.json" "$used/x.o" "$used/keep.o" "$used/results.txt"
+make_clone "$used" "$dir/used-clone"
+got=$(cd "$dir/used-clone" && LC_ALL=C ls -A | tr '\n' ' ')
+if [ "$got" = ".gitignore README.md docs keep.o results.txt " ]; then
+    echo "[       OK ] test_docs_clone_is_fresh"; passed=$((passed + 1))
+else
+    echo "the clone of a used checkout holds: $got"
+    echo "(want .gitignore README.md docs keep.o results.txt: no build, no run.png, a.json, x.o)"
+    echo "[  FAILED  ] test_docs_clone_is_fresh"; failed+=(test_docs_clone_is_fresh)
+fi
+rm -rf "$used" "$dir/used-clone"
+
 for b in lfepolld lfbench; do
     printf '#!/bin/sh\necho "%s: not on PATH in a fresh clone; write ./%s" >&2\nexit 127\n' \
         "$b" "$b" >"$dir/bin/$b"

@@ -190,10 +190,47 @@ static void test_mismatch_fails(void **state)
     assert_int_equal(lfb_bench(lfb.server_port, "-c", "4", "-n", "2000", "-q", NULL), 1);
     assert_true(lfb_field("mismatch") > 0);
     assert_non_null(strstr(lfb.out, "did not match"));
+    /* and which bytes did not (test_first_mismatch_is_shown) */
+    if (!strstr(lfb.out, "\nmismatched   the first: byte ") || strstr(lfb.out, "HTTP"))
+        fail_msg("no line shows the first mismatch:\n%s", lfb.out);
     /* even when errors are allowed, a mismatch fails the run */
     assert_int_equal(
         lfb_bench(lfb.server_port, "-c", "4", "-n", "2000", "--max-errors", "1000000", "-q", NULL),
         1);
+}
+
+/* test_first_mismatch_is_shown: a wrk user's first run, a URL against an echo server, failed
+ * with "responses did not match what was sent" and 200 mismatches, and nothing said what came
+ * back. The summary shows the first mismatch, its bytes, and that an HTTP run got no status
+ * line; --json and merge keep it. */
+static void test_first_mismatch_is_shown(void **state)
+{
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    char url[64], want[160], json[] = "/tmp/lfe-mm-XXXXXX", out[1 << 16];
+    const char *argv[12], *margv[5];
+    int fd;
+
+    (void)state;
+    lfb_start(srv);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", lfb.server_port);
+    fd = mkstemp(json);
+    close(fd);
+    argv[0] = lfb.lfbench, argv[1] = "-c", argv[2] = "2", argv[3] = "-n", argv[4] = "20";
+    argv[5] = "--timeout", argv[6] = "2s", argv[7] = "-q", argv[8] = "--json", argv[9] = json;
+    argv[10] = url, argv[11] = NULL;
+    assert_int_equal(lfb_run(argv, out, sizeof(out), 30), 1);
+    snprintf(want, sizeof(want),
+             "\nmismatched   the first: byte 0 of a response, \"GET / HTTP/1.1\\r\\nHost: "
+             "127.0.0.1:%d\\r\\n\\r\\n\" (no HTTP status line: is the server an HTTP one?",
+             lfb.server_port);
+    if (!strstr(out, want))
+        fail_msg("want '%s' in:\n%s", want + 1, out);
+    margv[0] = lfb.lfbench, margv[1] = "merge", margv[2] = json, margv[3] = json, margv[4] = NULL;
+    lfb_run(margv, out, sizeof(out), 30);
+    if (!strstr(out, want))
+        fail_msg("merge lost the first mismatch:\n%s", out);
+    if (!strstr(lfb_slurp(json), "\"first_mismatch\": \"byte 0 of a response, ")) /* unlinks */
+        fail_msg("--json has no first_mismatch");
 }
 
 static void test_dropped_byte_is_lost(void **state)
@@ -748,6 +785,7 @@ int main(void)
         cmocka_unit_test_teardown(test_open_loop_rate, lfb_teardown),
         cmocka_unit_test_teardown(test_mix, lfb_teardown),
         cmocka_unit_test_teardown(test_mismatch_fails, lfb_teardown),
+        cmocka_unit_test_teardown(test_first_mismatch_is_shown, lfb_teardown),
         cmocka_unit_test_teardown(test_dropped_byte_is_lost, lfb_teardown),
         cmocka_unit_test_teardown(test_reset_and_refused, lfb_teardown),
         cmocka_unit_test_teardown(test_truncated_response_is_lost, lfb_teardown),

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,28 +194,34 @@ static void test_apply_in_netns(void **state)
 }
 
 /* Starts lfepolld with args for about a second where somaxconn is below the default backlog
- * 65535 (a fresh network namespace: the kernel's 4096), and returns what it logged. */
-static char *start_briefly(const char *args)
+ * 65535 (a fresh network namespace: the kernel's 4096), env ("VAR=value ..." or "") in its
+ * environment, and returns what it logged. */
+static char *start_briefly_env(const char *env, const char *args)
 {
     char cmd[1024], *out, *host;
     long somaxconn;
 
     if (can_unshare()) {
         snprintf(cmd, sizeof(cmd),
-                 "unshare -n sh -c 'ip link set lo up && timeout -k 10 -s TERM 1 %s "
+                 "unshare -n sh -c 'ip link set lo up && %s timeout -k 10 -s TERM 1 %s "
                  "--listen 127.0.0.1:0 %s' 2>&1",
-                 lfepolld, args);
+                 env, lfepolld, args);
     } else {
         run("cat /proc/sys/net/core/somaxconn", &host);
         somaxconn = atol(host);
         free(host);
         if (somaxconn <= 0 || somaxconn >= 65535)
             return NULL; /* nothing to cut here, and no namespace to make one in */
-        snprintf(cmd, sizeof(cmd), "timeout -k 10 -s TERM 1 %s --listen 127.0.0.1:0 %s 2>&1",
-                 lfepolld, args);
+        snprintf(cmd, sizeof(cmd), "%s timeout -k 10 -s TERM 1 %s --listen 127.0.0.1:0 %s 2>&1",
+                 env, lfepolld, args);
     }
     run(cmd, &out);
     return out;
+}
+
+static char *start_briefly(const char *args)
+{
+    return start_briefly_env("", args);
 }
 
 /* test_backlog_default_no_warning: a stock kernel's somaxconn (4096) cuts the default backlog
@@ -222,7 +229,7 @@ static char *start_briefly(const char *args)
  * remedy; a --backlog the user chose (command line or config file) still warns. */
 static void test_backlog_default_no_warning(void **state)
 {
-    char *out;
+    char *out, want[512];
     FILE *f;
 
     (void)state;
@@ -237,11 +244,12 @@ static void test_backlog_default_no_warning(void **state)
     if (!strstr(out, can_unshare() ? " (backlog 65535, cut to 4096 by somaxconn)\n"
                                    : " (backlog 65535, cut to "))
         fail_msg("the listening line does not say somaxconn's cut:\n%s", out);
-    /* test_start_remedy_for_root: root (who may have no sudo) was told "sudo make sysctl-apply" */
-    if (geteuid() == 0 &&
-        (strstr(out, "sudo") ||
-         !strstr(out, "(make sysctl-apply, or sysctl -w net.core.somaxconn=65535)")))
-        fail_msg("the remedy for root says sudo:\n%s", out);
+    /* test_start_remedy_for_root: root (who may have no sudo) was told "sudo make sysctl-apply";
+     * and not under make, the binary's own command (test_remedies_run_where_they_are) */
+    snprintf(want, sizeof(want), "(%s --apply-sysctl, or sysctl -w net.core.somaxconn=65535)",
+             lfepolld);
+    if (geteuid() == 0 && (strstr(out, "sudo") || !strstr(out, want)))
+        fail_msg("the remedy for root says sudo, or is not %s:\n%s", want, out);
     free(out);
     out = start_briefly("-q");
     if (strstr(out, "somaxconn"))
@@ -262,12 +270,56 @@ static void test_backlog_default_no_warning(void **state)
     free(out);
 }
 
+/* test_remedies_run_where_they_are: every remedy said "make sysctl-apply (or sysctl -p
+ * sysctl.conf)", a make target and a file that exist only at the top of a clone: an installed
+ * lfepolld said it in any directory. Under make (make sysctl-check, make run: MAKELEVEL set) the
+ * target; elsewhere the binary's own --apply-sysctl by the name it was run as, with the
+ * --sysctl-conf it was given, and sysctl -p only of a file it was given. */
+static void test_remedies_run_where_they_are(void **state)
+{
+    char cmd[2048], want[512], top[512], *out;
+
+    (void)state;
+    if (!(out = start_briefly_env("MAKELEVEL=1", "")))
+        skip();
+    if (!strstr(out, "raise it (make sysctl-apply, or ") &&
+        !strstr(out, "raise it (sudo make sysctl-apply, or "))
+        fail_msg("under make, the start's remedy is not make sysctl-apply:\n%s", out);
+    free(out);
+    /* root who starts it with --user reads it: no sudo (it said sudo, the uid after the drop) */
+    if (geteuid() == 0 && getpwnam("nobody")) {
+        out = start_briefly("--user nobody");
+        if (strstr(out, "sudo") || !strstr(out, "raise it ("))
+            fail_msg("root's start with --user nobody says sudo:\n%s", out);
+        free(out);
+    }
+    /* from a directory without the clone's Makefile and sysctl.conf, as an installed one runs */
+    snprintf(cmd, sizeof(cmd), "cd / && %s --check-sysctl 2>&1", lfepolld);
+    run(cmd, &out);
+    snprintf(want, sizeof(want), " that sysctl.conf sets: %s%s --apply-sysctl, then check again\n",
+             geteuid() ? "sudo " : "", lfepolld);
+    if (strstr(out, "make sysctl-apply") || strstr(out, "sysctl -p") ||
+        (strstr(out, " that sysctl.conf sets: ") && !strstr(out, want)))
+        fail_msg("outside a clone the remedy is not%s:\n%s", want, out);
+    free(out);
+    assert_non_null(getcwd(top, sizeof(top))); /* the checkout's top: make test runs there */
+    snprintf(cmd, sizeof(cmd), "cd / && %s --check-sysctl --sysctl-conf %s/sysctl.conf 2>&1",
+             lfepolld, top);
+    run(cmd, &out);
+    if (strstr(out, "make sysctl-apply") ||
+        (strstr(out, " that sysctl.conf sets: ") &&
+         (!strstr(out, "--apply-sysctl --sysctl-conf /") || !strstr(out, "sysctl -p /"))))
+        fail_msg("with --sysctl-conf FILE the remedy names neither FILE nor make:\n%s", out);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_prints_every_key),
         cmocka_unit_test(test_apply_in_netns),
         cmocka_unit_test(test_backlog_default_no_warning),
+        cmocka_unit_test(test_remedies_run_where_they_are),
     };
 
     lfepolld = getenv("LFEPOLLD");
@@ -275,5 +327,6 @@ int main(void)
         fprintf(stderr, "set LFEPOLLD (make test does)\n");
         return 1;
     }
+    unsetenv("MAKELEVEL"); /* the daemon as a reader runs it: make test's recipes set it */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

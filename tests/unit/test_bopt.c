@@ -121,6 +121,18 @@ static void test_bad_values(void **state)
                  "HTTP URL: http://127.0.0.1:8080/path)",
                  parse("nohost:1", NULL));
     expect_error("target '127.0.0.1:0'", parse("127.0.0.1:0", NULL));
+    /* test_target_errors_say_why: a port out of range and a name, which the line did not tell
+     * from a typo; -R's line gives a number to write */
+    expect_error("http://127.0.0.1:8080/path); a port is 1 to 65535",
+                 parse("127.0.0.1:99999", NULL));
+    expect_error("; lfbench looks up no host name: give its address (getent hosts NAME), or "
+                 "localhost",
+                 parse("example.com:80", NULL));
+    expect_error("-R: '5k' is not a rate in requests per second; write a number: 5000, 2500.5",
+                 parse("-R", "5k", "127.0.0.1:1", NULL));
+    parse("127.0.0.1:x", NULL);
+    if (strstr(err, "; a port") || strstr(err, "host name"))
+        fail_msg("a port that is no number is neither out of range nor a name: %s", err);
     expect_error("target '::1:80'", parse("::1:80", NULL));
     expect_error("unexpected argument 'x' after the target", parse("127.0.0.1:1", "x", NULL));
     expect_error("unknown option '--bogus'", parse("--bogus", "127.0.0.1:1", NULL));
@@ -848,6 +860,35 @@ static bool has_token(const char *line, const char *tok)
     return false;
 }
 
+/* Each option of --help stands apart from its words: a spec too long for its column goes on a
+ * line of its own (--script-buffers-mb N ran into its text: "N--script: MiB lfbench"). */
+static void test_help_keeps_each_option_apart(void **state)
+{
+    static char help[16 * 1024];
+    FILE *out = fmemopen(help, sizeof(help) - 1, "w");
+    char *argv[] = {(char *)"lfbench", (char *)"--help", NULL};
+
+    (void)state;
+    assert_non_null(out);
+    assert_int_equal(bopt_parse(&o, 2, argv, out, err, sizeof(err)), BOPT_EXIT);
+    fclose(out);
+    for (size_t k = 0; k < bopt_noptions; k++) {
+        const struct bopt_option *op = &bopt_options[k];
+        char spec[96];
+        const char *at;
+
+        if (!op->name)
+            continue;
+        snprintf(spec, sizeof(spec), "--%s%s%s", op->name, op->arg ? " " : "",
+                 op->arg ? op->arg : "");
+        if (!(at = strstr(help, spec)))
+            fail_msg("lfbench --help has no '%s'", spec);
+        at += strlen(spec);
+        if (*at != ' ' && *at != '\n')
+            fail_msg("lfbench --help: '%s' runs into its words: '%.40s'", spec, at - strlen(spec));
+    }
+}
+
 /* man/lfbench.1 and --help against the table: every option in it is documented in both, under
  * OPTIONS with a heading of its own, and every option a heading names is in the table. */
 static void test_man_page_and_help_cover_the_table(void **state)
@@ -943,6 +984,7 @@ int main(void)
         cmocka_unit_test(test_version_quiet),
         cmocka_unit_test(test_table_is_the_parser),
         cmocka_unit_test(test_man_page_and_help_cover_the_table),
+        cmocka_unit_test(test_help_keeps_each_option_apart),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
