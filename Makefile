@@ -4,10 +4,12 @@
 #   make test         install the test packages too (TEST_PKGS; make deps), unit + integration
 #                     tests; ends with "N passed, N failed"
 #   make sysctl-check this kernel against sysctl.conf (a report: exits 0 unless the check fails)
+#   make sysctl-apply, sysctl-undo   as root: set sysctl.conf's values (saving what was there), put those back
 #   make verify-units systemd-analyze verify of systemd/*.service, *.socket in the clone
 #   make WERROR=1     warnings are errors (CI)
 #   make SANITIZER=address|undefined|thread   instrumented build in build-$(SANITIZER)/
 #   make bench        every benchmark, with the peers of tests/bench/peers/ side by side
+#   make bench-tls-libs  client TLS handshakes with OpenSSL, GnuTLS, wolfSSL (docs/bench.md)
 #   make peers        the peer echo servers and echoload, into build/peers/ (make bench does it)
 #   make install      binaries, man pages, units, Lua scripts, configs under $(DESTDIR)$(PREFIX) (make uninstall)
 #   make fuzz, make soak   libFuzzer targets (tests/fuzz), the long soak run (tests/soak)
@@ -22,6 +24,7 @@ WERROR ?=
 # README.md lists the same two sets; tests/integration/test_makefile.sh holds them together.
 RUN_PKGS := build-essential pkg-config libjemalloc-dev liblua5.4-dev libev-dev
 RUN_PKGS += zlib1g-dev # lfbench --hdr-log
+RUN_PKGS += libssl-dev # TLS: lfbench --tls, lfepolld's TLS listeners (OpenSSL 3, README: Dependencies)
 TEST_PKGS := libcmocka-dev # the unit and integration tests
 TEST_PKGS += procps # tests/integration/test_sysctl.c: sysctl -p
 TEST_PKGS += wrk # tests/bench: a peer client
@@ -37,6 +40,8 @@ TEST_PKGS += curl iproute2 # tests/integration/test_docs_examples.sh: the docume
 # optional: without them make peers skips those two peers, saying so.
 TEST_PKGS += libuv1-dev # tests/bench/peers/c/uv_echo.c
 TEST_PKGS += liburing-dev # tests/bench/peers/c/uring_echo.c
+TEST_PKGS += openssl libnginx-mod-stream # the TLS tests: certificates made at test time, s_server, nginx's stream ssl
+TEST_PKGS += python3 # tests/integration/test_tls_conf.c: Python's ssl module, a TLS client of another make
 DEB_PKGS := $(RUN_PKGS) $(TEST_PKGS)
 
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes \
@@ -67,6 +72,9 @@ endif
 # Lua 5.4 (Debian's liblua5.4-dev); the fallbacks are its paths when pkg-config is not there yet.
 LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4) -lm
+# OpenSSL 3 (Debian's libssl-dev): lfepolld's TLS listeners (src/tls_conf.c, src/tls.c) and
+# lfbench --tls (client/btls.c).
+SSL_LIBS = $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 
 LFE_CPPFLAGS = -D_GNU_SOURCE -Iinclude $(LUA_CFLAGS)
 LFE_CFLAGS := -std=c11 -g -pthread -MMD -MP $(WARN) $(SAN_FLAGS)
@@ -76,41 +84,52 @@ ALL_CFLAGS = $(LFE_CFLAGS) $(OPT) $(CFLAGS)
 ALL_LDFLAGS = $(LFE_LDFLAGS) $(LDFLAGS)
 
 SRV_MODS := log args file opt topo net obuf conn pool idle stats report metrics admin sdnotify takeover iplimit proxy dispatch \
-            server acceptor worker tune pidfile listeners
+            server acceptor worker tune pidfile listeners sysrestore tls_conf tls
 # The Lua wing (src/lua/): the rest of the daemon includes include/script.h only.
-LUA_MODS := frame shdict ctx script script_env lio lfelib lpattern lstop lconn
+LUA_MODS := frame shdict ctx lstate script script_env lio lfelib lpattern lstop lconn
 SRV_MODS += $(LUA_MODS:%=lua/%)
 SRV_OBJS := $(SRV_MODS:%=$(BUILD)/src/%.o) $(BUILD)/src/tune_conf.o
 LFEPOLLD := $(BINDIR)/lfepolld
 
 # lfbench: the only user of libev (Debian's libev-dev ships no pkg-config file: -lev).
-CLI_MODS := bcount bopt bscript hist payload verify rate engine kstat sweep hdr http json result result_json merge plot ports
+CLI_MODS := bcount bopt bscript cphase hist payload verify rate bconn engine kstat sweep hdr http json result result_json merge plot ports \
+            btune btune_ns btune_stat btune_out tunewrite btls
 CLI_OBJS := $(CLI_MODS:%=$(BUILD)/client/%.o) $(BUILD)/src/topo.o $(BUILD)/src/args.o \
             $(BUILD)/src/file.o
 # kstat's hints judge a sysctl with --check-sysctl's own code and table (tune_judge).
 CLI_OBJS += $(BUILD)/src/tune.o $(BUILD)/src/tune_conf.o $(BUILD)/src/log.o $(BUILD)/src/net.o
+# lfbench tune --host changes host-wide keys through sysrestore's record, as --apply-sysctl does.
+CLI_OBJS += $(BUILD)/src/sysrestore.o
 LFBENCH := $(BINDIR)/lfbench
 
 # Unit tests: one binary per module, at -O0 without _FORTIFY_SOURCE (so --wrap sees every call);
 # the -Wl,--wrap list is generated from the __wrap_* functions each test defines.
 UNIT := opt topo dispatch obuf conn net hist rate bopt verify frame shdict ctx script tune kstat \
-        lpattern lconn file hdr http json result sweep ports iplimit proxy acceptor
-CLI_TMODS := bcount bopt hist payload verify rate kstat hdr http json result result_json merge sweep \
-             ports
+        btune btune_stat \
+        lpattern lconn file hdr http json result sweep ports iplimit proxy acceptor idle cphase tunewrite \
+        sysrestore
+CLI_TMODS := bcount bopt cphase hist payload verify rate kstat hdr http json result result_json merge sweep \
+             btune btune_ns btune_stat btune_out \
+             ports tunewrite
 TOBJ := $(BUILD)/t
 UNIT_BINS := $(UNIT:%=$(TOBJ)/test_%)
-INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl \
+INT_BINS := $(TOBJ)/test_daemon $(TOBJ)/test_lua $(TOBJ)/test_lfbench $(TOBJ)/test_sysctl $(TOBJ)/test_sysctl_undo \
             $(TOBJ)/test_lfbench_http $(TOBJ)/test_plot $(TOBJ)/test_merge $(TOBJ)/test_lfbench_runs \
-            $(TOBJ)/test_lfbench_counts $(TOBJ)/test_lfbench_script tests/integration/test_hdr_interop.sh
-INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io tests/integration/test_units.sh \
+            $(TOBJ)/test_lfbench_counts $(TOBJ)/test_lfbench_script $(TOBJ)/test_lfbench_tls \
+            tests/integration/test_hdr_interop.sh
+INT_BINS += $(TOBJ)/test_admin $(TOBJ)/test_systemd $(TOBJ)/test_takeover $(TOBJ)/test_hygiene $(TOBJ)/test_lua_io $(TOBJ)/test_tls tests/integration/test_units.sh \
             tests/integration/test_install.sh tests/integration/test_newcomer.sh \
             tests/integration/test_docs_examples.sh tests/integration/test_fastopen.sh
-INT_BINS += tests/integration/test_peers.sh
+INT_BINS += tests/integration/test_peers.sh tests/integration/test_bench_tls.sh tests/integration/test_tune.sh
+# test_bench_tls.sh runs tests/bench/tls_libs.sh with OpenSSL's client (make bench-tls-libs)
+TLS_BENCH_T := $(BUILD)/bench/tls_libs_openssl
+INT_BINS += $(TOBJ)/test_tls_conf
 BADSERVER := $(TOBJ)/badserver
 
-.PHONY: all run test unit integration test-accept-threads deps deps-run bench peers format format-check \
+.PHONY: all run test unit integration test-accept-threads deps deps-run bench bench-tls-libs format \
+        format-check \
         format-deps install \
-        uninstall clean sysctl-check sysctl-apply verify-units
+        uninstall clean sysctl-check sysctl-apply sysctl-undo verify-units
 all: $(LFEPOLLD) $(LFBENCH)
 
 $(BUILD)/src/%.o: src/%.c
@@ -129,16 +148,22 @@ $(BUILD)/src/tune_conf.o: $(BUILD)/gen/tune_conf.c
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFEPOLLD): $(SRV_OBJS) $(BUILD)/src/main.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(SSL_LIBS) $(ALLOC_LIBS) $(LDLIBS)
 
 $(BUILD)/client/%.o: client/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) -Iclient $(ALL_CFLAGS) -c -o $@ $<
 
 $(LFBENCH): $(CLI_OBJS) $(BUILD)/client/lfbench.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lz $(LUA_LIBS) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lev -lz $(SSL_LIBS) $(LUA_LIBS) $(LDLIBS)
 
 # --- tests -------------------------------------------------------------------------------
+# The benchmark peers (tests/bench/peers/), which test_peers.sh runs: read before the rules
+# that name PEERS_C (a prerequisite list is expanded where it is read). The io_uring peer and
+# accept_cost share the probe for liburing.
+HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
+include tests/bench/peers/peers.mk
+
 TEST_CFLAGS = $(LFE_CFLAGS) -O0 -U_FORTIFY_SOURCE -DLFE_SYSC_LIBC $(CFLAGS)
 
 $(TOBJ)/src/%.o: src/%.c
@@ -164,53 +189,27 @@ $(TOBJ)/int_%.o: tests/integration/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) -Itests/integration $(TEST_CFLAGS) -c -o $@ $<
 
-# lfb_util.o: what the lfbench tests share (a server on a free port, lfbench run and read).
-# The integration client is optimised: it checks every byte of hundreds of megabytes.
-$(TOBJ)/test_daemon: $(TOBJ)/int_test_daemon.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
+# An integration test is tests/integration/test_NAME.c, linked by one rule with what it adds:
+# the helpers it calls (harness.o: a daemon on a free port; load.o: the integration client,
+# optimised: it checks every byte of hundreds of megabytes; lfb_util.o: what the lfbench tests
+# share, a server on a free port, lfbench run and read) and its libraries (TEST_LIBS).
+INT_C := daemon lua admin systemd takeover hygiene lua_io tls lfbench lfbench_runs lfbench_counts \
+         lfbench_http lfbench_script lfbench_tls merge sysctl sysctl_undo plot tls_conf
+$(INT_C:%=$(TOBJ)/test_%): $(TOBJ)/test_%: $(TOBJ)/int_test_%.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(TEST_LIBS) $(LDLIBS)
 
-$(TOBJ)/test_lua: $(TOBJ)/int_test_lua.o $(TOBJ)/int_harness.o $(TOBJ)/int_load.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
-
-$(TOBJ)/test_admin: $(TOBJ)/int_test_admin.o $(TOBJ)/int_harness.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
-$(TOBJ)/test_systemd: $(TOBJ)/int_test_systemd.o $(TOBJ)/int_harness.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
-$(TOBJ)/test_takeover: $(TOBJ)/int_test_takeover.o $(TOBJ)/int_harness.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
-$(TOBJ)/test_hygiene: $(TOBJ)/int_test_hygiene.o $(TOBJ)/int_harness.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
-$(TOBJ)/test_lua_io: $(TOBJ)/int_test_lua_io.o $(TOBJ)/int_harness.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
-$(TOBJ)/test_lfbench: $(TOBJ)/int_test_lfbench.o $(TOBJ)/int_lfb_util.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
-$(TOBJ)/test_lfbench_runs: $(TOBJ)/int_test_lfbench_runs.o $(TOBJ)/int_lfb_util.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
-
-$(TOBJ)/test_lfbench_counts: $(TOBJ)/int_test_lfbench_counts.o $(TOBJ)/int_lfb_util.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
-
-$(TOBJ)/test_lfbench_http: $(TOBJ)/int_test_lfbench_http.o $(TOBJ)/int_lfb_util.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
-$(TOBJ)/test_lfbench_script: $(TOBJ)/int_test_lfbench_script.o $(TOBJ)/int_lfb_util.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
-
-$(TOBJ)/test_merge: $(TOBJ)/int_test_merge.o $(TOBJ)/int_harness.o $(TOBJ)/int_lfb_util.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lm $(LDLIBS)
-
-$(TOBJ)/test_sysctl: $(TOBJ)/int_test_sysctl.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
-
+$(addprefix $(TOBJ)/test_,daemon lua admin systemd takeover hygiene lua_io tls merge tls_conf): $(TOBJ)/int_harness.o
+$(TOBJ)/test_tls: TEST_LIBS = $(SSL_LIBS)
+$(TOBJ)/test_daemon $(TOBJ)/test_lua: $(TOBJ)/int_load.o
+$(addprefix $(TOBJ)/test_,lfbench lfbench_runs lfbench_counts lfbench_http lfbench_script lfbench_tls merge plot): \
+    $(TOBJ)/int_lfb_util.o
+$(TOBJ)/test_plot: $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
+$(TOBJ)/test_sysctl_undo: $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
+$(TOBJ)/int_test_sysctl_undo.o: TEST_CFLAGS += -Iclient
 $(TOBJ)/int_test_plot.o: TEST_CFLAGS += -Iclient
-$(TOBJ)/test_plot: $(TOBJ)/int_test_plot.o $(TOBJ)/int_lfb_util.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcmocka -lz -lm $(LDLIBS)
+$(addprefix $(TOBJ)/test_,daemon lua lfbench_runs lfbench_counts lfbench_script lfbench_tls merge): TEST_LIBS := -lm
+$(TOBJ)/test_plot: TEST_LIBS := -lz -lm
+$(TOBJ)/test_tls_conf: TEST_LIBS = $(SSL_LIBS) # its own client, where a ticket's bytes matter
 
 $(BADSERVER): tests/integration/badserver.c
 	@mkdir -p $(@D)
@@ -218,7 +217,7 @@ $(BADSERVER): tests/integration/badserver.c
 
 $(TOBJ)/int_load.o: TEST_CFLAGS = $(LFE_CFLAGS) -O2 $(CFLAGS)
 
-$(TOBJ)/test_hdr: LDLIBS += -lz
+$(TOBJ)/test_hdr: TEST_LIBS := -lz
 
 # A test that includes mock_sys.h gets tests/unit/mock_sys.c's fakes and their --wrap flags.
 $(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/mock_sys.o $(TOBJ)/libcli.a $(TOBJ)/libsrv.a
@@ -226,13 +225,14 @@ $(TOBJ)/test_%: $(TOBJ)/test_%.o $(TOBJ)/mock_sys.o $(TOBJ)/libcli.a $(TOBJ)/lib
 	set -x; $(CC) $(ALL_LDFLAGS) -o $@ $< $${mock:+$(TOBJ)/mock_sys.o} \
 	  $$(sed -n 's/.*\b__wrap_\([a-z_0-9]*\)(.*/-Wl,--wrap=\1/p' tests/unit/test_$*.c \
 	     $${mock:+tests/unit/mock_sys.c} 2>/dev/null | sort -u) \
-	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka $(LUA_LIBS) $(LDLIBS)
+	  $(TOBJ)/libcli.a $(TOBJ)/libsrv.a -lcmocka $(LUA_LIBS) $(SSL_LIBS) $(TEST_LIBS) $(LDLIBS)
 
 # TSan cannot see the hand-off ordered by EPOLL_CTL_MOD: see tests/tsan.supp.
 export TSAN_OPTIONS ?= suppressions=$(abspath tests/tsan.supp) second_deadlock_stack=1
 
 TEST_ENV = LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
-           BADSERVER=$(abspath $(BADSERVER)) LFE_SANITIZER=$(SANITIZER) PEER_BIN=$(abspath $(PEER_BIN))
+           BADSERVER=$(abspath $(BADSERVER)) LFE_SANITIZER=$(SANITIZER) PEER_BIN=$(abspath $(PEER_BIN)) \
+           TLS_LIBS_BIN=$(abspath $(BUILD)/bench)
 
 # What make test runs: every test (the default), or TESTS=threads, the suites that drive the
 # threads of both programs (the daemon's, lfbench's; test_fault also builds the fault shim that
@@ -242,65 +242,41 @@ TEST_ENV = LFEPOLLD=$(abspath $(LFEPOLLD)) LFBENCH=$(abspath $(LFBENCH)) \
 # event in every group, where the default registers a one-worker group level-triggered): the
 # AddressSanitizer pass of .ci/run runs them with both.
 THREAD_BINS = $(UNIT_BINS) $(DAEMON_INT) $(TOBJ)/test_fault $(TOBJ)/test_lfbench $(TOBJ)/test_lfbench_counts \
-              $(TOBJ)/test_lfbench_script
+              $(TOBJ)/test_lfbench_script $(TOBJ)/test_lfbench_tls
 RUN_BINS = $(if $(filter threads,$(TESTS)),$(THREAD_BINS),$(UNIT_BINS) $(INT_BINS))
 RUN_LIST = $(filter-out $(DAEMON_INT),$(RUN_BINS)) \
            $(if $(ACCEPT_THREADS),LFE_ACCEPT_THREADS=$(ACCEPT_THREADS)) \
            $(if $(ONESHOT),LFE_ONESHOT=$(ONESHOT)) $(filter $(DAEMON_INT),$(RUN_BINS))
 
 test: deps
-	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(RUN_BINS)
+	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(TLS_BENCH_T) $(RUN_BINS)
 	@$(TEST_ENV) tests/run.sh $(RUN_LIST)
 
 unit: $(UNIT_BINS)
 	@tests/run.sh $(UNIT_BINS)
 
-integration: $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(INT_BINS)
+integration: $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(PEERS_C) $(TLS_BENCH_T) $(INT_BINS)
 	@$(TEST_ENV) tests/run.sh $(INT_BINS)
 
 # The daemon's integration tests again with two accept threads (two SO_REUSEPORT shards per
 # address, harness.c reads LFE_ACCEPT_THREADS): every promise holds with more than one (.ci/run).
 DAEMON_INT := $(addprefix $(TOBJ)/,test_daemon test_lua test_admin test_systemd test_takeover \
-                                   test_hygiene test_lua_io)
+                                   test_hygiene test_lua_io test_tls test_tls_conf)
 test-accept-threads: deps
 	@$(MAKE) --no-print-directory $(LFEPOLLD) $(LFBENCH) $(BADSERVER) $(DAEMON_INT)
 	@LFE_ACCEPT_THREADS=2 $(TEST_ENV) tests/run.sh $(DAEMON_INT)
 
 # --- the two commands' prerequisites ---------------------------------------------------------
-# deps-run: what make run needs; deps: that and the test stack (make test, CI).
+# deps-run: what make run needs; deps: that and the test stack (make test, CI). scripts/deps.sh
+# installs what is missing as root, and otherwise prints the line that would (exit 1).
+DEPS := scripts/deps.sh
 deps-run:
-	$(call install_pkgs,$(RUN_PKGS))
+	@$(DEPS) debs $(RUN_PKGS)
 
 deps:
-	$(call install_pkgs,$(DEB_PKGS))
-	@python3 -c 'import hdrh' 2>/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Python package: hdrhistogram (tests/integration/hdr_interop.py)"; \
-	    python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && \
-	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null; } || exit 1; \
-	    python3 -m pip install -q hdrhistogram 2>/dev/null || \
-	      python3 -m pip install -q --break-system-packages hdrhistogram || exit 1; \
-	  else \
-	    echo "missing Python package hdrh (the --hdr-log interop tests skip without it, fail in CI);"; \
-	    echo "install it with:"; echo "  sudo python3 -m pip install hdrhistogram"; \
-	  fi; \
-	}
-
-# The missing ones of the packages $(1): installed as root, else the apt-get line to run.
-define install_pkgs
-	@missing=""; for p in $(1); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
-	  else \
-	    echo "missing Debian packages; install them with:"; \
-	    echo "  sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	fi
-endef
+	@$(DEPS) debs $(DEB_PKGS)
+	@$(DEPS) pip hdrh hdrhistogram tests/integration/hdr_interop.py \
+	  'the --hdr-log interop tests skip without it, fail in CI'
 
 run: deps-run
 	@$(MAKE) --no-print-directory $(LFEPOLLD)
@@ -311,62 +287,10 @@ run: deps-run
 bench: $(LFEPOLLD) $(LFBENCH) $(BUILD)/bench/lua_call peers
 	QUICK=$(QUICK) tests/bench/report.sh
 
-# --- the benchmark peers: tests/bench/peers/ (README there), built into $(PEER_BIN) --------------
-# The C ones with the project's warnings (and sanitizer, where one is asked for: make test runs
-# them); the io_uring one where liburing is installed; Go and tokio where their toolchains are.
-# Each one missing is skipped with one line saying what to install.
-PEER_BIN := $(BUILD)/peers
-PEER_SRC := tests/bench/peers
-PEER_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 -pthread $(WARN) $(SAN_FLAGS) $(CFLAGS)
-PEER_LDFLAGS = -pthread $(SAN_FLAGS) $(LDFLAGS)
-HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
-PEERS_C := $(PEER_BIN)/echoload $(PEER_BIN)/epoll_st $(PEER_BIN)/epoll_reuseport $(PEER_BIN)/uv_echo
-ifeq ($(HAVE_URING),1)
-PEERS_C += $(PEER_BIN)/uring_echo
-endif
-
-peers: $(PEERS_C)
-ifneq ($(HAVE_URING),1)
-	@echo "liburing-dev not installed: the io_uring peer is skipped (apt-get install liburing-dev)"
-endif
-	@if command -v go >/dev/null 2>&1; then \
-	  (cd $(PEER_SRC)/go && go build -o $(abspath $(PEER_BIN))/go_echo .) || exit 1; \
-	else \
-	  echo "go not installed: the go peer is skipped (apt-get install golang-go)"; \
-	fi
-	@if ! command -v cargo >/dev/null 2>&1; then \
-	  echo "cargo not installed: the tokio peer is skipped (https://rustup.rs: tokio needs Rust 1.70+)"; \
-	else \
-	  export CARGO_TARGET_DIR=$(abspath $(PEER_BIN))/tokio-target; \
-	  cd $(PEER_SRC)/tokio && { cargo build --release -q --offline 2>/dev/null || \
-	    cargo build --release -q >$(abspath $(PEER_BIN))/tokio-build.log 2>&1; } && \
-	  cp $$CARGO_TARGET_DIR/release/tokio_echo $(abspath $(PEER_BIN))/tokio_echo || \
-	  echo "cargo cannot build the tokio peer, offline or online: skipped (see $(PEER_BIN)/tokio-build.log)"; \
-	fi
-
-$(PEER_BIN)/%.o: $(PEER_SRC)/c/%.c
-	@mkdir -p $(@D)
-	$(CC) $(PEER_CFLAGS) -MMD -MP -c -o $@ $<
-
-$(PEER_BIN)/echoload: $(PEER_BIN)/echoload.o
-	$(CC) $(PEER_LDFLAGS) -o $@ $^ -lm $(LDLIBS)
-
-$(PEER_BIN)/epoll_st: $(PEER_BIN)/epoll_st.o
-	$(CC) $(PEER_LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(PEER_BIN)/epoll_reuseport: $(PEER_BIN)/epoll_reuseport.o $(PEER_BIN)/cpulist.o
-	$(CC) $(PEER_LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(PEER_BIN)/uv_echo: $(PEER_BIN)/uv_echo.o
-	$(CC) $(PEER_LDFLAGS) -o $@ $^ $$(pkg-config --libs libuv) $(LDLIBS)
-
-$(PEER_BIN)/uring_echo: $(PEER_BIN)/uring_echo.o $(PEER_BIN)/cpulist.o
-	$(CC) $(PEER_LDFLAGS) -o $@ $^ $$(pkg-config --libs liburing) $(LDLIBS)
-
 # The cost of one Lua callback without sockets (optimised objects, as lfepolld runs them).
 $(BUILD)/bench/lua_call: tests/bench/lua_call.c $(SRV_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(ALLOC_LIBS) $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LUA_LIBS) $(SSL_LIBS) $(ALLOC_LIBS) $(LDLIBS)
 
 # What the accept thread's and the re-arm's syscalls cost, alone (docs/bench.md, "Many cores").
 # With liburing (as for the io_uring peer), also io_uring's re-arms against epoll_ctl's.
@@ -374,6 +298,22 @@ $(BUILD)/bench/accept_cost: tests/bench/accept_cost.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(if $(HAVE_URING),-DLFE_HAVE_URING) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
 	  $(if $(HAVE_URING),$$(pkg-config --libs liburing)) $(LDLIBS)
+
+# Client TLS 1.3 handshakes with OpenSSL 3, GnuTLS and wolfSSL against one nginx, per client
+# CPU second and in instructions (tests/bench/tls_libs.sh; docs/bench.md, "TLS libraries"): the
+# measurement behind README's choice of OpenSSL. GnuTLS and wolfSSL are the benchmark's alone,
+# not dependencies of lfepoll: each one missing is skipped, saying what to install.
+bench-tls-libs:
+	@libs=; for l in openssl:libssl-dev gnutls:libgnutls28-dev wolfssl:libwolfssl-dev; do \
+	  if pkg-config --exists $${l%%:*}; then \
+	    $(MAKE) --no-print-directory $(BUILD)/bench/tls_libs_$${l%%:*} || exit 1; libs="$$libs $${l%%:*}"; \
+	  else echo "$${l#*:} not installed: $${l%%:*} is skipped (apt-get install $${l#*:})"; fi; \
+	done; LIBS="$$libs" TLS_LIBS_BIN=$(abspath $(BUILD)/bench) QUICK=$(QUICK) tests/bench/tls_libs.sh
+
+$(BUILD)/bench/tls_libs_%: tests/bench/tls_libs/main.c tests/bench/tls_libs/%.c tests/bench/tls_libs/tls_lib.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -pthread $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c,$^) \
+	  $$(pkg-config --cflags --libs $*) $(LDLIBS)
 
 # The kernel's network parameters against sysctl.conf: a report. It exits 0 whether or not keys
 # need attention (make's "Error 1" would read as a failed build), non-zero only when the checker
@@ -398,10 +338,13 @@ verify-units: $(LFEPOLLD)
 # As root: set what is below the recommendation (never lowering), then check again. Done (exit
 # 0) when every key sysctl.conf sets is right afterwards, whatever is left that it cannot set
 # here (host-wide keys in a namespace, RLIMIT_NOFILE: the report's count says each remedy);
-# failed only when a key it should set could not be (the checker's exit 3).
+# failed only when a key it should set could not be (the checker's exit 3). What it changed is
+# saved in SYSCTL_UNDO (lfepolld's default when empty); make sysctl-undo puts it back.
+SYSCTL_UNDO ?=
+UNDO_OPT = $(if $(SYSCTL_UNDO),--undo-file $(SYSCTL_UNDO))
 sysctl-apply: $(LFEPOLLD)
 	@[ "$$(id -u)" = 0 ] || { echo "sysctl-apply changes kernel settings: run it as root (sudo make sysctl-apply)"; exit 1; }
-	@out=$$($(LFEPOLLD) --apply-sysctl --sysctl-conf sysctl.conf); rc=$$?; printf '%s\n' "$$out"; \
+	@out=$$($(LFEPOLLD) --apply-sysctl --sysctl-conf sysctl.conf $(UNDO_OPT)); rc=$$?; printf '%s\n' "$$out"; \
 	set=$$(printf '%s\n' "$$out" | grep -c '^set '); \
 	left=$$(printf '%s\n' "$$out" | sed -n 's/^\([0-9]*\) of [0-9]* need attention:$$/\1/p'); \
 	case $$rc in \
@@ -410,11 +353,16 @@ sysctl-apply: $(LFEPOLLD)
 	3) echo "sysctl-apply: failed: $$set set, but a key sysctl.conf sets is still not right (see above)"; exit 1 ;; \
 	*) echo "sysctl-apply: the checker failed (exit $$rc)"; exit $$rc ;; esac
 
+# As root: what make sysctl-apply (lfepolld --apply-sysctl) changed, put back.
+sysctl-undo: $(LFEPOLLD)
+	@[ "$$(id -u)" = 0 ] || { echo "sysctl-undo changes kernel settings: run it as root (sudo make sysctl-undo)"; exit 1; }
+	@$(LFEPOLLD) --undo-sysctl $(UNDO_OPT)
+
 # Every C file of the project, for clang-format (.clang-format).
 C_FILES = $(wildcard src/*.c src/*.h src/lua/*.c src/lua/*.h include/*.h client/*.c client/*.h tests/unit/*.c \
             tests/unit/*.h tests/integration/*.c tests/integration/*.h tests/bench/*.c \
             tests/fault/*.c tests/soak/*.c tests/fuzz/*.c tests/fuzz/*.h tests/bench/peers/c/*.c \
-            tests/bench/peers/c/*.h)
+            tests/bench/peers/c/*.h tests/bench/tls_libs/*.c tests/bench/tls_libs/*.h)
 
 format: format-deps
 	clang-format -i $(C_FILES)
@@ -426,16 +374,7 @@ format-check: format-deps
 	done; echo "$$p passed, $$f failed"; [ "$$f" -eq 0 ]
 
 format-deps:
-	@command -v clang-format >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages: clang-format"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-format \
-	      >/dev/null || exit 1; \
-	  else \
-	    echo "missing clang-format; install it with:"; \
-	    echo "  sudo apt-get install -y clang-format"; exit 1; \
-	  fi; \
-	}
+	@$(DEPS) tool clang-format clang-format
 
 # make install: the binaries, man pages, systemd units (ExecStart= pointed at $(PREFIX)/bin), the
 # Lua scripts, sysctl.conf as sysctl.d/60-lfepoll.conf (installed, never applied: see
@@ -498,4 +437,4 @@ scaleout-test:
 -include tests/fuzz/fuzz.mk tests/fault/fault.mk tests/soak/soak.mk
 
 -include $(wildcard $(BUILD)/src/*.d $(BUILD)/src/lua/*.d $(BUILD)/client/*.d $(TOBJ)/*.d $(TOBJ)/src/*.d \
-                   $(TOBJ)/src/lua/*.d $(TOBJ)/client/*.d $(PEER_BIN)/*.d)
+                   $(TOBJ)/src/lua/*.d $(TOBJ)/client/*.d)

@@ -1,8 +1,10 @@
 /* bcount: what lfbench counts over a second, a step or a run, and its sums. */
 #include "bcount.h"
 
-const char *const berr_name[ERR_KINDS] = {"refused", "reset",  "timeout",  "addrnotavail",
-                                          "emfile",  "closed", "mismatch", "other"};
+const char *const berr_name[ERR_KINDS] = {
+    "refused",     "reset",       "timeout",       "addrnotavail", "emfile",
+    "closed",      "mismatch",    "other",         "tls_verify",   "tls_alert",
+    "tls_timeout", "tls_not_tls", "tls_truncated", "tls_other"};
 
 void bcount_add(struct bcount *d, const struct bcount *s)
 {

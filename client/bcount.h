@@ -14,8 +14,17 @@ enum berr {
     ERR_CLOSED,       /* the server closed with requests in flight */
     ERR_MISMATCH,     /* a response that is not what it must be */
     ERR_OTHER,        /* anything else */
+    /* --tls: the handshake's and the stream's failures (tls.c names them); a file written
+     * before them has none of these kinds, read as 0 */
+    ERR_TLS_VERIFY,    /* the server's certificate did not verify */
+    ERR_TLS_ALERT,     /* the server refused the handshake with an alert */
+    ERR_TLS_TIMEOUT,   /* a handshake over --timeout: a server that stalls in it */
+    ERR_TLS_NOT_TLS,   /* the server answered the ClientHello with no TLS */
+    ERR_TLS_TRUNCATED, /* a body read until the close ended without close_notify */
+    ERR_TLS_OTHER,     /* any other handshake failure (the server closed in it...) */
     ERR_KINDS
 };
+#define ERR_TLS_FIRST ERR_TLS_VERIFY
 
 /* The kinds' names: --json keys and summary words, which must not change. */
 extern const char *const berr_name[ERR_KINDS];

@@ -2,6 +2,8 @@
 #ifndef LFE_BOPT_H
 #define LFE_BOPT_H
 
+#include "args.h"
+
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -79,19 +81,45 @@ struct bopt {
     char warning[256];            /* one line the user should see (a changed meaning), or "" */
     struct sockaddr_storage addr; /* the target, resolved */
     socklen_t addrlen;
+    /* TLS (tls.c): --tls, or an https:// target */
+    bool tls;
+    const char *tls_sni;          /* the server name sent: --tls-sni, else the target's host;
+                                   * NULL for an address (none is sent, as curl and wrk do) */
+    char tls_host[80];            /* the target's host as written: "localhost", "127.0.0.1" */
+    const char *tls_name;         /* what the certificate must be for: --tls-sni, or the host */
+    bool tls_name_ip;             /* ... an address (checked as one) */
+    const char *tls_ca;           /* --tls-ca FILE, NULL: the system's store */
+    const char *tls_cert;         /* --tls-cert FILE */
+    const char *tls_key;          /* --tls-key FILE */
+    bool tls_insecure;            /* --tls-insecure: no verification */
+    int tls_min, tls_max;         /* --tls-version: 0x0303 (1.2), 0x0304 (1.3); 0: any */
+    const char *tls_ciphers;      /* --tls-ciphers (TLS 1.2), NULL: the library's */
+    const char *tls_ciphersuites; /* --tls-ciphersuites (TLS 1.3) */
+    const char *tls_groups;       /* --tls-groups */
+    const char *tls_alpn;         /* --tls-alpn LIST; https:// defaults to http/1.1 */
+    double tls_resume;            /* --tls-resume: the share of new connections offering a
+                                   * session */
 };
 
 enum bopt_result { BOPT_RUN = 0, BOPT_EXIT = 1, BOPT_ERROR = -1 };
 
+/* What bopt.c's parser holds as it reads argv (the hooks of bopt_options take it). */
+struct bparse;
+
 /* One row of lfbench's option table, the one list of its options: the parser (getopt_long's
- * arrays), --help and the test that holds the man page to them are all made from it. */
+ * arrays, and what each value is), --help and the test that holds the man page to them are all
+ * made from it. */
 struct bopt_option {
-    int id;           /* the parser's case: the short letter, or a value above 255; 0 for a row
-                       * of --help only (another value of the option above it: --expect line) */
-    char letter;      /* -x, or 0 */
-    const char *name; /* --name, or NULL */
-    const char *arg;  /* the value as --help names it ("N", "LIST"), NULL for a flag */
-    const char *help; /* --help's words; a '\n' goes on in the same column */
+    int id;                /* the parser's case: the short letter, or a value above 255; 0 for a row
+                            * of --help only (another value of the option above it: --expect line) */
+    char letter;           /* -x, or 0 */
+    const char *name;      /* --name, or NULL */
+    const char *arg;       /* the value as --help names it ("N", "LIST"), NULL for a flag; an
+                            * ARGS_NAME's names ("long|short") */
+    struct args_kind kind; /* what args_set does with its value, when it has no hook */
+    int (*take)(struct bparse *p, const char *val, char *err,
+                size_t errlen); /* its own code (lists, checks), or NULL: 0, or -1 (err) */
+    const char *help;           /* --help's words; a '\n' goes on in the same column */
 };
 
 extern const struct bopt_option bopt_options[];
@@ -127,11 +155,11 @@ int bopt_parse_sources(const char *s, struct in_addr *out, int max);
 /* Parses "[v6]:port" or "v4:port" into ss. Returns 0 or -EINVAL. */
 int bopt_parse_target(const char *s, struct sockaddr_storage *ss, socklen_t *len);
 
-/* Splits an "http://HOST[:PORT][/PATH]" target (the scheme in any case; HOST an IPv4 address,
- * localhost or [IPv6]) into hostport ("HOST:PORT", port 80 when absent, for
- * bopt_parse_target), authority (HOST[:PORT] as written: the Host header) and *path (malloc'd:
- * the path and query, "/" when absent, "/?q" for "?q"; a #fragment dropped, as clients do).
- * Returns 0; -EPROTONOSUPPORT for https:// (TLS); -ENOMEM; -EINVAL for anything else: user
+/* Splits an "http://HOST[:PORT][/PATH]" or "https://..." target (the scheme in any case; HOST
+ * an IPv4 address, localhost or [IPv6]) into hostport ("HOST:PORT", port 80, or 443 for https,
+ * when absent, for bopt_parse_target), authority (HOST[:PORT] as written: the Host header) and
+ * *path (malloc'd: the path and query, "/" when absent, "/?q" for "?q"; a #fragment dropped, as
+ * clients do). Returns 0 for http://, 1 for https://; -ENOMEM; -EINVAL for anything else: user
  * info (@), an empty or bad port, a path or fragment byte that is a space, a control or not
  * ASCII, a path over 8 KiB. Does not check that HOST is an address (bopt_parse_target does). */
 int bopt_parse_url(const char *s, char *hostport, size_t hpl, char *authority, size_t al,

@@ -355,17 +355,25 @@ fail:
 
 int hdrlog_write(struct hdrlog *l, double start_rel_s, double len_s, const struct hist *h)
 {
+    return hdrlog_write_tagged(l, NULL, start_rel_s, len_s, h);
+}
+
+int hdrlog_write_tagged(struct hdrlog *l, const char *tag, double start_rel_s, double len_s,
+                        const struct hist *h)
+{
     uint64_t lo, hi = 0;
     char *b64;
     size_t n;
-    int rc = hdr_encode(h, &b64, &n);
+    /* the tag ends at the line's first comma: HistogramLogReader would split one inside it */
+    int rc = tag && (!*tag || strpbrk(tag, ", \t\r\n")) ? -EINVAL : hdr_encode(h, &b64, &n);
 
     if (rc == 0) {
         /* HistogramLogWriter: getMaxValue() (its bucket's highest value) / 10^6 (ns to ms) */
         if (h->count)
             hist_range(hist_index(h->max), &lo, &hi);
         errno = 0;
-        if (fprintf(l->f, "%.3f,%.3f,%.3f,%s\n", start_rel_s, len_s, (double)hi / 1e6, b64) < 0 ||
+        if (fprintf(l->f, "%s%s%s%.3f,%.3f,%.3f,%s\n", tag ? "Tag=" : "", tag ? tag : "",
+                    tag ? "," : "", start_rel_s, len_s, (double)hi / 1e6, b64) < 0 ||
             fflush(l->f) == EOF)
             rc = io_error();
         free(b64);

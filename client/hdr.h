@@ -44,6 +44,12 @@ struct hdrlog *hdrlog_open(const char *path, double start_wall, char *err, size_
  * write's: -ENOSPC on a full disk); a failure is reported again by hdrlog_close. */
 int hdrlog_write(struct hdrlog *l, double start_rel_s, double len_s, const struct hist *h);
 
+/* The same, as a tagged interval ("Tag=TAG,start,length,max,histogram", format 1.3): a second
+ * histogram of the same interval, which HdrHistogram's readers tell apart by its tag. TAG is not
+ * empty and holds no comma or blank: -EINVAL, nothing written, else hdrlog_write's results. */
+int hdrlog_write_tagged(struct hdrlog *l, const char *tag, double start_rel_s, double len_s,
+                        const struct hist *h);
+
 /* Closes and frees l (NULL is a no-op). Returns 0, or -errno of the first write that failed
  * since open, or of the close itself: only 0 means the file holds every interval. */
 int hdrlog_close(struct hdrlog *l);

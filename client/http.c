@@ -39,8 +39,8 @@ enum { L_STATUS, L_FIELD, L_EMPTY, L_CHUNK_SIZE, L_CHUNK_END };
 /* the fields that frame a response; F_OTHER is any other */
 enum { F_CL, F_TE, F_CONN, F_OTHER };
 static const char *const field_name[] = {"content-length", "transfer-encoding", "connection"};
-/* their lengths, which the byte-by-byte match asks for at every byte (a strlen each was 2.5% of
- * lfbench's CPU against an HTTP server) */
+/* their lengths, which the byte-by-byte match asks for at every byte (a strlen each showed in
+ * lfbench's profile against an HTTP server: docs/bench.md, "lfbench scripts: what they cost") */
 static const uint8_t field_len[] = {sizeof("content-length") - 1, sizeof("transfer-encoding") - 1,
                                     sizeof("connection") - 1};
 #define NFIELDS 3
@@ -258,6 +258,103 @@ static bool eol(struct http_resp *h, uint8_t c, int line, bool *ok)
     return false;
 }
 
+/* "HTTP/1." and the minor version's digit. */
+static bool version_byte(struct http_resp *h, uint8_t c)
+{
+    if (h->pos < 7) {
+        if (c != (uint8_t) "HTTP/1."[h->pos])
+            return false;
+        h->pos++;
+        return true;
+    }
+    if (c < '0' || c > '9')
+        return false;
+    h->minor = (uint8_t)(c - '0');
+    h->state = ST_VERSION_SP;
+    return true;
+}
+
+/* The status code's three digits: 100-599. */
+static bool code_byte(struct http_resp *h, uint8_t c)
+{
+    if (c < '0' || c > '9' || (h->pos == 0 && (c < '1' || c > '5')))
+        return false;
+    h->status = (uint16_t)(h->status * 10 + (c - '0'));
+    if (++h->pos == 3)
+        h->state = ST_CODE_END;
+    return true;
+}
+
+/* A byte of a field name, matched against the names that frame a response as it goes; its
+ * colon says which one it was. */
+static bool name_byte(struct http_resp *h, uint8_t c)
+{
+    if (c == ':') {
+        h->field = F_OTHER;
+        for (int i = 0; i < NFIELDS; i++)
+            if ((h->tok_mask >> i & 1) && h->pos == field_len[i])
+                h->field = (uint8_t)i;
+        if (h->field == F_TE)
+            h->have_te = true;
+        h->state = ST_VALUE;
+        h->elem = E_BEFORE;
+        h->pos = 0;
+        h->num = 0;
+        h->tok_mask = (1u << NTOKENS) - 1;
+        return true;
+    }
+    if (!is_tchar(c))
+        return false; /* includes a blank before the colon (§5.1) */
+    for (int i = 0; i < NFIELDS; i++)
+        if (h->pos >= field_len[i] || (uint8_t)field_name[i][h->pos] != lower(c))
+            h->tok_mask &= (uint8_t) ~(1u << i);
+    if (h->pos < UINT16_MAX)
+        h->pos++;
+    return true;
+}
+
+/* A byte of a field value, or the line's end. */
+static bool field_value_byte(struct http_resp *h, uint8_t c)
+{
+    bool ok;
+
+    if (c == '\r' || c == '\n') {
+        if (h->field != F_OTHER && !elem_end(h))
+            return false;
+        eol(h, c, L_FIELD, &ok);
+        return ok;
+    }
+    if (!is_vbyte(c))
+        return false;
+    return h->field == F_OTHER || value_byte(h, c);
+}
+
+/* A byte of a chunk-size line's hex digits, or what ends them. */
+static bool chunk_size_byte(struct http_resp *h, uint8_t c)
+{
+    int d = hexval(c);
+    bool ok;
+
+    if (d >= 0) {
+        if (h->num > UINT64_MAX >> 4)
+            return false; /* overflows */
+        h->num = h->num << 4 | (uint64_t)d;
+        h->pos = 1;
+        return true;
+    }
+    if (!h->pos)
+        return false; /* no digit */
+    if (c == ' ' || c == '\t') {
+        h->state = ST_CHUNK_BWS;
+        return true;
+    }
+    if (c == ';') {
+        h->state = ST_CHUNK_EXT;
+        return true;
+    }
+    return eol(h, c, L_CHUNK_SIZE, &ok) && ok;
+}
+
 /* One byte of a line: the head, a chunk-size line, a chunk's CRLF, the trailers. */
 static bool step(struct http_resp *h, uint8_t c)
 {
@@ -265,17 +362,7 @@ static bool step(struct http_resp *h, uint8_t c)
 
     switch (h->state) {
     case ST_VERSION:
-        if (h->pos < 7) {
-            if (c != (uint8_t) "HTTP/1."[h->pos])
-                return false;
-            h->pos++;
-            return true;
-        }
-        if (c < '0' || c > '9')
-            return false;
-        h->minor = (uint8_t)(c - '0');
-        h->state = ST_VERSION_SP;
-        return true;
+        return version_byte(h, c);
     case ST_VERSION_SP:
         if (c != ' ')
             return false;
@@ -284,12 +371,7 @@ static bool step(struct http_resp *h, uint8_t c)
         h->status = 0;
         return true;
     case ST_CODE:
-        if (c < '0' || c > '9' || (h->pos == 0 && (c < '1' || c > '5')))
-            return false; /* 100-599 */
-        h->status = (uint16_t)(h->status * 10 + (c - '0'));
-        if (++h->pos == 3)
-            h->state = ST_CODE_END;
-        return true;
+        return code_byte(h, c);
     case ST_CODE_END:
         if (c == ' ') {
             h->state = ST_REASON;
@@ -311,61 +393,13 @@ static bool step(struct http_resp *h, uint8_t c)
         /* the byte is the name's first */
         __attribute__((fallthrough));
     case ST_NAME:
-        if (c == ':') {
-            h->field = F_OTHER;
-            for (int i = 0; i < NFIELDS; i++)
-                if ((h->tok_mask >> i & 1) && h->pos == field_len[i])
-                    h->field = (uint8_t)i;
-            if (h->field == F_TE)
-                h->have_te = true;
-            h->state = ST_VALUE;
-            h->elem = E_BEFORE;
-            h->pos = 0;
-            h->num = 0;
-            h->tok_mask = (1u << NTOKENS) - 1;
-            return true;
-        }
-        if (!is_tchar(c))
-            return false; /* includes a blank before the colon (§5.1) */
-        for (int i = 0; i < NFIELDS; i++)
-            if (h->pos >= field_len[i] || (uint8_t)field_name[i][h->pos] != lower(c))
-                h->tok_mask &= (uint8_t) ~(1u << i);
-        if (h->pos < UINT16_MAX)
-            h->pos++;
-        return true;
+        return name_byte(h, c);
     case ST_VALUE:
-        if (c == '\r' || c == '\n') {
-            if (h->field != F_OTHER && !elem_end(h))
-                return false;
-            eol(h, c, L_FIELD, &ok);
-            return ok;
-        }
-        if (!is_vbyte(c))
-            return false;
-        return h->field == F_OTHER || value_byte(h, c);
+        return field_value_byte(h, c);
     case ST_LF:
         return c == '\n' && line_end(h, h->after_cr);
-    case ST_CHUNK_SIZE: {
-        int d = hexval(c);
-        if (d >= 0) {
-            if (h->num > UINT64_MAX >> 4)
-                return false; /* overflows */
-            h->num = h->num << 4 | (uint64_t)d;
-            h->pos = 1;
-            return true;
-        }
-        if (!h->pos)
-            return false; /* no digit */
-        if (c == ' ' || c == '\t') {
-            h->state = ST_CHUNK_BWS;
-            return true;
-        }
-        if (c == ';') {
-            h->state = ST_CHUNK_EXT;
-            return true;
-        }
-        return eol(h, c, L_CHUNK_SIZE, &ok) && ok;
-    }
+    case ST_CHUNK_SIZE:
+        return chunk_size_byte(h, c);
     case ST_CHUNK_BWS:
         if (c == ' ' || c == '\t')
             return true;
@@ -518,38 +552,136 @@ int http_field_check(const char *s, size_t *name_len, const char **why)
     return 0;
 }
 
-/* One request at req's start: the whole of req[0, len) (whole), or its first request. */
-static int check_request(const uint8_t *req, size_t len, struct http_req_info *info,
-                         const char **why, bool whole)
-{
-    const uint8_t *p = req, *end = req + len, *eolp;
-    bool have_cl = false, have_te = false, keep = false, close = false;
-    uint64_t cl = 0;
-    int minor;
+/* What a request's head says of how its body is framed. */
+struct req_framing {
+    bool have_cl, have_te, keep, close;
+    uint64_t cl;
+};
 
-    memset(info, 0, sizeof(*info));
-    /* request-line = method SP request-target SP HTTP-version CRLF */
-    eolp = memchr(p, '\n', len);
+/* The request line at req's start: METHOD TARGET HTTP/1.x and CRLF; *minor: x. Returns its LF,
+ * or NULL with *why. */
+static const uint8_t *request_line(const uint8_t *req, size_t len, struct http_req_info *info,
+                                   int *minor, const char **why)
+{
+    const uint8_t *p = req, *eolp = memchr(p, '\n', len), *target;
+
     if (!eolp || eolp == p || eolp[-1] != '\r') {
         *why = "the first line is not a request line ending in CRLF";
-        return -EINVAL;
+        return NULL;
     }
     while (p < eolp && is_tchar(*p))
         p++;
     if (p == req || *p != ' ') {
         *why = "the request line does not start with a method and a space (GET / HTTP/1.1)";
-        return -EINVAL;
+        return NULL;
     }
     info->head = p - req == 4 && !memcmp(req, "HEAD", 4);
-    const uint8_t *target = ++p;
+    target = ++p;
     while (p<eolp && * p> ' ' && *p != 0x7f)
         p++;
     if (p == target || *p != ' ' || eolp - (p + 1) != 9 || memcmp(p + 1, "HTTP/1.", 7) ||
         p[8] < '0' || p[8] > '9') {
         *why = "the request line is not METHOD TARGET HTTP/1.x";
+        return NULL;
+    }
+    *minor = p[8] - '0';
+    return eolp;
+}
+
+/* Content-Length's value [d, end): one decimal number between blanks, in *x. */
+static bool content_length(const uint8_t *d, const uint8_t *end, uint64_t *x)
+{
+    const uint8_t *d0;
+
+    *x = 0;
+    while (d < end && (*d == ' ' || *d == '\t'))
+        d++;
+    d0 = d;
+    while (d < end && *d >= '0' && *d <= '9' && *x <= (UINT64_MAX - (uint64_t)(*d - '0')) / 10)
+        *x = *x * 10 + (uint64_t)(*d++ - '0');
+    while (d < end && (*d == ' ' || *d == '\t'))
+        d++;
+    return d != d0 && d == end;
+}
+
+/* One field line [p, eolp), eolp its LF after a CR: NAME: VALUE, and what it says of the framing
+ * in *f. 0, or -EINVAL with *why. */
+static int field_line(const uint8_t *p, const uint8_t *eolp, struct req_framing *f,
+                      const char **why)
+{
+    const uint8_t *colon = p, *v;
+    uint64_t x;
+
+    while (colon < eolp - 1 && is_tchar(*colon))
+        colon++;
+    if (colon == p || *colon != ':') {
+        *why = "a header line is not NAME: VALUE (no blank before the colon, no folding)";
         return -EINVAL;
     }
-    minor = p[8] - '0';
+    for (v = colon + 1; v < eolp - 1; v++)
+        if (!is_vbyte(*v)) {
+            *why = "a header value holds a control byte";
+            return -EINVAL;
+        }
+    if (field_is(p, eolp, "content-length")) {
+        if (!content_length(colon + 1, eolp - 1, &x) || (f->have_cl && x != f->cl)) {
+            *why = "Content-Length is not one decimal number";
+            return -EINVAL;
+        }
+        f->have_cl = true;
+        f->cl = x;
+    } else if (field_is(p, eolp, "transfer-encoding")) {
+        f->have_te = true;
+    } else if (field_is(p, eolp, "connection")) {
+        f->close |= list_has(colon + 1, eolp - 1, "close");
+        f->keep |= list_has(colon + 1, eolp - 1, "keep-alive");
+    }
+    return 0;
+}
+
+/* The body after a head of info->head_len bytes: its length, in info->len (whole: the rest of
+ * req's len bytes, which must be the body; else the first request's, which must fit). */
+static int request_body(size_t len, struct http_req_info *info, const struct req_framing *f,
+                        bool whole, const char **why)
+{
+    if (f->have_te && f->have_cl) {
+        *why = "it has both Content-Length and Transfer-Encoding";
+        return -EINVAL;
+    }
+    if (!whole) {
+        if (f->have_te) {
+            *why = "a request with Transfer-Encoding cannot be told from the next one: give it "
+                   "Content-Length";
+            return -EINVAL;
+        }
+        if ((uint64_t)(len - info->head_len) < f->cl) {
+            *why = "the body after the head is shorter than its Content-Length";
+            return -EINVAL;
+        }
+        info->len = info->head_len + (size_t)f->cl;
+        return 0;
+    }
+    info->len = len;
+    if (!f->have_te && (uint64_t)(len - info->head_len) != (f->have_cl ? f->cl : 0)) {
+        *why = f->have_cl ? "the body after the head is not Content-Length bytes long"
+                          : "bytes follow the head, but there is no Content-Length (one request "
+                            "a file; no newline after the empty line)";
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* One request at req's start: the whole of req[0, len) (whole), or its first request. */
+static int check_request(const uint8_t *req, size_t len, struct http_req_info *info,
+                         const char **why, bool whole)
+{
+    const uint8_t *p, *end = req + len, *eolp;
+    struct req_framing f = {0};
+    int minor;
+
+    memset(info, 0, sizeof(*info));
+    if (!(eolp = request_line(req, len, info, &minor, why)))
+        return -EINVAL;
     /* field lines, then the empty line */
     for (p = eolp + 1;; p = eolp + 1) {
         eolp = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
@@ -563,69 +695,12 @@ static int check_request(const uint8_t *req, size_t len, struct http_req_info *i
         }
         if (eolp - 1 == p)
             break; /* the empty line */
-        const uint8_t *colon = p, *v;
-        while (colon < eolp - 1 && is_tchar(*colon))
-            colon++;
-        if (colon == p || *colon != ':') {
-            *why = "a header line is not NAME: VALUE (no blank before the colon, no folding)";
+        if (field_line(p, eolp, &f, why) < 0)
             return -EINVAL;
-        }
-        for (v = colon + 1; v < eolp - 1; v++)
-            if (!is_vbyte(*v)) {
-                *why = "a header value holds a control byte";
-                return -EINVAL;
-            }
-        if (field_is(p, eolp, "content-length")) {
-            uint64_t x = 0;
-            const uint8_t *d = colon + 1;
-            while (d < eolp - 1 && (*d == ' ' || *d == '\t'))
-                d++;
-            const uint8_t *d0 = d;
-            while (d < eolp - 1 && *d >= '0' && *d <= '9' &&
-                   x <= (UINT64_MAX - (uint64_t)(*d - '0')) / 10)
-                x = x * 10 + (uint64_t)(*d++ - '0');
-            while (d < eolp - 1 && (*d == ' ' || *d == '\t'))
-                d++;
-            if (d == d0 || d != eolp - 1 || (have_cl && x != cl)) {
-                *why = "Content-Length is not one decimal number";
-                return -EINVAL;
-            }
-            have_cl = true;
-            cl = x;
-        } else if (field_is(p, eolp, "transfer-encoding")) {
-            have_te = true;
-        } else if (field_is(p, eolp, "connection")) {
-            close |= list_has(colon + 1, eolp - 1, "close");
-            keep |= list_has(colon + 1, eolp - 1, "keep-alive");
-        }
     }
     info->head_len = (size_t)(eolp + 1 - req);
-    info->close = close || (minor == 0 && !keep);
-    if (have_te && have_cl) {
-        *why = "it has both Content-Length and Transfer-Encoding";
-        return -EINVAL;
-    }
-    if (!whole) {
-        if (have_te) {
-            *why = "a request with Transfer-Encoding cannot be told from the next one: give it "
-                   "Content-Length";
-            return -EINVAL;
-        }
-        if ((uint64_t)(len - info->head_len) < cl) {
-            *why = "the body after the head is shorter than its Content-Length";
-            return -EINVAL;
-        }
-        info->len = info->head_len + (size_t)cl;
-        return 0;
-    }
-    info->len = len;
-    if (!have_te && (uint64_t)(len - info->head_len) != (have_cl ? cl : 0)) {
-        *why = have_cl ? "the body after the head is not Content-Length bytes long"
-                       : "bytes follow the head, but there is no Content-Length (one request "
-                         "a file; no newline after the empty line)";
-        return -EINVAL;
-    }
-    return 0;
+    info->close = f.close || (minor == 0 && !f.keep);
+    return request_body(len, info, &f, whole, why);
 }
 
 int http_request_check(const uint8_t *req, size_t len, struct http_req_info *info, const char **why)

@@ -84,6 +84,18 @@ static bool is_digit(const struct parser *ps)
     return ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9';
 }
 
+/* One digit or more, p past them; none fails with what. */
+static int digits(struct parser *ps, const char *what)
+{
+    if (!is_digit(ps)) {
+        fail(ps, "%s", what);
+        return -1;
+    }
+    while (is_digit(ps))
+        ps->p++;
+    return 0;
+}
+
 static int parse_number(struct parser *ps, struct json *v)
 {
     const unsigned char *start = ps->p;
@@ -118,24 +130,16 @@ static int parse_number(struct parser *ps, struct json *v)
     if (ps->p < ps->end && *ps->p == '.') {
         integer = false;
         ps->p++;
-        if (!is_digit(ps)) {
-            fail(ps, "a fraction needs a digit after '.'");
+        if (digits(ps, "a fraction needs a digit after '.'") < 0)
             return -1;
-        }
-        while (is_digit(ps))
-            ps->p++;
     }
     if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
         integer = false;
         ps->p++;
         if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-'))
             ps->p++;
-        if (!is_digit(ps)) {
-            fail(ps, "an exponent needs a digit");
+        if (digits(ps, "an exponent needs a digit") < 0)
             return -1;
-        }
-        while (is_digit(ps))
-            ps->p++;
     }
     /* strtod wants a NUL-terminated copy (the input has none); the grammar above is its C
      * locale's, so it reads exactly these bytes */
@@ -227,6 +231,58 @@ static size_t put_utf8(char *o, unsigned cp)
     return 4;
 }
 
+/* A \u escape (p just past its 'u'), a surrogate pair as one character, into *o as UTF-8. */
+static int unescape_u(struct parser *ps, char **o)
+{
+    unsigned cp, lo;
+
+    if (hex4(ps, &cp) < 0)
+        return -1;
+    if (cp >= 0xdc00 && cp <= 0xdfff) {
+        fail_at(ps, ps->p - 6, "lone low surrogate \\u%04x", cp);
+        return -1;
+    }
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+        if (ps->end - ps->p < 2 || ps->p[0] != '\\' || ps->p[1] != 'u') {
+            fail_at(ps, ps->p - 6, "high surrogate \\u%04x without its low half", cp);
+            return -1;
+        }
+        ps->p += 2;
+        if (hex4(ps, &lo) < 0)
+            return -1;
+        if (lo < 0xdc00 || lo > 0xdfff) {
+            fail_at(ps, ps->p - 6, "\\u%04x is no low surrogate after \\u%04x", lo, cp);
+            return -1;
+        }
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    *o += put_utf8(*o, cp);
+    return 0;
+}
+
+/* An escape (p just past its '\'), decoded into *o; p past it. */
+static int unescape(struct parser *ps, char **o)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    unsigned c = ps->p < ps->end ? *ps->p : 0;
+    const char *e = c ? strchr(from, (int)c) : NULL;
+
+    if (e) {
+        *(*o)++ = to[e - from];
+        ps->p++;
+        return 0;
+    }
+    if (c == 'u') {
+        ps->p++;
+        return unescape_u(ps, o);
+    }
+    if (ps->p < ps->end)
+        fail(ps, "invalid escape '\\%c'", c >= 0x20 && c < 0x7f ? (char)c : '?');
+    else
+        fail(ps, "unterminated string");
+    return -1;
+}
+
 /* A string at p (on its '"'): decoded into a new buffer. The decoded form is never longer than
  * the source (an escape of 6 or 12 bytes gives at most 4), so one allocation of the source's
  * length does. */
@@ -244,7 +300,7 @@ static char *parse_string(struct parser *ps, size_t *lenp)
     o = out;
     ps->p++;
     for (;;) {
-        unsigned c, cp, lo;
+        unsigned c;
         size_t n;
 
         if (ps->p >= ps->end) {
@@ -258,71 +314,19 @@ static char *parse_string(struct parser *ps, size_t *lenp)
             fail(ps, "control character 0x%02x in a string (escape it)", c);
             goto bad;
         }
-        if (c != '\\') {
-            if (!(n = json_utf8_len(ps->p, ps->end))) {
-                fail(ps, "invalid UTF-8 in a string");
+        if (c == '\\') {
+            ps->p++;
+            if (unescape(ps, &o) < 0)
                 goto bad;
-            }
-            memcpy(o, ps->p, n);
-            o += n;
-            ps->p += n;
             continue;
         }
-        ps->p++;
-        c = ps->p < ps->end ? *ps->p : 0;
-        switch (c) {
-        case '"':
-        case '\\':
-        case '/':
-            *o++ = (char)c;
-            break;
-        case 'b':
-            *o++ = '\b';
-            break;
-        case 'f':
-            *o++ = '\f';
-            break;
-        case 'n':
-            *o++ = '\n';
-            break;
-        case 'r':
-            *o++ = '\r';
-            break;
-        case 't':
-            *o++ = '\t';
-            break;
-        case 'u':
-            ps->p++;
-            if (hex4(ps, &cp) < 0)
-                goto bad;
-            if (cp >= 0xdc00 && cp <= 0xdfff) {
-                fail_at(ps, ps->p - 6, "lone low surrogate \\u%04x", cp);
-                goto bad;
-            }
-            if (cp >= 0xd800 && cp <= 0xdbff) {
-                if (ps->end - ps->p < 2 || ps->p[0] != '\\' || ps->p[1] != 'u') {
-                    fail_at(ps, ps->p - 6, "high surrogate \\u%04x without its low half", cp);
-                    goto bad;
-                }
-                ps->p += 2;
-                if (hex4(ps, &lo) < 0)
-                    goto bad;
-                if (lo < 0xdc00 || lo > 0xdfff) {
-                    fail_at(ps, ps->p - 6, "\\u%04x is no low surrogate after \\u%04x", lo, cp);
-                    goto bad;
-                }
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            }
-            o += put_utf8(o, cp);
-            continue; /* hex4 moved past the digits */
-        default:
-            if (ps->p < ps->end)
-                fail(ps, "invalid escape '\\%c'", c >= 0x20 && c < 0x7f ? (char)c : '?');
-            else
-                fail(ps, "unterminated string");
+        if (!(n = json_utf8_len(ps->p, ps->end))) {
+            fail(ps, "invalid UTF-8 in a string");
             goto bad;
         }
-        ps->p++;
+        memcpy(o, ps->p, n);
+        o += n;
+        ps->p += n;
     }
     ps->p++;
     *o = '\0';

@@ -200,17 +200,9 @@ void kstat_delta(const struct kstat *before, const struct kstat *after, struct k
     }
 }
 
-static int hint(FILE *out, bool json, int n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int hint(FILE *out, bool json, int n, const char *fmt, ...)
+/* Writes one hint: a line of text, or a JSON string after the n before it. Returns n + 1. */
+static int put_hint(FILE *out, bool json, int n, const char *line)
 {
-    char line[1400];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
     if (json) {
         fputs(n ? ", \"" : "\"", out);
         for (const char *s = line; *s; s++)
@@ -220,6 +212,22 @@ static int hint(FILE *out, bool json, int n, const char *fmt, ...)
         fprintf(out, "hint         %s\n", line);
     }
     return n + 1;
+}
+
+#define HINT_MAX 1400 /* a hint's bytes, its NUL included: a longer one is cut */
+
+static int hint(FILE *out, bool json, int n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int hint(FILE *out, bool json, int n, const char *fmt, ...)
+{
+    char line[HINT_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    return put_hint(out, json, n, line);
 }
 
 /* The value sysctl.conf recommends for key, into buf; false when it has none. */
@@ -250,13 +258,14 @@ static void set_command(const struct kstat_run *r, const char *key, const char *
              value, blank ? "\"" : "");
 }
 
+#define PORT_RANGE "net.ipv4.ip_local_port_range"
+
 /* The port range under r->sysctl_root: false when it cannot be read. */
 static bool port_range(const struct kstat_run *r, long *lo, long *hi)
 {
     char v[64];
 
-    return r->sysctl_root &&
-           tune_read(r->sysctl_root, "net.ipv4.ip_local_port_range", v, sizeof(v)) == 0 &&
+    return r->sysctl_root && tune_read(r->sysctl_root, PORT_RANGE, v, sizeof(v)) == 0 &&
            sscanf(v, "%ld %ld", lo, hi) == 2;
 }
 
@@ -311,7 +320,7 @@ static void advise_ports(const struct kstat_run *r, char *buf, size_t len)
                  "(%d-%d): more ports come only from more source addresses",
                  lo, hi, WIDEST_LO, WIDEST_HI);
     else
-        advise(r, "net.ipv4.ip_local_port_range", "widen", NULL, buf, len);
+        advise(r, PORT_RANGE, "widen", NULL, buf, len);
 }
 
 /* Whether the ephemeral ports limited this run: connect() found none (EADDRNOTAVAIL), or its
@@ -349,13 +358,149 @@ static bool others_moved(const struct kstat *d, const struct kstat_run *r)
                            (d->have[KS_PASSIVE_OPENS] && d->v[KS_PASSIVE_OPENS] > bar));
 }
 
-#define D(id) ((unsigned long long)d->v[id])
+/* When a counter's hint is said, beyond the counter having moved. */
+enum hint_when {
+    ALWAYS,
+    NO_OVERFLOW,         /* the accept queue did not overflow (its hint covers the drops) */
+    NOT_LINGER0,         /* without --linger0: a reset is a surprise */
+    LINGER0,             /* with --linger0: a reset is what was asked for */
+    SHORT_NOT_LINGER0,   /* short mode without --linger0: data came after lfbench's close */
+    SHORT_PORTS_LIMITED, /* short mode, and the ports limited the run (ports_limited) */
+};
+
+/* A counter's hint. Its advice is on key: advise's with verb and ok_tail, or the port range's
+ * (advise_ports); none without a key. In text, {advice} is that advice, {sources} the remedy of
+ * more source addresses, and {NAME} the delta of the counter kstat_name calls NAME. */
+struct hint_row {
+    enum kstat_id counter;
+    enum hint_when when;
+    const char *key, *verb, *ok_tail;
+    const char *text;
+};
+
+/* In the order they are said. */
+static const struct hint_row hint_rows[] = {
+    {KS_LISTEN_OVERFLOWS, ALWAYS, "net.core.somaxconn", "raise",
+     "not the limit here: the server's own backlog (lfepolld --backlog) or how fast it accepts is",
+     "the accept queue overflowed {ListenOverflows} times (ListenOverflows; ListenDrops "
+     "{ListenDrops}): the server accepts too slowly or listens with a small backlog (lfepolld "
+     "--backlog); {advice}"},
+    {KS_LISTEN_DROPS, NO_OVERFLOW, NULL, NULL, NULL,
+     "{ListenDrops} SYNs or handshakes were dropped at a listener without an accept queue "
+     "overflow (ListenDrops): a listener closing or short of memory, not a queue limit"},
+    {KS_SYNCOOKIES_SENT, ALWAYS, "net.core.somaxconn", "raise",
+     "not the limit here: the server's own backlog (lfepolld --backlog) is",
+     "the SYN queue overflowed: {SyncookiesSent} SYN cookies sent (SyncookiesSent): raise the "
+     "server's listen backlog; {advice}"},
+    {KS_TW_OVERFLOW, ALWAYS, "net.ipv4.tcp_max_tw_buckets", "raise", NULL,
+     "the TIME_WAIT table was full {TCPTimeWaitOverflow} times (TCPTimeWaitOverflow): {advice} "
+     "(never lower it), or let the server close first"},
+    {KS_SOFTNET_DROPPED, ALWAYS, "net.core.netdev_max_backlog", "raise", NULL,
+     "the per-CPU input queue dropped {SoftnetDropped} packets (softnet_stat): {advice}"},
+    {KS_RETRANS_SEGS, ALWAYS, NULL, NULL, NULL,
+     "{RetransSegs} segments were sent again (RetransSegs): a packet was dropped somewhere (a "
+     "queue above, or the network); on loopback that stalls a connection for 200 ms to 1 s"},
+    {KS_ESTAB_RESETS, NOT_LINGER0, NULL, NULL, NULL,
+     "{EstabResets} established connections were reset (EstabResets): a peer closed with unread "
+     "data or aborted"},
+    {KS_ABORT_ON_DATA, LINGER0, NULL, NULL, NULL,
+     "{TCPAbortOnData} closes sent a reset (TCPAbortOnData): what --linger0 does; the server "
+     "sees ECONNRESET where it expected an end of file"},
+    {KS_ABORT_ON_DATA, SHORT_NOT_LINGER0, NULL, NULL, NULL,
+     "{TCPAbortOnData} connections were reset for data that came after their close, or for a "
+     "close with SO_LINGER {1,0} (TCPAbortOnData): in short mode a server that sends more than "
+     "the response after lfbench has read it and closed shows only here"},
+    {KS_TW_RECYCLED, SHORT_PORTS_LIMITED, PORT_RANGE, "widen", NULL,
+     "{TWRecycled} connect()s took over a TIME_WAIT port (TWRecycled): the client closes first, "
+     "so each connect() searches a range full of TIME_WAIT ports (client CPU) and the rate is "
+     "capped at about the range per tcp_tw_reuse_delay; {advice}; {sources}; or let the server "
+     "close first"},
+};
+
+static bool hint_holds(enum hint_when when, const struct kstat *d, const struct kstat_run *r)
+{
+    switch (when) {
+    case ALWAYS:
+        return true;
+    case NO_OVERFLOW:
+        return !d->v[KS_LISTEN_OVERFLOWS];
+    case NOT_LINGER0:
+        return !r->linger0;
+    case LINGER0:
+        return r->linger0;
+    case SHORT_NOT_LINGER0:
+        return r->short_mode && !r->linger0;
+    case SHORT_PORTS_LIMITED:
+        return r->short_mode && ports_limited(r);
+    }
+    return false;
+}
+
+/* Appends s[0..n) to buf at *o, cut as snprintf cuts: buf stays a string of at most len - 1. */
+static void append(char *buf, size_t len, size_t *o, const char *s, size_t n)
+{
+    if (*o + n >= len)
+        n = len - 1 - *o;
+    memcpy(buf + *o, s, n);
+    *o += n;
+    buf[*o] = '\0';
+}
+
+/* The value of {NAME} (name[0..n)) in a hint's text, or NULL: a brace that is no name stays. */
+static const char *field(const char *name, size_t n, const struct kstat *d, const char *advice,
+                         const char *sources, char *num, size_t numlen)
+{
+    if (n == 6 && !strncmp(name, "advice", n))
+        return advice;
+    if (n == 7 && !strncmp(name, "sources", n))
+        return sources;
+    for (int i = 0; i < KS_N; i++)
+        if (strlen(kstat_name[i]) == n && !strncmp(name, kstat_name[i], n)) {
+            snprintf(num, numlen, "%llu", (unsigned long long)d->v[i]);
+            return num;
+        }
+    return NULL;
+}
+
+/* A row's text with its fields filled in, into buf (len bytes). */
+static void fill(char *buf, size_t len, const char *text, const struct kstat *d, const char *advice,
+                 const char *sources)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (const char *p = text; *p;) {
+        const char *end = *p == '{' ? strchr(p, '}') : NULL, *v = NULL;
+        char num[24];
+
+        if (end)
+            v = field(p + 1, (size_t)(end - p - 1), d, advice, sources, num, sizeof(num));
+        if (v) {
+            append(buf, len, &o, v, strlen(v));
+            p = end + 1;
+        } else {
+            append(buf, len, &o, p++, 1);
+        }
+    }
+}
+
+static int row_hint(FILE *out, bool json, int n, const struct hint_row *row, const struct kstat *d,
+                    const struct kstat_run *r, const char *sources)
+{
+    char adv[640] = "", line[HINT_MAX];
+
+    if (row->key && !strcmp(row->key, PORT_RANGE))
+        advise_ports(r, adv, sizeof(adv));
+    else if (row->key)
+        advise(r, row->key, row->verb, row->ok_tail, adv, sizeof(adv));
+    fill(line, sizeof(line), row->text, d, adv, sources);
+    return put_hint(out, json, n, line);
+}
 
 int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, bool json)
 {
     char adv[640], src[96];
     int n = 0;
-    bool others = others_moved(d, r);
 
     if (r->nsources > 0)
         snprintf(src, sizeof(src), "add source addresses to the %d --source gave", r->nsources);
@@ -371,85 +516,18 @@ int kstat_hints(FILE *out, const struct kstat *d, const struct kstat_run *r, boo
                  "let the server close first",
                  (unsigned long long)r->addrnotavail, adv, src);
     }
-    if (others) {
+    if (others_moved(d, r))
         n = hint(out, json, n,
                  "the namespace's counters moved far more than this run explains (ActiveOpens "
                  "+%llu, PassiveOpens +%llu for lfbench's %llu connect() calls): other traffic in "
                  "this network namespace moved them, so they say nothing sure about this server; "
                  "for hints, run where lfbench and the server have the namespace to themselves",
-                 D(KS_ACTIVE_OPENS), D(KS_PASSIVE_OPENS), (unsigned long long)r->connects);
-        goto done;
-    }
-    if (d->v[KS_LISTEN_OVERFLOWS]) {
-        advise(r, "net.core.somaxconn", "raise",
-               "not the limit here: the server's own backlog (lfepolld --backlog) or how fast it "
-               "accepts is",
-               adv, sizeof(adv));
-        n = hint(out, json, n,
-                 "the accept queue overflowed %llu times (ListenOverflows; ListenDrops %llu): "
-                 "the server accepts too slowly or listens with a small backlog (lfepolld "
-                 "--backlog); %s",
-                 D(KS_LISTEN_OVERFLOWS), D(KS_LISTEN_DROPS), adv);
-    } else if (d->v[KS_LISTEN_DROPS]) {
-        n = hint(out, json, n,
-                 "%llu SYNs or handshakes were dropped at a listener without an accept queue "
-                 "overflow (ListenDrops): a listener closing or short of memory, not a queue "
-                 "limit",
-                 D(KS_LISTEN_DROPS));
-    }
-    if (d->v[KS_SYNCOOKIES_SENT]) {
-        advise(r, "net.core.somaxconn", "raise",
-               "not the limit here: the server's own backlog (lfepolld --backlog) is", adv,
-               sizeof(adv));
-        n = hint(out, json, n,
-                 "the SYN queue overflowed: %llu SYN cookies sent (SyncookiesSent): raise the "
-                 "server's listen backlog; %s",
-                 D(KS_SYNCOOKIES_SENT), adv);
-    }
-    if (d->v[KS_TW_OVERFLOW]) {
-        advise(r, "net.ipv4.tcp_max_tw_buckets", "raise", NULL, adv, sizeof(adv));
-        n = hint(out, json, n,
-                 "the TIME_WAIT table was full %llu times (TCPTimeWaitOverflow): %s (never "
-                 "lower it), or let the server close first",
-                 D(KS_TW_OVERFLOW), adv);
-    }
-    if (d->v[KS_SOFTNET_DROPPED]) {
-        advise(r, "net.core.netdev_max_backlog", "raise", NULL, adv, sizeof(adv));
-        n = hint(out, json, n, "the per-CPU input queue dropped %llu packets (softnet_stat): %s",
-                 D(KS_SOFTNET_DROPPED), adv);
-    }
-    if (d->v[KS_RETRANS_SEGS])
-        n = hint(out, json, n,
-                 "%llu segments were sent again (RetransSegs): a packet was dropped somewhere "
-                 "(a queue above, or the network); on loopback that stalls a connection for "
-                 "200 ms to 1 s",
-                 D(KS_RETRANS_SEGS));
-    if (d->v[KS_ESTAB_RESETS] && !r->linger0)
-        n = hint(out, json, n,
-                 "%llu established connections were reset (EstabResets): a peer closed with "
-                 "unread data or aborted",
-                 D(KS_ESTAB_RESETS));
-    if (d->v[KS_ABORT_ON_DATA] && r->linger0)
-        n = hint(out, json, n,
-                 "%llu closes sent a reset (TCPAbortOnData): what --linger0 does; the server "
-                 "sees ECONNRESET where it expected an end of file",
-                 D(KS_ABORT_ON_DATA));
-    if (d->v[KS_ABORT_ON_DATA] && !r->linger0 && r->short_mode)
-        n = hint(out, json, n,
-                 "%llu connections were reset for data that came after their close, or for a "
-                 "close with SO_LINGER {1,0} (TCPAbortOnData): in short mode a server that sends "
-                 "more than the response after lfbench has read it and closed shows only here",
-                 D(KS_ABORT_ON_DATA));
-    if (r->short_mode && d->v[KS_TW_RECYCLED] && ports_limited(r)) {
-        advise_ports(r, adv, sizeof(adv));
-        n = hint(out, json, n,
-                 "%llu connect()s took over a TIME_WAIT port (TWRecycled): the client closes "
-                 "first, so each connect() searches a range full of TIME_WAIT ports (client "
-                 "CPU) and the rate is capped at about the range per tcp_tw_reuse_delay; %s; %s; "
-                 "or let the server close first",
-                 D(KS_TW_RECYCLED), adv, src);
-    }
-done:
+                 (unsigned long long)d->v[KS_ACTIVE_OPENS],
+                 (unsigned long long)d->v[KS_PASSIVE_OPENS], (unsigned long long)r->connects);
+    else
+        for (size_t i = 0; i < sizeof(hint_rows) / sizeof(hint_rows[0]); i++)
+            if (d->v[hint_rows[i].counter] && hint_holds(hint_rows[i].when, d, r))
+                n = row_hint(out, json, n, &hint_rows[i], d, r, src);
     if (!json && n == 0)
         fprintf(out, "hint         none: no kernel queue overflowed and no port ran out\n");
     if (json)

@@ -2,6 +2,8 @@
  * per-second progress, the summary and --json. */
 #include "bopt.h"
 #include "bscript.h"
+#include "btls.h"
+#include "btune.h"
 #include "engine.h"
 #include "hdr.h"
 #include "hist.h"
@@ -81,6 +83,10 @@ static int preflight(const struct bopt *o)
     long need = (long)o->conns + 16L * o->threads + 32, ports = port_range();
     long sources = o->nsources ? o->nsources : 1;
 
+    /* A TLS connection that reconnects keeps its last socket half-closed until the server's
+     * close_notify is read (bconn's closing_fd): two descriptors each, at most. */
+    if (o->tls && (o->mode == MODE_SHORT || o->reconnect_every))
+        need += o->conns;
     if (o->have_cpus) {
         cpu_set_t allowed;
         sched_getaffinity(0, sizeof(allowed), &allowed);
@@ -378,26 +384,46 @@ static int sum_open(const struct run *r)
     return n;
 }
 
-/* One second's counters from every thread, up to the wall-clock time end (a whole second, but
- * for the run's last): into the series, a progress line, --json-stream. */
-static int collect(struct run *r, double end)
+/* --json-stream: a second's phases (cphase.h), each that has samples as an object of its own. */
+static void stream_phases(FILE *f, const struct hist *ph)
 {
-    const struct bopt *o = r->o;
-    struct second s = {.t = end - r->wall0, .wall = end};
-    struct hist *h = malloc(sizeof(*h)), *m = r->hdr ? malloc(sizeof(*m)) : NULL;
-    double len;
+    for (int k = 0; k < CP_N; k++) {
+        const struct hist *h = &ph[k];
 
-    if (!h || (r->hdr && !m)) {
-        free(h);
-        return -1;
+        if (!h->count)
+            continue;
+        fprintf(f,
+                ", \"%s\": {\"samples\": %llu, \"p50_us\": %.3f, \"p90_us\": %.3f, "
+                "\"p99_us\": %.3f, \"max_us\": %.3f}",
+                cphase_tag[k], (unsigned long long)h->count, hist_us(hist_percentile(h, 50)),
+                hist_us(hist_percentile(h, 90)), hist_us(hist_percentile(h, 99)), hist_us(h->max));
     }
+}
+
+/* --hdr-log: a second's phases with samples, each a tagged interval after the untagged one. */
+static void hdr_phases(struct run *r, double from, double len, const struct hist *ph)
+{
+    for (int k = 0; k < CP_N; k++) {
+        int e = ph[k].count ? hdrlog_write_tagged(r->hdr, cphase_tag[k], from, len, &ph[k]) : 0;
+        if (e < 0 && !r->hdr_err)
+            r->hdr_err = e;
+    }
+}
+
+/* What the threads published for the second that ends: counts into s, latencies into h, the
+ * measured window's into m (--hdr-log, else NULL), the phases into ph[CP_N]. */
+static void take_second(struct run *r, struct second *s, struct hist *h, struct hist *m,
+                        struct hist *ph)
+{
     hist_init(h);
     if (m)
         hist_init(m);
-    for (int i = 0; i < o->threads; i++) {
+    for (int k = 0; k < CP_N; k++)
+        hist_init(&ph[k]);
+    for (int i = 0; i < r->o->threads; i++) {
         struct bthread *t = &r->ts[i];
         pthread_mutex_lock(&t->pub_lock);
-        bcount_add(&s.c, &t->pub);
+        bcount_add(&s->c, &t->pub);
         hist_merge(h, &t->pub_lat);
         memset(&t->pub, 0, sizeof(t->pub));
         hist_init(&t->pub_lat);
@@ -405,24 +431,38 @@ static int collect(struct run *r, double end)
             hist_merge(m, &t->pub_mlat);
             hist_init(&t->pub_mlat);
         }
+        for (int k = 0; k < CP_N; k++)
+            if (t->pub_ph[k].count) {
+                hist_merge(&ph[k], &t->pub_ph[k]);
+                hist_init(&t->pub_ph[k]);
+            }
         pthread_mutex_unlock(&t->pub_lock);
     }
+}
+
+/* One second's counters from every thread, up to the wall-clock time end (a whole second, but
+ * for the run's last): into the series, a progress line, --json-stream. */
+static int collect(struct run *r, double end)
+{
+    const struct bopt *o = r->o;
+    struct second s = {.t = end - r->wall0, .wall = end};
+    struct hist *h = malloc(sizeof(*h)), *m = r->hdr ? malloc(sizeof(*m)) : NULL,
+                *ph = malloc(CP_N * sizeof(*ph));
+    double len;
+
+    if (!h || (r->hdr && !m) || !ph)
+        goto fail;
+    take_second(r, &s, h, m, ph);
     s.open = sum_open(r);
     s.p50 = hist_percentile(h, 50);
     s.p99 = hist_percentile(h, 99);
-    if (hcompact_from(&s.lat, h) < 0) {
-        free(h);
-        free(m);
-        return -1;
-    }
+    if (hcompact_from(&s.lat, h) < 0)
+        goto fail;
     if (r->nsec == r->capsec) {
         r->capsec = r->capsec ? r->capsec * 2 : 64;
         r->series = realloc(r->series, r->capsec * sizeof(*r->series));
-        if (!r->series) {
-            free(h);
-            free(m);
-            return -1;
-        }
+        if (!r->series)
+            goto fail;
     }
     r->series[r->nsec++] = s;
     r->next_sec = floor(end) + 1;
@@ -438,21 +478,30 @@ static int collect(struct run *r, double end)
                 "{\"t\": %.3f, \"wall\": %.3f, \"phase\": \"%s\", \"step\": %d, \"rate\": %.3f, "
                 "\"requests\": %llu, \"qps\": %.1f, \"errors\": %llu, \"lost\": %llu, "
                 "\"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, "
-                "\"open\": %d}\n",
+                "\"open\": %d",
                 s.t, s.wall, r->phase, r->step, r->step_rate, (unsigned long long)s.c.requests,
                 len > 0 ? (double)s.c.requests / len : 0.0, (unsigned long long)bcount_errors(&s.c),
                 (unsigned long long)s.c.lost, hist_us(s.p50), hist_us(hist_percentile(h, 90)),
                 hist_us(s.p99), h->count ? hist_us(h->max) : 0.0, s.open);
+        stream_phases(r->stream, ph);
+        fputs("}\n", r->stream);
         fflush(r->stream);
     }
     if (m) { /* the interval log holds the measured windows' latencies, as the summary does */
         int e = hdrlog_write(r->hdr, s.t - len, len, m);
         if (e < 0 && !r->hdr_err)
             r->hdr_err = e;
+        hdr_phases(r, s.t - len, len, ph);
     }
     free(h);
     free(m);
+    free(ph);
     return 0;
+fail:
+    free(h);
+    free(m);
+    free(ph);
+    return -1;
 }
 
 /* Sleeps a tick; passes Ctrl-C on; collects a second when one is due. */
@@ -586,6 +635,16 @@ static int parse_and_check(struct bopt *o, struct payloads *p, int argc, char **
         bopt_free(o);
         return 2;
     }
+    if (o->tls) { /* the files and lists, each said before any connection */
+        struct tls_ctx *x = btls_ctx_new(o, err, sizeof(err));
+        if (!x) {
+            fprintf(stderr, "lfbench: %s\n", err);
+            payload_free(p);
+            bopt_free(o);
+            return 2;
+        }
+        btls_ctx_free(x);
+    }
     return -1;
 }
 
@@ -610,6 +669,9 @@ static void announce(const struct bopt *o, const struct payloads *p)
     else
         fprintf(stderr, "a mix of %d request files", p->n);
     fprintf(stderr, ", expect %s", expect_name[o->expect]);
+    if (o->tls)
+        fprintf(stderr, ", TLS%s%s%s", o->tls_sni ? " to " : "", o->tls_sni ? o->tls_sni : "",
+                o->tls_insecure ? " (not verified)" : "");
     if (o->rate > 0)
         fprintf(stderr, ", open loop at %.0f/s", o->rate);
     if (o->busy_poll)
@@ -933,9 +995,13 @@ static int result_config(struct bresult *res, const struct bopt *o, const struct
     res->expect = strdup(o->expect == EXPECT_HTTP ? "http" : expect_name[o->expect]);
     res->ok_status = strdup(o->ok_status_arg ? o->ok_status_arg : "2xx");
     res->lat = malloc(sizeof(*res->lat));
-    res->clat = malloc(sizeof(*res->clat));
-    if (!res->target || !res->mode || !res->expect || !res->ok_status || !res->lat || !res->clat)
+    if (!res->target || !res->mode || !res->expect || !res->ok_status || !res->lat)
         return -ENOMEM;
+    for (int k = 0; k < CP_N; k++) {
+        if (!(res->ph[k] = malloc(sizeof(*res->ph[k]))))
+            return -ENOMEM;
+        hist_init(res->ph[k]);
+    }
     res->conns = o->conns;
     res->threads = o->threads;
     res->pipeline = o->pipeline;
@@ -945,8 +1011,10 @@ static int result_config(struct bresult *res, const struct bopt *o, const struct
     res->rate = o->rate;
     res->requests_asked = o->requests;
     res->busy_poll = o->busy_poll;
+    res->tls = o->tls;
+    res->tls_insecure = o->tls_insecure;
+    res->tls_resume = o->tls_resume;
     hist_init(res->lat);
-    hist_init(res->clat);
     res->nclasses = p->n;
     for (int k = 0; k < p->n; k++) {
         res->cls[k].name = strdup(p->cls[k].name ? p->cls[k].name : "generated");
@@ -1004,9 +1072,20 @@ static void result_totals(struct bresult *res, const struct run *r)
         const struct bthread *t = &r->ts[i];
         if (t->bad_seen && !res->mismatch)
             res->mismatch = mismatch_text(t, r->o->expect);
+        if (t->tls_why[0] && !res->tls_error)
+            res->tls_error = strdup(t->tls_why);
+        if (t->tls_protocol && !res->tls_protocol) {
+            res->tls_protocol = strdup(t->tls_protocol);
+            res->tls_cipher = strdup(t->tls_cipher);
+        }
+        res->tls_full += t->tls_full;
+        res->tls_resumed += t->tls_resumed;
+        res->tls_offered += t->tls_offered;
         bcount_add(&res->total, &t->total);
         hist_merge(res->lat, &t->lat);
-        hist_merge(res->clat, &t->clat);
+        for (int k = 0; k < CP_N; k++)
+            hist_merge(res->ph[k], &t->ph[k]);
+        res->resumed += t->resumed;
         for (int k = 0; res->nclasses > 1 && k < res->nclasses; k++)
             hist_merge(res->cls[k].lat, &t->cls_lat[k]);
         res->behind += t->behind;
@@ -1231,6 +1310,8 @@ int main(int argc, char **argv)
         return merge_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "plot"))
         return plot_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "tune"))
+        return btune_main(argc - 1, argv + 1);
     if ((rc = parse_and_check(&o, &p, argc, argv)) >= 0)
         return rc;
     if (o.script) {

@@ -120,14 +120,22 @@ oom:
     return -ENOMEM;
 }
 
+/* Whether the two staircases are the same: as many steps, at the same rates. */
+static bool same_steps(const struct bresult *dst, const struct bresult *src)
+{
+    if (dst->nsteps != src->nsteps)
+        return false;
+    for (size_t i = 0; i < dst->nsteps; i++)
+        if (fabs(dst->steps[i].rate - src->steps[i].rate) > 1e-6 * fmax(1, dst->steps[i].rate))
+            return false;
+    return true;
+}
+
 /* Steps index by index: the same staircase (rates) on both sides, or no merge. */
 static int merge_steps(struct bresult *dst, const struct bresult *src)
 {
-    if (dst->nsteps != src->nsteps)
+    if (!same_steps(dst, src))
         return -EINVAL;
-    for (size_t i = 0; i < dst->nsteps; i++)
-        if (fabs(dst->steps[i].rate - src->steps[i].rate) > 1e-6 * fmax(1, dst->steps[i].rate))
-            return -EINVAL;
     for (size_t i = 0; i < dst->nsteps; i++) {
         struct bstep *d = &dst->steps[i];
         const struct bstep *s = &src->steps[i];
@@ -187,11 +195,6 @@ static bool same_str(const char *a, const char *b)
     return !strcmp(a ? a : "", b ? b : "");
 }
 
-/* Merging is exact for what is counted (counts, bytes, errors by kind, histograms bucket by
- * bucket); what is a configuration is summed where agents add up (connections, threads, rates,
- * -n) and kept otherwise. Refused (-EINVAL, nothing changed): a different --mode or --expect
- * (the latencies are of different things), different classes, or different sweeps; -EEXIST,
- * nothing changed: src holds a run dst holds already (by its id). */
 /* Whether src holds a run dst holds already (by its id). */
 static bool holds_a_run_of(const struct bresult *dst, const struct bresult *src)
 {
@@ -217,32 +220,41 @@ static int add_run_ids(struct bresult *dst, const struct bresult *src)
     return 0;
 }
 
-int merge_result(struct bresult *dst, const struct bresult *src)
+/* Whether the latencies of the two are of the same things: the same --mode, --expect and
+ * --ok-status, the same classes, the same staircase. */
+static bool mergeable(const struct bresult *dst, const struct bresult *src)
 {
-    double start, end;
-    int rc;
-
-    if (holds_a_run_of(dst, src))
-        return -EEXIST;
-
     if (!same_str(dst->mode, src->mode) || !same_str(dst->expect, src->expect) ||
         strcmp(result_ok_status(dst), result_ok_status(src)) || dst->nclasses != src->nclasses)
-        return -EINVAL;
+        return false;
     for (int k = 0; k < dst->nclasses; k++)
         if (!same_str(dst->cls[k].name, src->cls[k].name))
-            return -EINVAL;
-    if (dst->nsteps != src->nsteps)
-        return -EINVAL;
-    for (size_t i = 0; i < dst->nsteps; i++)
-        if (fabs(dst->steps[i].rate - src->steps[i].rate) > 1e-6 * fmax(1, dst->steps[i].rate))
-            return -EINVAL;
+            return false;
+    return same_steps(dst, src);
+}
+
+/* The histograms, the series, the steps, the run ids and the targets. 0 or -ENOMEM. */
+static int merge_parts(struct bresult *dst, const struct bresult *src)
+{
+    int rc;
+
     if ((rc = add_run_ids(dst, src)) < 0 || (rc = merge_steps(dst, src)) < 0 ||
         (rc = merge_series(dst, src)) < 0 || (rc = add_targets(dst, src->target)) < 0 ||
-        (rc = hist_add(&dst->lat, src->lat)) < 0 || (rc = hist_add(&dst->clat, src->clat)) < 0)
+        (rc = hist_add(&dst->lat, src->lat)) < 0)
         return rc;
+    for (int k = 0; k < CP_N; k++)
+        if ((rc = hist_add(&dst->ph[k], src->ph[k])) < 0)
+            return rc;
     for (int k = 0; dst->nclasses > 1 && k < dst->nclasses; k++)
         if ((rc = hist_add(&dst->cls[k].lat, src->cls[k].lat)) < 0)
             return rc;
+    return 0;
+}
+
+/* The configuration: summed where agents add up, the larger (or either flag) kept otherwise.
+ * 0 or -EOVERFLOW. */
+static int merge_config(struct bresult *dst, const struct bresult *src)
+{
     if (__builtin_add_overflow(dst->conns, src->conns, &dst->conns) ||
         __builtin_add_overflow(dst->threads, src->threads, &dst->threads) ||
         __builtin_add_overflow(dst->agents, src->agents, &dst->agents) ||
@@ -257,6 +269,14 @@ int merge_result(struct bresult *dst, const struct bresult *src)
     dst->kr.linger0 = dst->kr.linger0 || src->kr.linger0;
     dst->kr.nsources = dst->kr.nsources > src->kr.nsources ? dst->kr.nsources : src->kr.nsources;
     dst->busy_poll = dst->busy_poll || src->busy_poll;
+    return 0;
+}
+
+/* The windows: from the first start to the last end. */
+static void merge_window(struct bresult *dst, const struct bresult *src)
+{
+    double start, end;
+
     /* The spread: the two sides' own spreads and the distance between their earliest and
      * latest starts (each side's starts lie in [start_wall, start_wall + window_spread]). */
     start = fmin(dst->start_wall, src->start_wall);
@@ -275,6 +295,11 @@ int merge_result(struct bresult *dst, const struct bresult *src)
      * count two agents that ran one after the other as twice the rate (merge_main refuses
      * runs whose windows have no instant in common, unless asked). */
     dst->measured = end - start;
+}
+
+/* What was counted, summed; the first script, failure and mismatch kept. */
+static void merge_counts(struct bresult *dst, const struct bresult *src)
+{
     dst->open_s = fmax(dst->open_s, src->open_s);
     dst->connect_busy += src->connect_busy;
     dst->open_connects += src->open_connects;
@@ -289,17 +314,34 @@ int merge_result(struct bresult *dst, const struct bresult *src)
     dst->reconnects += src->reconnects;
     dst->http_non2xx += src->http_non2xx;
     dst->all_requests += src->all_requests;
+    dst->resumed += src->resumed;
     if (!dst->script && src->script)
         dst->script = strdup(src->script);
     if (!dst->script_failure && src->script_failure)
         dst->script_failure = strdup(src->script_failure);
     if (!dst->mismatch && src->mismatch)
         dst->mismatch = strdup(src->mismatch);
+    dst->tls |= src->tls; /* TLS: the handshakes summed, the first words kept */
+    dst->tls_insecure |= src->tls_insecure;
+    dst->tls_resume = fmax(dst->tls_resume, src->tls_resume);
+    dst->tls_full += src->tls_full;
+    dst->tls_resumed += src->tls_resumed;
+    dst->tls_offered += src->tls_offered;
+    if (!dst->tls_protocol && src->tls_protocol)
+        dst->tls_protocol = strdup(src->tls_protocol);
+    if (!dst->tls_cipher && src->tls_cipher)
+        dst->tls_cipher = strdup(src->tls_cipher);
+    if (!dst->tls_error && src->tls_error)
+        dst->tls_error = strdup(src->tls_error);
     dst->cpu_s += src->cpu_s;
     dst->poll_idle_s += src->poll_idle_s;
-    /* The kernel's counters are summed: right for agents on different hosts; two agents on one
-     * host (one network namespace) count that host's counters twice (the summary says so). A
-     * counter is kept where both sides have it. */
+}
+
+/* The kernel's counters are summed: right for agents on different hosts; two agents on one
+ * host (one network namespace) count that host's counters twice (the summary says so). A
+ * counter is kept where both sides have it. */
+static void merge_kernel(struct bresult *dst, const struct bresult *src)
+{
     dst->have_k = dst->have_k && src->have_k;
     for (int i = 0; i < KS_N; i++) {
         dst->kd.have[i] = dst->kd.have[i] && src->kd.have[i];
@@ -307,16 +349,42 @@ int merge_result(struct bresult *dst, const struct bresult *src)
     }
     dst->kr.addrnotavail = dst->total.errors[ERR_ADDRNOTAVAIL];
     dst->kr.short_mode = result_is_mode(dst, "short");
-    if (src->found_why && (!dst->found_why || src->found_rate < dst->found_rate)) {
-        /* the lowest answer: the rate every agent kept */
-        char *w = strdup(src->found_why);
-        if (!w)
-            return -ENOMEM;
-        free(dst->found_why);
-        dst->found_why = w;
-        dst->found_rate = src->found_rate;
-    }
+}
+
+/* --find-rate's answer: the lowest, the rate every agent kept. 0 or -ENOMEM. */
+static int merge_found(struct bresult *dst, const struct bresult *src)
+{
+    char *w;
+
+    if (!src->found_why || (dst->found_why && !(src->found_rate < dst->found_rate)))
+        return 0;
+    if (!(w = strdup(src->found_why)))
+        return -ENOMEM;
+    free(dst->found_why);
+    dst->found_why = w;
+    dst->found_rate = src->found_rate;
     return 0;
+}
+
+/* Merging is exact for what is counted (counts, bytes, errors by kind, histograms bucket by
+ * bucket); what is a configuration is summed where agents add up (connections, threads, rates,
+ * -n) and kept otherwise. Refused (-EINVAL, nothing changed): a different --mode or --expect
+ * (the latencies are of different things), different classes, or different sweeps; -EEXIST,
+ * nothing changed: src holds a run dst holds already (by its id). */
+int merge_result(struct bresult *dst, const struct bresult *src)
+{
+    int rc;
+
+    if (holds_a_run_of(dst, src))
+        return -EEXIST;
+    if (!mergeable(dst, src))
+        return -EINVAL;
+    if ((rc = merge_parts(dst, src)) < 0 || (rc = merge_config(dst, src)) < 0)
+        return rc;
+    merge_window(dst, src);
+    merge_counts(dst, src);
+    merge_kernel(dst, src);
+    return merge_found(dst, src);
 }
 
 /* --- lfbench merge ------------------------------------------------------------------------- */
@@ -403,20 +471,19 @@ static int same_files(char **paths, int n, const char *out)
     return 0;
 }
 
-int merge_main(int argc, char **argv)
-{
-    struct bresult all, one;
-    struct windows win = {0, 0, 0, 0, NULL, NULL};
-    const char *out = NULL;
-    bool quiet = false, allow_disjoint = false;
-    char err[512];
-    int nfiles = 0, rc = 2;
-    FILE *f;
+struct merge_args {
+    const char *out; /* --json OUT, or NULL */
+    bool quiet, allow_disjoint;
+    int nfiles; /* the file names, gathered at argv[1..nfiles] */
+};
 
-    /* the file names are gathered at the front of argv[1..] as the options are read */
+/* The options, the file names gathered at the front of argv[1..] as they are read. Returns -1
+ * to go on, or the exit status (--help, or bad usage with the line said). */
+static int read_args(int argc, char **argv, struct merge_args *a)
+{
     for (int i = 1, dashes = 0; i < argc; i++) {
         if (dashes || argv[i][0] != '-' || !argv[i][1]) {
-            argv[1 + nfiles++] = argv[i];
+            argv[1 + a->nfiles++] = argv[i];
         } else if (!strcmp(argv[i], "--")) {
             dashes = 1;
         } else if (!strcmp(argv[i], "--json")) {
@@ -424,11 +491,11 @@ int merge_main(int argc, char **argv)
                 fprintf(stderr, "lfbench merge: --json needs a file name; %s\n", usage);
                 return 2;
             }
-            out = argv[i];
+            a->out = argv[i];
         } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
-            quiet = true;
+            a->quiet = true;
         } else if (!strcmp(argv[i], "--allow-disjoint")) {
-            allow_disjoint = true;
+            a->allow_disjoint = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("%s\n  Merges the --json files of lfbench runs made at the same time into one "
                    "result:\n  counts summed, latency histograms merged bucket by bucket (exact "
@@ -444,67 +511,99 @@ int merge_main(int argc, char **argv)
             return 2;
         }
     }
-    if (nfiles < 1) {
+    if (a->nfiles < 1) {
         fprintf(stderr, "lfbench merge: no file to merge; %s\n", usage);
         return 2;
     }
-    if (nfiles > 1024) { /* each count read is at most 2^53: 1,024 of them cannot wrap 2^64 */
+    if (a->nfiles > 1024) { /* each count read is at most 2^53: 1,024 of them cannot wrap 2^64 */
         fprintf(stderr,
                 "lfbench merge: %d files; at most 1024 at once (merge the merged files "
                 "again)\n",
-                nfiles);
+                a->nfiles);
         return 2;
     }
-    if (same_files(argv + 1, nfiles, out) < 0)
-        return 2;
-    result_init(&all);
-    for (int n = 0; n < nfiles; n++) {
-        const char *path = argv[1 + n];
+    return -1;
+}
 
-        if (result_read_json(path, n ? &one : &all, err, sizeof(err)) < 0) {
+/* Why merge_result refused a file, from what it returned. */
+static const char *refusal(int rc)
+{
+    return rc == -EEXIST      ? "holds a run that the files before it hold already (a run "
+                                "given twice, or a merged file with one of its parts): it "
+                                "would count its requests twice; give each run once"
+           : rc == -ENOMEM    ? "out of memory"
+           : rc == -EOVERFLOW ? "too many connections, threads or agents in all (over "
+                                "2^31)"
+                              : "cannot be merged with the files before it: a different "
+                                "--mode, --expect, --ok-status, request classes or "
+                                "--rate-sweep steps";
+}
+
+/* The n files at paths read and merged into all (result_init'ed), their windows into win.
+ * Returns 0, or -1 with the line said. */
+static int merge_files(char **paths, int n, struct bresult *all, struct windows *win)
+{
+    struct bresult one;
+    char err[512];
+    int rc;
+
+    for (int i = 0; i < n; i++) {
+        if (result_read_json(paths[i], i ? &one : all, err, sizeof(err)) < 0) {
             fprintf(stderr, "lfbench merge: %s\n", err);
-            goto out;
+            return -1;
         }
-        windows_add(&win, n ? &one : &all, path, n == 0);
-        if (n == 0)
+        windows_add(win, i ? &one : all, paths[i], i == 0);
+        if (i == 0)
             continue;
-        rc = merge_result(&all, &one);
+        rc = merge_result(all, &one);
         result_free(&one);
         if (rc < 0) {
-            fprintf(stderr, "lfbench merge: %s: %s\n", path,
-                    rc == -EEXIST      ? "holds a run that the files before it hold already (a run "
-                                         "given twice, or a merged file with one of its parts): it "
-                                         "would count its requests twice; give each run once"
-                    : rc == -ENOMEM    ? "out of memory"
-                    : rc == -EOVERFLOW ? "too many connections, threads or agents in all (over "
-                                         "2^31)"
-                                       : "cannot be merged with the files before it: a different "
-                                         "--mode, --expect, --ok-status, request classes or "
-                                         "--rate-sweep steps");
-            rc = 2;
-            goto out;
+            fprintf(stderr, "lfbench merge: %s: %s\n", paths[i], refusal(rc));
+            return -1;
         }
-        rc = 2;
     }
-    if (nfiles > 1 && windows_check(&win, allow_disjoint) < 0)
+    return 0;
+}
+
+/* The merged result as --json to out. Returns 0, or 1 with the line said. */
+static int write_out(const char *out, const struct bresult *all)
+{
+    FILE *f = fopen(out, "we");
+    int rc;
+
+    if (!f) {
+        fprintf(stderr, "lfbench merge: cannot write --json %s: %s\n", out, strerror(errno));
+        return 1;
+    }
+    rc = result_write_json(f, all);
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    if (rc < 0) {
+        fprintf(stderr, "lfbench merge: cannot write --json %s: %s\n", out, strerror(-rc));
+        return 1;
+    }
+    return 0;
+}
+
+int merge_main(int argc, char **argv)
+{
+    struct merge_args a = {NULL, false, false, 0};
+    struct windows win = {0, 0, 0, 0, NULL, NULL};
+    struct bresult all;
+    int rc;
+
+    if ((rc = read_args(argc, argv, &a)) >= 0)
+        return rc;
+    if (same_files(argv + 1, a.nfiles, a.out) < 0)
+        return 2;
+    result_init(&all);
+    rc = 2;
+    if (merge_files(argv + 1, a.nfiles, &all, &win) < 0 ||
+        (a.nfiles > 1 && windows_check(&win, a.allow_disjoint) < 0))
         goto out;
-    if (!quiet)
+    if (!a.quiet)
         result_print(stdout, &all);
-    rc = 0;
-    if (out) {
-        if (!(f = fopen(out, "we"))) {
-            fprintf(stderr, "lfbench merge: cannot write --json %s: %s\n", out, strerror(errno));
-            rc = 1;
-            goto out;
-        }
-        rc = result_write_json(f, &all);
-        if (fclose(f) != 0 && rc == 0)
-            rc = -errno;
-        if (rc < 0) {
-            fprintf(stderr, "lfbench merge: cannot write --json %s: %s\n", out, strerror(-rc));
-            rc = 1;
-        }
-    }
+    rc = a.out ? write_out(a.out, &all) : 0;
 out:
     result_free(&all);
     return rc;

@@ -215,8 +215,9 @@ void payload_bytes(const struct payloads *p, int cls, uint64_t stream, uint64_t 
     /* 16 hex digits of seq, then the pattern from a place that depends on stream and seq: 7
      * bytes further on per connection, one per request. All connections then read a window of
      * a few KiB that stays in the cache; random places in the 64 KiB table (seq * 7919 +
-     * stream * 104729) missed it on every request, 1 µs of client CPU per request at 1,000
-     * connections. The hex digits make a stale or foreign request differ anyway. */
+     * stream * 104729) missed it on every request (what that cost: docs/bench.md, "lfbench
+     * against the independent generator"). The hex digits make a stale or foreign request
+     * differ anyway. */
     while (off < end && off < 16) {
         *out++ = (uint8_t)hex[(seq >> (60 - 4 * off)) & 0xf];
         off++;

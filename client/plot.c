@@ -29,7 +29,8 @@ static const char usage[] =
     "usage: lfbench plot [options] RUN.json...\n"
     "Draws one PNG of one or more `lfbench --json` runs with gnuplot, each run in its own\n"
     "colour: latency (p50, p99, max) and throughput per second, latency by percentile over\n"
-    "the measured window, and for --rate-sweep/--find-rate latency against throughput.\n"
+    "the measured window, the connections' phases (connect, TLS handshake, first byte) by\n"
+    "percentile, and for --rate-sweep/--find-rate latency against throughput.\n"
     "  -o FILE.png       the image to write (default: beside the first run, its name with\n"
     "                    .png for .json: run.json draws run.png; an input is never\n"
     "                    overwritten; a first run that is no regular file needs -o)\n"
@@ -80,6 +81,7 @@ struct scale {
     double qps_div; /* requests/s per throughput unit */
     const char *qps_unit;
     bool series, spectrum, sweep; /* some run has data for the panel */
+    bool phases;                  /* ... a connection phase's samples (cphase.h) */
     double t_max;                 /* the longest series, seconds */
     double x_max;                 /* the spectrum's largest 1/(1 - p) */
 };
@@ -249,8 +251,47 @@ static bool second_span(const struct prun *p, size_t i, double *from, double *to
     return true;
 }
 
-/* A second too short to give a rate (the tail of the run) is left out of the throughput. */
+/* A second too short to give a rate (the tail of the run) is left out of the throughput, unless
+ * the run has none longer (a run over in a fraction of a second): its rates are all it has. */
 #define MIN_SECOND 0.2
+
+/* The seconds of run p drawn, and whether each is shorter than MIN_SECOND (*all_short). */
+static size_t drawn_seconds(const struct prun *p, bool *all_short)
+{
+    size_t n = 0;
+    double from, to;
+
+    *all_short = true;
+    for (size_t i = 0; i < p->r.nseries; i++)
+        if (second_span(p, i, &from, &to)) {
+            n++;
+            if (to - from >= MIN_SECOND)
+                *all_short = false;
+        }
+    return n;
+}
+
+/* Second i's rate, requests per second, from its length len: false when it gives none (too short
+ * while the run has longer ones, or of no length). */
+static bool second_rate(const struct bsecond *b, double len, bool all_short, double *qps)
+{
+    if (len <= 0 || (len < MIN_SECOND && !all_short))
+        return false;
+    *qps = (double)b->c.requests / len;
+    return true;
+}
+
+/* Something of h to draw on a log axis: a value above 0 (a 0 is no point there, and a curve of
+ * none fails the whole plot: gnuplot's "all points y value undefined"). */
+static bool drawable(const struct hist *h)
+{
+    return h && h->count && h->max > 0;
+}
+
+static bool second_drawable(const struct bsecond *b)
+{
+    return b->lat.count && b->lat.max > 0;
+}
 
 /* Units and ranges over all runs. */
 static void measure(struct scale *s, const struct prun *runs, int n)
@@ -261,29 +302,39 @@ static void measure(struct scale *s, const struct prun *runs, int n)
     memset(s, 0, sizeof(*s));
     for (int k = 0; k < n; k++) {
         const struct bresult *r = &runs[k].r;
+        bool all_short;
 
+        drawn_seconds(&runs[k], &all_short);
         for (size_t i = 0; i < r->nseries; i++) {
             const struct bsecond *b = &r->series[i];
-            double from, to;
+            double from, to, qps;
 
             if (!second_span(&runs[k], i, &from, &to))
                 continue;
             if (b->lat.count && (double)b->lat.max > e.lat_max)
                 e.lat_max = (double)b->lat.max;
-            if (to - from >= MIN_SECOND && (double)b->c.requests / (to - from) > qps_max)
-                qps_max = (double)b->c.requests / (to - from);
+            if (second_rate(b, to - from, all_short, &qps) && qps > qps_max)
+                qps_max = qps;
             if (to > s->t_max)
                 s->t_max = to;
-            if (b->lat.count)
+            if (second_drawable(b))
                 s->series = true;
         }
-        if (r->lat && r->lat->count) {
+        if (drawable(r->lat)) {
             double x = spectrum(r->lat, emit_row, &e);
 
             if (x > s->x_max)
                 s->x_max = x;
             s->spectrum = true;
         }
+        for (int p = 0; p < CP_N; p++)
+            if (drawable(r->ph[p])) {
+                double x = spectrum(r->ph[p], emit_row, &e);
+
+                if (x > s->x_max)
+                    s->x_max = x;
+                s->phases = true;
+            }
         for (size_t i = 0; i < r->nsteps; i++) {
             const struct bstep *st = &r->steps[i];
 
@@ -293,7 +344,7 @@ static void measure(struct scale *s, const struct prun *runs, int n)
                 qps_max = step_qps(st);
             if (r->found_rate > qps_max)
                 qps_max = r->found_rate;
-            if (st->lat && st->lat->count)
+            if (st->lat && st->lat->count && hist_percentile(st->lat, 99.9) > 0)
                 s->sweep = true;
         }
     }
@@ -323,14 +374,20 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
         gp_str(f, runs[k].label);
         fprintf(f, "\n");
         if (r->nseries) {
+            bool all_short;
+
+            drawn_seconds(&runs[k], &all_short);
             fprintf(f,
                     "# the second's middle (s since the load began), p50, p99, max (%s), "
                     "throughput (%s), connections open, its end (s)\n",
                     s->lat_unit, s->qps_unit);
+            if (all_short)
+                fprintf(f, "# every second shorter than %g s: each one's rate drawn all the same\n",
+                        MIN_SECOND);
             fprintf(f, "$series%d << EOD\n", k);
             for (size_t i = 0; i < r->nseries; i++) {
                 const struct bsecond *b = &r->series[i];
-                double from, to, len;
+                double from, to, len, qps;
 
                 if (!second_span(&runs[k], i, &from, &to))
                     continue;
@@ -346,8 +403,8 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
                 } else {
                     fputs(" NaN NaN NaN", f);
                 }
-                if (len >= MIN_SECOND)
-                    fprintf(f, " %.6g", (double)b->c.requests / len / s->qps_div);
+                if (second_rate(b, len, all_short, &qps))
+                    fprintf(f, " %.6g", qps / s->qps_div);
                 else
                     fputs(" NaN", f);
                 fprintf(f, " %d %.4f\n", b->open, to);
@@ -360,6 +417,14 @@ static void datablocks(FILE *f, const struct prun *runs, int n, const struct sca
             spectrum(r->lat, emit_row, &e);
             fprintf(f, "EOD\n");
         }
+        for (int p = 0; p < CP_N; p++)
+            if (r->ph[p] && r->ph[p]->count) {
+                fprintf(f, "# %s: percentile (%%), 1/(1 - p), time (%s)\n", cphase_label[p],
+                        s->lat_unit);
+                fprintf(f, "$phase%d_%s << EOD\n", k, cphase_tag[p]);
+                spectrum(r->ph[p], emit_row, &e);
+                fprintf(f, "EOD\n");
+            }
         if (r->nsteps) {
             fprintf(f, "# achieved (%s), p50, p99, p99.9 (%s), intended (%s), kept\n", s->qps_unit,
                     s->lat_unit, s->qps_unit);
@@ -410,11 +475,32 @@ static void title(FILE *f, const struct popt *o, const struct prun *runs, int n)
     gp_str(f, buf);
 }
 
-/* Black key entries that say what each line style is: style[i] is the plot's "with" part. */
-static void style_key(FILE *f, const char *const *names, const char *const *style, int n)
+/* Writes style, the c-th curve's "with" part; lone (a curve of one point, which a line would not
+ * draw: a run over within its first second, a spectrum of one sample) marks its point, a
+ * different shape for each curve. */
+static void with_style(FILE *f, const char *style, int c, bool lone)
+{
+    static const int pt[] = {7, 5, 9};
+
+    if (lone && !strncmp(style, "lines", 5) && strncmp(style, "linespoints", 11))
+        fprintf(f, "linespoints%s pt %d ps 1.2", style + 5, pt[c % 3]);
+    else
+        fputs(style, f);
+}
+
+/* A black key entry that says what the c-th curve's line style is: style is the plot's "with"
+ * part, marked as with_style marks a lone curve when every curve drawn is one (lone). */
+static void key_entry(FILE *f, const char *name, const char *style, int c, bool lone)
+{
+    fputs(", \\\n     keyentry with ", f);
+    with_style(f, style, c, lone);
+    fprintf(f, " lc rgb 'black' title '%s'", name);
+}
+
+static void style_key(FILE *f, const char *const *names, const char *const *style, int n, bool lone)
 {
     for (int i = 0; i < n; i++)
-        fprintf(f, ", \\\n     keyentry with %s lc rgb 'black' title '%s'", style[i], names[i]);
+        key_entry(f, names[i], style[i], i, lone);
 }
 
 /* Shades every warm-up on the time axis: each sweep step has its own, and each run its steps (one
@@ -460,6 +546,9 @@ static void warmups(FILE *f, const struct prun *runs, int n, const struct scale 
 #define TOP 50
 #define TITLE 30
 #define AXIS 62
+/* A plot's height at the default size: a big panel's, and the throughput's under the latency */
+#define PLOT_BIG 330
+#define PLOT_SMALL 170
 
 /* The time axis: from the first request on (the first step's warm-up) */
 #define T_AXIS "seconds since the load began"
@@ -475,12 +564,14 @@ static void time_axis(FILE *f, const struct prun *runs, int n, const struct scal
 struct layout {
     double w, h, y; /* y: pixels used from the top */
     double key;     /* pixels right of the plots, for the legend */
+    double k;       /* the plots' heights against PLOT_BIG and PLOT_SMALL */
 };
 
-static void panel(FILE *f, struct layout *L, double title_px, double plot_px, double axis_px,
-                  const char *name)
+/* Starts the panel name below the one before: its plot plot_px high at the default size, title
+ * above it. */
+static void panel(FILE *f, struct layout *L, double plot_px, const char *name, const char *title)
 {
-    double top = L->y + title_px, bottom = top + plot_px;
+    double top = L->y + TITLE, bottom = top + plot_px * L->k;
 
     fprintf(f, "\n# %s\nreset\n", name);
     fprintf(f, "set tmargin at screen %.4f\nset bmargin at screen %.4f\n", 1 - top / L->h,
@@ -493,46 +584,70 @@ static void panel(FILE *f, struct layout *L, double title_px, double plot_px, do
             1 - (L->key - 10) / L->w, 1 - top / L->h);
     fprintf(f, "set grid xtics ytics mytics lc rgb '#e0e0e0' lw 1, lc rgb '#f0f0f0' lw 1\n");
     fprintf(f, "set border 3 lc rgb '#404040'\nset tics nomirror out\n");
-    L->y = bottom + axis_px;
+    fprintf(f, "set title '%s' offset 0,-0.5\n", title);
+    L->y = bottom + AXIS;
 }
 
-static bool has_series(const struct bresult *r)
+/* A latency y axis, logarithmic (logscale "y", or "xy" for the x axis too). */
+static void latency_y(FILE *f, const struct scale *s, const char *logscale)
 {
-    return r->nseries > 0;
+    fprintf(f, "set logscale %s\nset format y '%%g'\nset ylabel 'latency (%s)'\n", logscale,
+            s->lat_unit);
 }
 
-static bool has_latency(const struct bresult *r)
+/* The points of run p's curves in a panel: 0 when it has none there. */
+static size_t series_points(const struct prun *p)
 {
-    return r->lat && r->lat->count;
+    bool all_short;
+
+    return drawn_seconds(p, &all_short);
 }
 
-static bool has_steps(const struct bresult *r)
+static size_t spectrum_points(const struct prun *p)
 {
-    return r->nsteps > 0;
+    return p->r.lat ? (size_t)p->r.lat->count : 0; /* one sample: both points at 0% */
 }
 
-/* A panel's curves: for each run has() accepts, n of them from its datablock $<block><r>, x
+static size_t step_points(const struct prun *p)
+{
+    return p->r.nsteps;
+}
+
+/* A panel's curves: for each run with points(), n of them from its datablock $<block><r>, x
  * from column x and curve c's y from column y0 + c, drawn with style[c] in the run's colour
  * and tail after it; the first is titled with the run's name, the others stay out of the
  * legend (style_key explains them). */
 struct curves {
     const char *block;
-    bool (*has)(const struct bresult *r);
+    size_t (*points)(const struct prun *p);
     int x, y0, n;
     const char *const *style;
     const char *tail;
 };
+
+/* Whether every run's curves, of those with any, are of one point: the key marks them too. */
+static bool all_lone(const struct prun *runs, int n, const struct curves *cv)
+{
+    for (int r = 0; r < n; r++)
+        if (cv->points(&runs[r]) > 1)
+            return false;
+    return true;
+}
 
 /* A panel's plot command: the curves of every run. */
 static void plot_runs(FILE *f, const struct prun *runs, int n, const struct curves *cv)
 {
     fprintf(f, "plot");
     for (int r = 0, first = 1; r < n; r++) {
-        if (!cv->has(&runs[r].r))
+        size_t np = cv->points(&runs[r]);
+
+        if (!np)
             continue;
         for (int c = 0; c < cv->n; c++) {
-            fprintf(f, "%s \\\n     $%s%d using %d:%d with %s lc rgb '%s'%s ", first ? "" : ",",
-                    cv->block, r, cv->x, cv->y0 + c, cv->style[c], COLOUR(r), cv->tail);
+            fprintf(f, "%s \\\n     $%s%d using %d:%d with ", first ? "" : ",", cv->block, r, cv->x,
+                    cv->y0 + c);
+            with_style(f, cv->style[c], c, np < 2);
+            fprintf(f, " lc rgb '%s'%s ", COLOUR(r), cv->tail);
             if (c == 0)
                 fputs("title ", f), gp_str(f, runs[r].label);
             else
@@ -542,47 +657,40 @@ static void plot_runs(FILE *f, const struct prun *runs, int n, const struct curv
     }
 }
 
-/* The whole script. output: the PNG's name for `set output`, or NULL for gnuplot's stdout. */
-static void script(FILE *f, const struct popt *o, const struct prun *runs, int n,
-                   const char *output, struct hist *h)
+static const char *const one_line[] = {"lines"};
+
+/* The figure's size: --size, or 1200 wide and as high as its panels want; --size scales the
+ * plots, not the text around them. The legend's column fits the longest name (about 7 pixels a
+ * character at 10 points, and the line sample), within half the width. */
+static void lay_out(struct layout *L, const struct popt *o, const struct scale *s,
+                    const struct prun *runs, int n)
 {
-    static const char *const lat3[] = {"p50", "p99", "max"};
-    static const char *const sweep3[] = {"p50", "p99", "p99.9"};
-    static const char *const lat_style[] = {"lines lw 1.5 dt 1", "lines lw 1.5 dt 2",
-                                            "lines lw 1 dt 3"};
-    static const char *const sweep_style[] = {"linespoints lw 1.5 dt 1 pt 7 ps 0.8",
-                                              "linespoints lw 1.5 dt 2 pt 5 ps 0.8",
-                                              "linespoints lw 1.5 dt 3 pt 9 ps 0.8"};
-    static const char *const one_line[] = {"lines"};
-    struct scale s;
-    struct layout L;
-    double big = 330, small = 170; /* plot heights, pixels, at the default size */
-    double fixed, want, k;
-    int w = o->w ? o->w : 1200, hh;
+    double fixed, want;
 
-    measure(&s, runs, n);
-    /* The default height fits the panels; --size scales the plots, not the text around them */
-    fixed = TOP + (s.series ? 2 * (TITLE + AXIS) : 0) + (s.spectrum ? TITLE + AXIS : 0) +
-            (s.sweep ? TITLE + AXIS : 0);
-    want = (s.series ? big + small : 0) + (s.spectrum ? big : 0) + (s.sweep ? big : 0);
-    hh = o->h ? o->h : (int)(fixed + want);
-    k = (hh - fixed) / want;
-    if (k < 0.2)
-        k = 0.2;
-    L.w = w, L.h = hh, L.y = TOP;
-    /* The legend's column fits the longest name (about 7 pixels a character at 10 points and
-     * the line sample), within half the width */
-    L.key = 6 * 7 + 70;
+    fixed = TOP + (s->series ? 2 * (TITLE + AXIS) : 0) + (s->spectrum ? TITLE + AXIS : 0) +
+            (s->phases ? TITLE + AXIS : 0) + (s->sweep ? TITLE + AXIS : 0);
+    want = (s->series ? PLOT_BIG + PLOT_SMALL : 0) + (s->spectrum ? PLOT_BIG : 0) +
+           (s->phases ? PLOT_BIG : 0) + (s->sweep ? PLOT_BIG : 0);
+    L->w = o->w ? o->w : 1200;
+    L->h = o->h ? o->h : (int)(fixed + want);
+    L->y = TOP;
+    L->k = (L->h - fixed) / want;
+    if (L->k < 0.2)
+        L->k = 0.2;
+    L->key = 6 * 7 + 70;
     for (int r = 0; r < n; r++)
-        if ((double)strlen(runs[r].label) * 7 + 70 > L.key)
-            L.key = (double)strlen(runs[r].label) * 7 + 70;
-    if (L.key > w / 2.0)
-        L.key = w / 2.0;
+        if ((double)strlen(runs[r].label) * 7 + 70 > L->key)
+            L->key = (double)strlen(runs[r].label) * 7 + 70;
+    if (s->phases && (double)strlen(cphase_label[CP_FIRST_BYTE]) * 7 + 70 > L->key)
+        L->key = (double)strlen(cphase_label[CP_FIRST_BYTE]) * 7 + 70; /* the phases' key */
+    if (L->key > L->w / 2.0)
+        L->key = L->w / 2.0;
+}
 
-    fprintf(f, "# lfbench plot: %d run%s; gnuplot 5.2 or later\n", n, n == 1 ? "" : "s");
-    fprintf(f, "# latencies in %s, throughput in %s\n", s.lat_unit, s.qps_unit);
-    datablocks(f, runs, n, &s, h);
-
+/* The PNG terminal (cairo's where gnuplot has it) and where its image goes: output, or
+ * gnuplot's stdout when NULL. */
+static void terminal(FILE *f, const struct layout *L, const char *output)
+{
     fprintf(f, "\nset encoding utf8\n");
     fprintf(f,
             "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
@@ -590,7 +698,7 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
             "} else {\n"
             "    set terminal png size %d,%d noenhanced\n"
             "}\n",
-            w, hh, w, hh);
+            (int)L->w, (int)L->h, (int)L->w, (int)L->h);
     if (output) {
         fprintf(f, "set output ");
         gp_str(f, output);
@@ -598,118 +706,206 @@ static void script(FILE *f, const struct popt *o, const struct prun *runs, int n
     } else {
         fprintf(f, "set output # stdout: gnuplot THIS > FILE.png\n");
     }
+}
+
+static void latency_panel(FILE *f, struct layout *L, const struct prun *runs, int n,
+                          const struct scale *s)
+{
+    static const char *const names[] = {"p50", "p99", "max"};
+    static const char *const style[] = {"lines lw 1.5 dt 1", "lines lw 1.5 dt 2",
+                                        "lines lw 1 dt 3"};
+    struct curves cv = {"series", series_points, 1, 2, 3, style, ""};
+
+    panel(f, L, PLOT_BIG, "latency per second", "latency per second, warm-up included");
+    latency_y(f, s, "y");
+    time_axis(f, runs, n, s, true);
+    plot_runs(f, runs, n, &cv);
+    style_key(f, names, style, 3, all_lone(runs, n, &cv));
+    fprintf(f, "\n");
+}
+
+static void throughput_panel(FILE *f, struct layout *L, const struct prun *runs, int n,
+                             const struct scale *s)
+{
+    panel(f, L, PLOT_SMALL, "throughput per second", "throughput per second");
+    fprintf(f, "set format y '%%g'\nset ylabel '%s'\nset yrange [0:*]\n", s->qps_unit);
+    time_axis(f, runs, n, s, false);
+    plot_runs(f, runs, n, &(struct curves){"series", series_points, 1, 5, 1, one_line, " lw 1.5"});
+    fprintf(f, "\n");
+}
+
+/* The percentile axis of a spectrum: 0% to the largest 1/(1 - p) of any run, HdrHistogram's
+ * ticks. */
+static void percentile_x(FILE *f, const struct scale *s)
+{
+    fprintf(f, "set xlabel 'percentile'\nset xrange [1:%.6g]\nset xtics (", s->x_max * 1.5);
+    for (size_t i = 0; i < sizeof(pct_tick) / sizeof(pct_tick[0]); i++) {
+        /* a tic label is a format: %% is a percent sign */
+        fprintf(f, "%s'%s%%%%' %g", i ? ", " : "", pct_tick[i].label, pct_tick[i].x);
+        if (pct_tick[i].x >= s->x_max)
+            break;
+    }
+    fprintf(f, ")\nset mxtics 10\n");
+}
+
+static void spectrum_panel(FILE *f, struct layout *L, const struct prun *runs, int n,
+                           const struct scale *s)
+{
+    panel(f, L, PLOT_BIG, "percentile spectrum", "latency by percentile, measured window");
+    latency_y(f, s, "xy");
+    percentile_x(f, s);
+    plot_runs(f, runs, n,
+              &(struct curves){"spectrum", spectrum_points, 2, 3, 1, one_line, " lw 1.5"});
+    fprintf(f, "\n");
+}
+
+/* Each run's connection phases by percentile: a curve per phase with samples, in the run's
+ * colour, one dash type per phase (the black key says which). */
+static void phases_panel(FILE *f, struct layout *L, const struct prun *runs, int n,
+                         const struct scale *s)
+{
+    static const char *const style[CP_N] = {"lines lw 1.5 dt 1", "lines lw 1.5 dt 2",
+                                            "lines lw 1.5 dt 3"};
+    bool seen[CP_N] = {false}, lone = true;
+
+    panel(f, L, PLOT_BIG, "connection phases",
+          "connect, TLS handshake and first byte of each connection, by percentile");
+    latency_y(f, s, "xy");
+    percentile_x(f, s);
+    fprintf(f, "plot");
+    for (int r = 0, first = 1; r < n; r++)
+        for (int p = 0, titled = 0; p < CP_N; p++) {
+            const struct hist *h = runs[r].r.ph[p];
+
+            if (!h || !h->count)
+                continue;
+            fprintf(f, "%s \\\n     $phase%d_%s using 2:3 with ", first ? "" : ",", r,
+                    cphase_tag[p]);
+            with_style(f, style[p], p, h->count < 2); /* one sample: both points at 0% */
+            fprintf(f, " lc rgb '%s' ", COLOUR(r));
+            lone = lone && h->count < 2;
+            if (!titled++)
+                fputs("title ", f), gp_str(f, runs[r].label);
+            else
+                fputs("notitle", f);
+            first = 0;
+            seen[p] = true;
+        }
+    for (int p = 0; p < CP_N; p++)
+        if (seen[p])
+            key_entry(f, cphase_label[p], style[p], p, lone);
+    fprintf(f, "\n");
+}
+
+/* Latency against throughput, a point per step, and each --find-rate's rate found marked. */
+static void sweep_panel(FILE *f, struct layout *L, const struct prun *runs, int n,
+                        const struct scale *s)
+{
+    static const char *const names[] = {"p50", "p99", "p99.9"};
+    static const char *const style[] = {"linespoints lw 1.5 dt 1 pt 7 ps 0.8",
+                                        "linespoints lw 1.5 dt 2 pt 5 ps 0.8",
+                                        "linespoints lw 1.5 dt 3 pt 9 ps 0.8"};
+
+    panel(f, L, PLOT_BIG, "rate sweep", "latency against throughput, one point per step");
+    latency_y(f, s, "y");
+    fprintf(f, "set format x '%%g'\nset xlabel 'achieved throughput (%s)'\n", s->qps_unit);
+    fprintf(f, "set xrange [0:*]\n");
+    for (int r = 0; r < n; r++) {
+        double fr = runs[r].r.found_rate / s->qps_div;
+
+        if (runs[r].r.nsteps == 0 || fr <= 0)
+            continue;
+        fprintf(f, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead lc rgb '%s' dt 4\n", fr,
+                fr, COLOUR(r));
+        fprintf(f,
+                "set label 'found %.0f/s' at %.6g, graph 0.04 left offset 0.5,%d "
+                "textcolor rgb '%s'\n",
+                runs[r].r.found_rate, fr, r, COLOUR(r));
+    }
+    plot_runs(f, runs, n, &(struct curves){"sweep", step_points, 1, 2, 3, style, ""});
+    style_key(f, names, style, 3, false);
+    fprintf(f, "\n");
+}
+
+/* The whole script. output: the PNG's name for `set output`, or NULL for gnuplot's stdout. */
+static void script(FILE *f, const struct popt *o, const struct prun *runs, int n,
+                   const char *output, struct hist *h)
+{
+    struct scale s;
+    struct layout L;
+
+    measure(&s, runs, n);
+    lay_out(&L, o, &s, runs, n);
+    fprintf(f, "# lfbench plot: %d run%s; gnuplot 5.2 or later\n", n, n == 1 ? "" : "s");
+    fprintf(f, "# latencies in %s, throughput in %s\n", s.lat_unit, s.qps_unit);
+    datablocks(f, runs, n, &s, h);
+    terminal(f, &L, output);
     fprintf(f, "set multiplot title ");
     title(f, o, runs, n);
     fprintf(f, " font ',13'\n");
-
     if (s.series) {
-        panel(f, &L, TITLE, big * k, AXIS, "latency per second");
-        fprintf(f, "set title 'latency per second, warm-up included' offset 0,-0.5\n");
-        fprintf(f, "set logscale y\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
-        time_axis(f, runs, n, &s, true);
-        plot_runs(f, runs, n, &(struct curves){"series", has_series, 1, 2, 3, lat_style, ""});
-        style_key(f, lat3, lat_style, 3);
-        fprintf(f, "\n");
-
-        panel(f, &L, TITLE, small * k, AXIS, "throughput per second");
-        fprintf(f, "set title 'throughput per second' offset 0,-0.5\n");
-        fprintf(f, "set format y '%%g'\nset ylabel '%s'\nset yrange [0:*]\n", s.qps_unit);
-        time_axis(f, runs, n, &s, false);
-        plot_runs(f, runs, n, &(struct curves){"series", has_series, 1, 5, 1, one_line, " lw 1.5"});
-        fprintf(f, "\n");
+        latency_panel(f, &L, runs, n, &s);
+        throughput_panel(f, &L, runs, n, &s);
     }
-
-    if (s.spectrum) {
-        panel(f, &L, TITLE, big * k, AXIS, "percentile spectrum");
-        fprintf(f, "set title 'latency by percentile, measured window' offset 0,-0.5\n");
-        fprintf(f, "set logscale xy\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
-        fprintf(f, "set xlabel 'percentile'\nset xrange [1:%.6g]\nset xtics (", s.x_max * 1.5);
-        for (size_t i = 0; i < sizeof(pct_tick) / sizeof(pct_tick[0]); i++) {
-            /* a tic label is a format: %% is a percent sign */
-            fprintf(f, "%s'%s%%%%' %g", i ? ", " : "", pct_tick[i].label, pct_tick[i].x);
-            if (pct_tick[i].x >= s.x_max)
-                break;
-        }
-        fprintf(f, ")\nset mxtics 10\n");
-        plot_runs(f, runs, n,
-                  &(struct curves){"spectrum", has_latency, 2, 3, 1, one_line, " lw 1.5"});
-        fprintf(f, "\n");
-    }
-
-    if (s.sweep) {
-        panel(f, &L, TITLE, big * k, AXIS, "rate sweep");
-        fprintf(f, "set title 'latency against throughput, one point per step' offset 0,-0.5\n");
-        fprintf(f, "set logscale y\nset format y '%%g'\nset ylabel 'latency (%s)'\n", s.lat_unit);
-        fprintf(f, "set format x '%%g'\nset xlabel 'achieved throughput (%s)'\n", s.qps_unit);
-        fprintf(f, "set xrange [0:*]\n");
-        for (int r = 0; r < n; r++) {
-            double fr = runs[r].r.found_rate / s.qps_div;
-
-            if (runs[r].r.nsteps == 0 || fr <= 0)
-                continue;
-            fprintf(f, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead lc rgb '%s' dt 4\n",
-                    fr, fr, COLOUR(r));
-            fprintf(f,
-                    "set label 'found %.0f/s' at %.6g, graph 0.04 left offset 0.5,%d "
-                    "textcolor rgb '%s'\n",
-                    runs[r].r.found_rate, fr, r, COLOUR(r));
-        }
-        plot_runs(f, runs, n, &(struct curves){"sweep", has_steps, 1, 2, 3, sweep_style, ""});
-        style_key(f, sweep3, sweep_style, 3);
-        fprintf(f, "\n");
-    }
+    if (s.spectrum)
+        spectrum_panel(f, &L, runs, n, &s);
+    if (s.phases)
+        phases_panel(f, &L, runs, n, &s);
+    if (s.sweep)
+        sweep_panel(f, &L, runs, n, &s);
     fprintf(f, "\nunset multiplot\n");
 }
 
-/* Runs gnuplot with the script on stdin and the PNG on stdout; err gets one line on failure.
- * Returns 0, 1 (gnuplot missing or failed) or 2 (the output cannot be written). */
-static int run_gnuplot(FILE *sf, const char *out, char *err, size_t errlen)
+/* A new file beside out, to be renamed over it once the image is whole: a failure then leaves
+ * whatever was there. Only a regular file (or a new one) is replaced: a rename over a FIFO, a
+ * device or a symlink would put a PNG where they were. Returns its descriptor, its name in *tmp
+ * (malloc'd), or -1 with err said. */
+static int temp_beside(const char *out, char **tmp, char *err, size_t errlen)
 {
-    const char *prog = getenv("GNUPLOT");
-    char name[] = "gnuplot", *argv[] = {name, NULL}, *tmp = NULL, line[512] = "";
-    posix_spawn_file_actions_t fa;
-    FILE *ef = NULL;
-    int ofd = -1, rc = 2, status, e;
     struct stat st;
     mode_t mask;
-    pid_t pid;
+    int fd;
 
-    if (!prog || !*prog)
-        prog = "gnuplot";
-    /* Only a regular file (or a new one) is replaced: a rename over a FIFO, a device or a
-     * symlink would put a PNG where they were */
+    *tmp = NULL;
     if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
         snprintf(err, errlen,
                  "cannot write %s: not a regular file (a PNG goes to a new or a "
                  "regular file)",
                  out);
-        goto out;
+        return -1;
     }
-    /* A temporary beside the output, renamed over it once gnuplot succeeds: a failure leaves
-     * whatever was there */
-    if (asprintf(&tmp, "%s.XXXXXX", out) < 0) {
-        tmp = NULL;
+    if (asprintf(tmp, "%s.XXXXXX", out) < 0) {
+        *tmp = NULL;
         snprintf(err, errlen, "%s", strerror(ENOMEM));
-        goto out;
+        return -1;
     }
-    ofd = mkostemp(tmp, O_CLOEXEC);
-    if (ofd < 0) {
+    fd = mkostemp(*tmp, O_CLOEXEC);
+    if (fd < 0) {
         snprintf(err, errlen, "cannot write %s: %s", out, strerror(errno));
-        goto out_tmp;
+        free(*tmp);
+        *tmp = NULL;
+        return -1;
     }
     mask = umask(0); /* mkostemp makes it 0600: give it the mode open(2) would */
     umask(mask);
-    fchmod(ofd, 0666 & ~mask);
-    rc = 1; /* from here on, what fails is not the user's doing */
-    ef = tmpfile();
-    if (!ef || fflush(sf) != 0 || fseek(sf, 0, SEEK_SET) != 0) {
-        snprintf(err, errlen, "temporary file: %s", strerror(errno));
-        goto out_unlink;
-    }
+    fchmod(fd, 0666 & ~mask);
+    return fd;
+}
+
+/* Runs prog with in, out and errf as its stdin, stdout and stderr, and waits for it. Returns 0
+ * with its wait status in *status, or -1 with err said. */
+static int spawn_wait(const char *prog, int in, int out, int errf, int *status, char *err,
+                      size_t errlen)
+{
+    char name[] = "gnuplot", *argv[] = {name, NULL};
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int e;
+
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fileno(sf), 0);
-    posix_spawn_file_actions_adddup2(&fa, ofd, 1);
-    posix_spawn_file_actions_adddup2(&fa, fileno(ef), 2);
+    posix_spawn_file_actions_adddup2(&fa, in, 0);
+    posix_spawn_file_actions_adddup2(&fa, out, 1);
+    posix_spawn_file_actions_adddup2(&fa, errf, 2);
     e = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (e == ENOENT) {
@@ -717,37 +913,70 @@ static int run_gnuplot(FILE *sf, const char *out, char *err, size_t errlen)
                  "%s not found: install gnuplot (Debian: apt-get install gnuplot-nox), or use "
                  "--script",
                  prog);
-        goto out_unlink;
+        return -1;
     }
     if (e) {
         snprintf(err, errlen, "cannot run %s: %s", prog, strerror(e));
-        goto out_unlink;
+        return -1;
     }
-    while (waitpid(pid, &status, 0) < 0)
+    while (waitpid(pid, status, 0) < 0)
         if (errno != EINTR) {
             snprintf(err, errlen, "waitpid: %s", strerror(errno));
-            goto out_unlink;
+            return -1;
         }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        /* gnuplot echoes the offending command first: the line naming the error is better */
-        char first[512] = "";
+    return 0;
+}
 
-        rewind(ef);
-        while (fgets(line, sizeof(line), ef)) {
-            line[strcspn(line, "\n")] = '\0';
-            if (!first[0] && line[strspn(line, " \t^")])
-                snprintf(first, sizeof(first), "%s", line + strspn(line, " \t"));
-            if (strstr(line, "line ") && strchr(line, ':'))
-                break;
-            line[0] = '\0';
-        }
-        if (WIFEXITED(status))
-            snprintf(err, errlen, "%s failed (exit %d): %s", prog, WEXITSTATUS(status),
-                     line[0]    ? line + strspn(line, " \t")
-                     : first[0] ? first
-                                : "no message");
-        else
-            snprintf(err, errlen, "%s killed by signal %d", prog, WTERMSIG(status));
+/* Says in err how prog ended (status), with the line of its stderr ef that names the error:
+ * gnuplot echoes the offending command first, then "line N: what". */
+static void say_failure(const char *prog, int status, FILE *ef, char *err, size_t errlen)
+{
+    char line[512] = "", first[512] = "";
+
+    if (!WIFEXITED(status)) {
+        snprintf(err, errlen, "%s killed by signal %d", prog, WTERMSIG(status));
+        return;
+    }
+    rewind(ef);
+    while (fgets(line, sizeof(line), ef)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!first[0] && line[strspn(line, " \t^")])
+            snprintf(first, sizeof(first), "%s", line + strspn(line, " \t"));
+        if (strstr(line, "line ") && strchr(line, ':'))
+            break;
+        line[0] = '\0';
+    }
+    snprintf(err, errlen, "%s failed (exit %d): %s", prog, WEXITSTATUS(status),
+             line[0]    ? line + strspn(line, " \t")
+             : first[0] ? first
+                        : "no message");
+}
+
+/* Runs gnuplot with the script on stdin and the PNG on stdout; err gets one line on failure.
+ * Returns 0, 1 (gnuplot missing or failed) or 2 (the output cannot be written). */
+static int run_gnuplot(FILE *sf, const char *out, char *err, size_t errlen)
+{
+    const char *prog = getenv("GNUPLOT");
+    char *tmp;
+    FILE *ef;
+    int ofd, rc = 1, status;
+    struct stat st;
+
+    if (!prog || !*prog)
+        prog = "gnuplot";
+    ofd = temp_beside(out, &tmp, err, errlen);
+    if (ofd < 0)
+        return 2;
+    /* from here on, what fails is not the user's doing */
+    ef = tmpfile();
+    if (!ef || fflush(sf) != 0 || fseek(sf, 0, SEEK_SET) != 0) {
+        snprintf(err, errlen, "temporary file: %s", strerror(errno));
+        goto out_unlink;
+    }
+    if (spawn_wait(prog, fileno(sf), ofd, fileno(ef), &status, err, errlen) < 0)
+        goto out_unlink;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        say_failure(prog, status, ef, err, errlen);
         goto out_unlink;
     }
     if (fstat(ofd, &st) == 0 && st.st_size == 0) {
@@ -759,16 +988,14 @@ static int run_gnuplot(FILE *sf, const char *out, char *err, size_t errlen)
         goto out_unlink;
     }
     rc = 0;
-    goto out_ofd;
+    goto out_close;
 out_unlink:
     unlink(tmp);
-out_ofd:
+out_close:
     if (ef)
         fclose(ef);
     close(ofd);
-out_tmp:
     free(tmp);
-out:
     return rc;
 }
 
@@ -831,6 +1058,27 @@ static const char *input_at(const char *path, char *const *inputs, int n)
     return NULL;
 }
 
+/* True, with a line said, when no panel has anything to draw (measure's conditions: a second's
+ * latency, the spectrum, a connection phase, a sweep step's latency, each above 0): a run whose
+ * every request failed, say. gnuplot would fail on it, or draw a picture of nothing. */
+static bool nothing_drawn(const struct prun *runs, int n, char *const *paths)
+{
+    struct scale s;
+
+    measure(&s, runs, n);
+    if (s.series || s.spectrum || s.phases || s.sweep)
+        return false;
+    if (n == 1)
+        fprintf(stderr, "lfbench plot: %s: no latencies to plot (no request completed)\n",
+                paths[0]);
+    else
+        fprintf(stderr,
+                "lfbench plot: none of the %d runs has a latency to plot (no request "
+                "completed)\n",
+                n);
+    return true;
+}
+
 /* The runs to plot: each file read, named by --label's LIST (or by its file name), and each
  * with something to draw. Returns 0, or -1 with one line said. */
 static int read_runs(struct prun *runs, int n, char *const *paths, const char *label_list)
@@ -869,86 +1117,157 @@ static int read_runs(struct prun *runs, int n, char *const *paths, const char *l
             goto out;
         }
     }
-    rc = 0;
+    rc = nothing_drawn(runs, n, paths) ? -1 : 0;
 out:
     free(labels);
     return rc;
 }
 
-int plot_main(int argc, char **argv)
+/* The command line into o. False when the run ends here, with *rc its exit status: 0 after
+ * --help, 2 after an error said. */
+static bool parse_args(int argc, char **argv, struct popt *o, int *rc)
 {
     static const struct option lopt[] = {
         {"size", required_argument, NULL, 's'},  {"label", required_argument, NULL, 'l'},
         {"title", required_argument, NULL, 'T'}, {"script", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-    struct popt o = {0};
-    struct prun *runs = NULL;
-    struct hist *h = NULL;
-    char err[1024], *def_out = NULL;
-    const char *in;
-    FILE *sf = NULL;
-    int c, n = 0, rc = 2;
+    int c;
 
+    *rc = 2;
     opterr = 0;
     optind = 0; /* a fresh getopt: nothing has parsed before, but say so */
     while ((c = getopt_long(argc, argv, ":o:h", lopt, NULL)) != -1) {
         switch (c) {
         case 'o':
-            o.out = optarg;
+            o->out = optarg;
             break;
         case 's':
-            if (!parse_size(optarg, &o.w, &o.h)) {
+            if (!parse_size(optarg, &o->w, &o->h)) {
                 fprintf(stderr,
                         "lfbench plot: --size wants WxH in pixels (100 to 20000), not "
                         "'%s'\n",
                         optarg);
-                return 2;
+                return false;
             }
             break;
         case 'l':
-            o.labels = optarg;
+            o->labels = optarg;
             break;
         case 'T':
-            o.title = optarg;
+            o->title = optarg;
             break;
         case 'S':
-            o.script = optarg;
+            o->script = optarg;
             break;
         case 'h':
             fputs(usage, stdout);
-            return 0;
+            *rc = 0;
+            return false;
         case ':':
             fprintf(stderr, "lfbench plot: %s wants a value (lfbench plot --help)\n",
                     argv[optind - 1]);
-            return 2;
+            return false;
         default:
             fprintf(stderr, "lfbench plot: unknown option %s (lfbench plot --help)\n",
                     argv[optind - 1]);
-            return 2;
+            return false;
         }
     }
-    n = argc - optind;
-    if (n <= 0) {
+    if (argc - optind <= 0) {
         fprintf(stderr, "lfbench plot: no RUN.json given (lfbench plot --help)\n");
+        return false;
+    }
+    return true;
+}
+
+/* Where the image and the script go: the image's default name beside the first input (into
+ * *def_out, the caller frees it) unless -o or --script names one; neither may be one of the n
+ * inputs (a typo such as `-o run.json run.json` would put a PNG where the run was). Returns 0,
+ * or -1 with one line said. */
+static int name_outputs(struct popt *o, char *const *inputs, int n, char **def_out)
+{
+    const char *in;
+
+    if (!o->out && !o->script) {
+        if (!(*def_out = default_out(inputs[0])))
+            return -1;
+        o->out = *def_out;
+    }
+    if (o->out && (in = input_at(o->out, inputs, n))) {
+        fprintf(stderr, "lfbench plot: %s%s would overwrite the input %s: %s\n",
+                *def_out ? "the default image " : "-o ", o->out, in,
+                *def_out ? "name the image with -o FILE.png" : "name another FILE.png");
+        return -1;
+    }
+    if (o->script && strcmp(o->script, "-") && (in = input_at(o->script, inputs, n))) {
+        fprintf(stderr, "lfbench plot: --script %s would overwrite the input %s: name another\n",
+                o->script, in);
+        return -1;
+    }
+    return 0;
+}
+
+/* --script: the script to its file (- for stdout). Returns the exit status: 0, or 2 said. */
+static int write_script(const struct popt *o, const struct prun *runs, int n, struct hist *h)
+{
+    bool std = !strcmp(o->script, "-");
+    FILE *sf = std ? stdout : fopen(o->script, "we");
+
+    if (!sf) {
+        fprintf(stderr, "lfbench plot: cannot write %s: %s\n", o->script, strerror(errno));
         return 2;
     }
-    if (!o.out && !o.script) {
-        if (!(def_out = default_out(argv[optind])))
-            return 2;
-        o.out = def_out;
+    script(sf, o, runs, n, o->out, h);
+    if ((ferror(sf) | (std ? fflush(sf) : fclose(sf))) != 0) {
+        fprintf(stderr, "lfbench plot: cannot write %s: %s\n", o->script, strerror(errno));
+        return 2;
     }
-    /* A typo such as `-o run.json run.json` would put a PNG where the run was */
-    if (o.out && (in = input_at(o.out, argv + optind, n))) {
-        fprintf(stderr, "lfbench plot: %s%s would overwrite the input %s: %s\n",
-                def_out ? "the default image " : "-o ", o.out, in,
-                def_out ? "name the image with -o FILE.png" : "name another FILE.png");
+    if (!std) /* what was written, and what it writes: the output is the user's to run */
+        printf("wrote %s\n", o->script);
+    return 0;
+}
+
+/* The image: the script into a temporary file, gnuplot run on it. Returns the exit status. */
+static int draw(const struct popt *o, const struct prun *runs, int n, struct hist *h)
+{
+    char err[1024];
+    FILE *sf = tmpfile();
+    int rc = 2;
+
+    if (!sf) {
+        fprintf(stderr, "lfbench plot: temporary file: %s\n", strerror(errno));
+        return 2;
+    }
+    script(sf, o, runs, n, NULL, h);
+    if (ferror(sf)) {
+        fprintf(stderr, "lfbench plot: temporary file: %s\n", strerror(errno));
         goto out;
     }
-    if (o.script && strcmp(o.script, "-") && (in = input_at(o.script, argv + optind, n))) {
-        fprintf(stderr, "lfbench plot: --script %s would overwrite the input %s: name another\n",
-                o.script, in);
+    rc = run_gnuplot(sf, o->out, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "lfbench plot: %s\n", err);
+    else /* the name may be derived (a.json draws a.png): say it */
+        printf("wrote %s\n", o->out);
+out:
+    fclose(sf);
+    return rc;
+}
+
+int plot_main(int argc, char **argv)
+{
+    struct popt o = {0};
+    struct prun *runs = NULL;
+    struct hist *h = NULL;
+    char *def_out = NULL, **inputs;
+    int n, rc;
+
+    if (!parse_args(argc, argv, &o, &rc))
+        return rc;
+    inputs = argv + optind;
+    n = argc - optind;
+    rc = 2;
+    if (name_outputs(&o, inputs, n, &def_out) < 0)
         goto out;
-    }
     runs = calloc((size_t)n, sizeof(*runs));
     h = malloc(sizeof(*h));
     if (!runs || !h) {
@@ -957,47 +1276,10 @@ int plot_main(int argc, char **argv)
     }
     for (int k = 0; k < n; k++)
         result_init(&runs[k].r);
-    if (read_runs(runs, n, argv + optind, o.labels) < 0)
+    if (read_runs(runs, n, inputs, o.labels) < 0)
         goto out;
-
-    if (o.script) {
-        bool std = !strcmp(o.script, "-");
-
-        sf = std ? stdout : fopen(o.script, "we");
-        if (!sf) {
-            fprintf(stderr, "lfbench plot: cannot write %s: %s\n", o.script, strerror(errno));
-            goto out;
-        }
-        script(sf, &o, runs, n, o.out, h);
-        if ((ferror(sf) | (std ? fflush(sf) : fclose(sf))) != 0) {
-            fprintf(stderr, "lfbench plot: cannot write %s: %s\n", o.script, strerror(errno));
-            sf = NULL;
-            goto out;
-        }
-        sf = NULL;
-        if (!std) /* what was written, and what it writes: the output is the user's to run */
-            printf("wrote %s\n", o.script);
-        rc = 0;
-        goto out;
-    }
-    sf = tmpfile();
-    if (!sf) {
-        fprintf(stderr, "lfbench plot: temporary file: %s\n", strerror(errno));
-        goto out;
-    }
-    script(sf, &o, runs, n, NULL, h);
-    if (ferror(sf)) {
-        fprintf(stderr, "lfbench plot: temporary file: %s\n", strerror(errno));
-        goto out;
-    }
-    rc = run_gnuplot(sf, o.out, err, sizeof(err));
-    if (rc)
-        fprintf(stderr, "lfbench plot: %s\n", err);
-    else /* the name may be derived (a.json draws a.png): say it */
-        printf("wrote %s\n", o.out);
+    rc = o.script ? write_script(&o, runs, n, h) : draw(&o, runs, n, h);
 out:
-    if (sf)
-        fclose(sf);
     for (int k = 0; runs && k < n; k++) {
         result_free(&runs[k].r);
         free(runs[k].label);

@@ -614,105 +614,151 @@ static void source_remedy(const struct ports_report *r, const struct ports_need 
         snprintf(buf, len, "add source addresses (--source %s-%s), ", a, b);
 }
 
+/* What each verdict says of the run: the source address with the fewest usable ports for its
+ * share of the connections, and the words that name it, the target and what holds its ports. */
+struct fewest {
+    const struct ports_src *w;
+    long per;       /* connections each source address carries */
+    int n;          /* source addresses */
+    bool tw_covers; /* connect() takes over w's TIME_WAIT to the target (tcp_tw_reuse) */
+    char ta[INET6_ADDRSTRLEN + 8], from[INET6_ADDRSTRLEN + 64], held[160];
+};
+
+static void find_fewest(const struct ports_report *r, const struct ports_need *need,
+                        struct fewest *x)
+{
+    const struct ports_src *w = NULL;
+    char sa[INET6_ADDRSTRLEN], n1[32];
+    long worst = 0;
+    int n = r->nsources;
+
+    x->n = n;
+    x->per = ((long)need->conns + n - 1) / n;
+    for (int i = 0; i < n; i++)
+        if (!w || r->src[i].free - x->per < worst) {
+            w = &r->src[i];
+            worst = w->free - x->per;
+        }
+    x->w = w;
+    x->tw_covers = r->tw_reusable &&
+                   (r->sys.tw_reuse == 1 || is_loopback(&w->addr) || is_loopback(&r->target));
+    addr_str(&w->addr, sa, sizeof(sa));
+    target_str(r, x->ta, sizeof(x->ta));
+    if (n == 1)
+        snprintf(x->from, sizeof(x->from), "from %s", sa);
+    else
+        snprintf(x->from, sizeof(x->from), "from each of %d source addresses (%s the fewest)", n,
+                 sa);
+    x->held[0] = '\0';
+    if (w->blocked_tw)
+        snprintf(x->held, sizeof(x->held), "%s held by TIME_WAIT to %s, which expire within %d s%s",
+                 num(w->blocked_tw, n1, sizeof(n1)), x->ta, tw_last(w),
+                 w->blocked > w->blocked_tw ? "; " : "");
+    if (w->blocked > w->blocked_tw)
+        snprintf(x->held + strlen(x->held), sizeof(x->held) - strlen(x->held), "%s by %s",
+                 num(w->blocked - w->blocked_tw, n1, sizeof(n1)),
+                 r->listeners ? "listeners and open connections" : "open connections to it");
+    if (!x->held[0])
+        snprintf(x->held, sizeof(x->held), "%s", "none held: the range is too small");
+}
+
+/* Fewer ports free than connections to put on them: long mode cannot open, short mode cannot
+ * keep -c in flight. PORTS_OK when there are enough. */
+static enum ports_verdict too_few(const struct ports_report *r, const struct ports_need *need,
+                                  const struct fewest *x, char *line, size_t len)
+{
+    const struct ports_src *w = x->w;
+    char src_rem[128], wait[48] = "", n2[32], n3[32], n4[32];
+    int wait_s = 0;
+
+    if (w->free >= x->per)
+        return PORTS_OK;
+    for (int i = 0; i < x->n && wait_s >= 0; i++) {
+        int t = wait_for(&r->src[i], x->per - r->src[i].free);
+        wait_s = t < 0 ? -1 : t > wait_s ? t : wait_s;
+    }
+    if (wait_s > 0)
+        snprintf(wait, sizeof(wait), ", or wait %d s", wait_s);
+    source_remedy(r, need, need->conns, src_rem, sizeof(src_rem));
+    snprintf(line, len,
+             "ports: -c %d needs %s ports %s to %s but only %s of %s are free (%s): %swiden "
+             "net.ipv4.ip_local_port_range (now %d-%d)%s%s",
+             need->conns, num(x->per, n2, sizeof(n2)), x->from, x->ta, num(w->free, n3, sizeof(n3)),
+             num(w->range, n4, sizeof(n4)), x->held, src_rem, r->sys.lo, r->sys.hi,
+             w->blocked_tw && !x->tw_covers ? ", set net.ipv4.tcp_tw_reuse=1" : "", wait);
+    return need->short_mode ? PORTS_WARN : PORTS_SHORT;
+}
+
+/* Short mode where tcp_tw_reuse does not hand TIME_WAIT back for this target: lfbench closes
+ * first, so each connection leaves its port in TIME_WAIT for 60 s, and the free ports sustain
+ * only so many connections a second. PORTS_OK when -R stays within that. */
+static enum ports_verdict time_wait_cap(const struct ports_report *r, const struct ports_need *need,
+                                        const struct fewest *x, char *line, size_t len)
+{
+    const struct ports_src *w = x->w;
+    double sustain = (double)w->free / PORTS_TW_SECONDS * x->n;
+    char src_rem[128], n1[32];
+
+    if (!need->short_mode || x->tw_covers || (need->rate > 0 && need->rate <= sustain))
+        return PORTS_OK;
+    source_remedy(r, need, (long)(need->rate > 0 ? need->rate : sustain * 2) * PORTS_TW_SECONDS,
+                  src_rem, sizeof(src_rem));
+    if (need->rate > 0)
+        snprintf(line, len,
+                 "ports: short mode at -R %.0f leaves each port in TIME_WAIT for %d s but "
+                 "only %s ports %s to %s are free: connect() fails with EADDRNOTAVAIL after "
+                 "about %.0f s; %sset net.ipv4.tcp_tw_reuse=1, or keep -R under %.0f",
+                 need->rate, PORTS_TW_SECONDS, num(w->free, n1, sizeof(n1)), x->from, x->ta,
+                 (double)w->free * x->n / need->rate, src_rem, sustain);
+    else
+        snprintf(line, len,
+                 "ports: short mode leaves each port in TIME_WAIT for %d s and tcp_tw_reuse=%d%s "
+                 "does not hand them back for %s: %s free ports %s sustain %.0f connections "
+                 "a second, beyond that connect() fails with EADDRNOTAVAIL; %sset "
+                 "net.ipv4.tcp_tw_reuse=1, or cap the rate with -R",
+                 PORTS_TW_SECONDS, r->sys.tw_reuse,
+                 r->sys.timestamps ? "" : " (without tcp_timestamps)", x->ta,
+                 num(w->free, n1, sizeof(n1)), x->from, sustain, src_rem);
+    return PORTS_WARN;
+}
+
+/* Enough ports, but so many held that connect() probes about four or more a connection before
+ * it finds a free one. PORTS_OK when the walk is short. */
+static enum ports_verdict crowded(const struct ports_report *r, const struct ports_need *need,
+                                  const struct fewest *x, char *line, size_t len)
+{
+    const struct ports_src *w = x->w;
+    char src_rem[128], wait[48] = "", n1[32], n2[32];
+    int wait_s;
+
+    if (probes(w->range, w->free, x->per) < 4.0 || w->blocked <= 0)
+        return PORTS_OK;
+    wait_s = tw_last(w);
+    if (wait_s > 0)
+        snprintf(wait, sizeof(wait), ", or wait %d s", wait_s);
+    source_remedy(r, need, need->conns, src_rem, sizeof(src_rem));
+    snprintf(line, len,
+             "ports: connect() will search a crowded port range: %s of %s ports %s to %s "
+             "are held (%s), about %.0f probes a connection: opening may be slow; %swiden "
+             "net.ipv4.ip_local_port_range (now %d-%d)%s",
+             num(w->blocked, n1, sizeof(n1)), num(w->range, n2, sizeof(n2)), x->from, x->ta,
+             x->held, probes(w->range, w->free, x->per), src_rem, r->sys.lo, r->sys.hi, wait);
+    return PORTS_WARN;
+}
+
 enum ports_verdict ports_advice(const struct ports_report *r, const struct ports_need *need,
                                 char *line, size_t len)
 {
-    const struct ports_src *w = NULL;
-    char sa[INET6_ADDRSTRLEN], ta[INET6_ADDRSTRLEN + 8], n1[32], n2[32], n3[32], n4[32];
-    char src_rem[128], held[160], wait[48], from[INET6_ADDRSTRLEN + 64];
-    long per, worst = 0;
-    int n = r->nsources, wait_s = 0;
-    bool tw_covers;
+    struct fewest x;
+    enum ports_verdict v;
 
     line[0] = '\0';
-    if (n < 1 || need->conns <= 0)
+    if (r->nsources < 1 || need->conns <= 0)
         return PORTS_OK;
-    per = ((long)need->conns + n - 1) / n;
-    for (int i = 0; i < n; i++) /* the address with the fewest usable ports */
-        if (!w || r->src[i].free - per < worst) {
-            w = &r->src[i];
-            worst = w->free - per;
-        }
-    tw_covers = r->tw_reusable &&
-                (r->sys.tw_reuse == 1 || is_loopback(&w->addr) || is_loopback(&r->target));
-    addr_str(&w->addr, sa, sizeof(sa));
-    target_str(r, ta, sizeof(ta));
-    if (n == 1)
-        snprintf(from, sizeof(from), "from %s", sa);
-    else
-        snprintf(from, sizeof(from), "from each of %d source addresses (%s the fewest)", n, sa);
-    held[0] = '\0';
-    if (w->blocked_tw)
-        snprintf(held, sizeof(held), "%s held by TIME_WAIT to %s, which expire within %d s%s",
-                 num(w->blocked_tw, n1, sizeof(n1)), ta, tw_last(w),
-                 w->blocked > w->blocked_tw ? "; " : "");
-    if (w->blocked > w->blocked_tw)
-        snprintf(held + strlen(held), sizeof(held) - strlen(held), "%s by %s",
-                 num(w->blocked - w->blocked_tw, n1, sizeof(n1)),
-                 r->listeners ? "listeners and open connections" : "open connections to it");
-    if (!held[0])
-        snprintf(held, sizeof(held), "%s", "none held: the range is too small");
-    wait[0] = '\0';
-
-    if (w->free < per) { /* long mode cannot open; short mode cannot keep -c in flight */
-        for (int i = 0; i < n && wait_s >= 0; i++) {
-            int t = wait_for(&r->src[i], per - r->src[i].free);
-            wait_s = t < 0 ? -1 : t > wait_s ? t : wait_s;
-        }
-        if (wait_s > 0)
-            snprintf(wait, sizeof(wait), ", or wait %d s", wait_s);
-        source_remedy(r, need, need->conns, src_rem, sizeof(src_rem));
-        snprintf(line, len,
-                 "ports: -c %d needs %s ports %s to %s but only %s of %s are free (%s): %swiden "
-                 "net.ipv4.ip_local_port_range (now %d-%d)%s%s",
-                 need->conns, num(per, n2, sizeof(n2)), from, ta, num(w->free, n3, sizeof(n3)),
-                 num(w->range, n4, sizeof(n4)), held, src_rem, r->sys.lo, r->sys.hi,
-                 w->blocked_tw && !tw_covers ? ", set net.ipv4.tcp_tw_reuse=1" : "", wait);
-        return need->short_mode ? PORTS_WARN : PORTS_SHORT;
-    }
-
-    if (need->short_mode && !tw_covers) {
-        /* lfbench closes first: each connection leaves its port in TIME_WAIT for 60 s, and
-         * tcp_tw_reuse does not hand it back for this target */
-        double sustain = (double)w->free / PORTS_TW_SECONDS * n;
-
-        if (need->rate > 0 && need->rate <= sustain)
-            goto crowd;
-        source_remedy(r, need, (long)(need->rate > 0 ? need->rate : sustain * 2) * PORTS_TW_SECONDS,
-                      src_rem, sizeof(src_rem));
-        if (need->rate > 0)
-            snprintf(line, len,
-                     "ports: short mode at -R %.0f leaves each port in TIME_WAIT for %d s but "
-                     "only %s ports %s to %s are free: connect() fails with EADDRNOTAVAIL after "
-                     "about %.0f s; %sset net.ipv4.tcp_tw_reuse=1, or keep -R under %.0f",
-                     need->rate, PORTS_TW_SECONDS, num(w->free, n1, sizeof(n1)), from, ta,
-                     (double)w->free * n / need->rate, src_rem, sustain);
-        else
-            snprintf(
-                line, len,
-                "ports: short mode leaves each port in TIME_WAIT for %d s and tcp_tw_reuse=%d%s "
-                "does not hand them back for %s: %s free ports %s sustain %.0f connections "
-                "a second, beyond that connect() fails with EADDRNOTAVAIL; %sset "
-                "net.ipv4.tcp_tw_reuse=1, or cap the rate with -R",
-                PORTS_TW_SECONDS, r->sys.tw_reuse,
-                r->sys.timestamps ? "" : " (without tcp_timestamps)", ta,
-                num(w->free, n1, sizeof(n1)), from, sustain, src_rem);
-        return PORTS_WARN;
-    }
-
-crowd:
-    if (probes(w->range, w->free, per) >= 4.0 && w->blocked > 0) {
-        wait_s = tw_last(w);
-        if (wait_s > 0)
-            snprintf(wait, sizeof(wait), ", or wait %d s", wait_s);
-        source_remedy(r, need, need->conns, src_rem, sizeof(src_rem));
-        snprintf(line, len,
-                 "ports: connect() will search a crowded port range: %s of %s ports %s to %s "
-                 "are held (%s), about %.0f probes a connection: opening may be slow; %swiden "
-                 "net.ipv4.ip_local_port_range (now %d-%d)%s",
-                 num(w->blocked, n1, sizeof(n1)), num(w->range, n2, sizeof(n2)), from, ta, held,
-                 probes(w->range, w->free, per), src_rem, r->sys.lo, r->sys.hi, wait);
-        return PORTS_WARN;
-    }
-    return PORTS_OK;
+    find_fewest(r, need, &x);
+    if ((v = too_few(r, need, &x, line, len)) != PORTS_OK)
+        return v;
+    if ((v = time_wait_cap(r, need, &x, line, len)) != PORTS_OK)
+        return v;
+    return crowded(r, need, &x, line, len);
 }

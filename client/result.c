@@ -29,8 +29,12 @@ void result_free(struct bresult *r)
     free(r->script);
     free(r->script_failure);
     free(r->mismatch);
+    free(r->tls_protocol);
+    free(r->tls_cipher);
+    free(r->tls_error);
     free(r->lat);
-    free(r->clat);
+    for (int k = 0; k < CP_N; k++)
+        free(r->ph[k]);
     for (int k = 0; k < BOPT_MAX_CLASSES; k++) {
         free(r->cls[k].name);
         free(r->cls[k].lat);
@@ -155,11 +159,10 @@ static void print_steps(FILE *f, const struct bresult *r)
     }
 }
 
-void result_print(FILE *f, const struct bresult *r)
+/* "merged", "requests" and the latencies, the classes' beneath. */
+static void print_requests(FILE *f, const struct bresult *r)
 {
-    double measured = r->measured > 0 ? r->measured : 1, wall = r->wall > 0 ? r->wall : 1;
-    double cpu = r->cpu_s;
-    bool is_short = result_is_mode(r, "short"), is_long = !is_short;
+    double measured = r->measured > 0 ? r->measured : 1;
     char out[32], in[32], steps[48] = "";
 
     if (r->agents > 1)
@@ -186,50 +189,117 @@ void result_print(FILE *f, const struct bresult *r)
     if (r->nclasses > 1)
         for (int k = 0; k < r->nclasses; k++)
             print_lat(f, "  ", r->cls[k].name ? r->cls[k].name : "?", result_class_lat(r, k), NULL);
-    if (is_short) {
-        fprintf(f, "connections  %llu: %.1f conn/s", (unsigned long long)r->total.connects,
-                (double)r->total.connects / measured);
-        print_connect_cost(f, r);
-        fputc('\n', f);
-        print_lat(f, "", "connect", r->clat, NULL);
+}
+
+/* The samples of phase p (0: none, or a file without it). */
+static uint64_t phase_count(const struct bresult *r, enum cphase p)
+{
+    return r->ph[p] ? r->ph[p]->count : 0;
+}
+
+/* The timed connections' phases (cphase.h), a row each for those with samples, beneath the line
+ * about the connections ("connections", or "opening"). */
+static void print_phases(FILE *f, const struct bresult *r)
+{
+    for (int p = 0; p < CP_N; p++) {
+        const struct hist *h = r->ph[p];
+
+        if (!h || !h->count)
+            continue;
+        fprintf(f, "  %-12s p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  (µs, %llu samples",
+                cphase_label[p], hist_us(hist_percentile(h, 50)), hist_us(hist_percentile(h, 90)),
+                hist_us(hist_percentile(h, 99)), hist_us(h->max), (unsigned long long)h->count);
+        if (p == CP_HANDSHAKE)
+            fprintf(f, ": %llu full, %llu resumed", (unsigned long long)(h->count - r->resumed),
+                    (unsigned long long)r->resumed);
+        fputs(")\n", f);
     }
-    if (is_long && r->open_s > 0) {
-        /* The window starts once the connections are open: say how long that took, and when
-         * the client itself was slow (connect() searching a port range crowded by TIME_WAIT),
-         * say so: it is not the server's time. */
-        fprintf(f, "opening      %d of %d connection%s open in %.2f s, before the measured window",
-                r->open_at_start, r->conns, r->conns == 1 ? "" : "s", r->open_s);
-        if (r->open_at_start < r->conns)
-            fprintf(f, " (the rest never opened in time: see errors)");
-        /* On loopback connect() runs the whole handshake inline: 10-30 µs each is normal.
-         * Far more is the kernel searching a crowded port range. The opening's calls only
-         * (refused ones too): the run's reconnects come after it (a file without the count:
-         * the connections it opened). */
-        uint64_t calls = r->open_connects   ? r->open_connects
-                         : r->open_at_start ? (uint64_t)r->open_at_start
-                                            : 1;
-        double per = r->connect_busy / (double)calls;
-        if (r->connect_busy >= 0.1 && r->connect_busy >= r->open_s / 4 && per > 100e-6)
-            fprintf(f,
-                    "; %.2f s of it inside connect() itself (%.0f µs each of %llu calls): the "
-                    "kernel searching an ephemeral port range crowded by TIME_WAIT (a slow "
-                    "client, not a slow server: %s or wait 60 s)",
-                    r->connect_busy, per * 1e6, (unsigned long long)calls,
-                    r->kr.nsources ? "more --source addresses" : "--source");
-        fputc('\n', f);
-    }
-    if (r->rate > 0 || r->nsteps)
+}
+
+/* Short mode: "connections" and their rate, the phases, and "handshakes": their rate over the
+ * measured window, and the client's CPU per handshake (over the whole run's, as per request). */
+static void print_connections(FILE *f, const struct bresult *r)
+{
+    double measured = r->measured > 0 ? r->measured : 1;
+    uint64_t hs = phase_count(r, CP_HANDSHAKE), all = r->tls_full + r->tls_resumed;
+
+    fprintf(f, "connections  %llu: %.1f conn/s", (unsigned long long)r->total.connects,
+            (double)r->total.connects / measured);
+    print_connect_cost(f, r);
+    fputc('\n', f);
+    print_phases(f, r);
+    if (!hs)
+        return;
+    fprintf(f, "handshakes   %llu: %.1f/s, %llu full, %llu resumed", (unsigned long long)hs,
+            (double)hs / measured, (unsigned long long)(hs - r->resumed),
+            (unsigned long long)r->resumed);
+    if (all)
+        fprintf(f, "; client CPU %.2f µs per handshake (of the run's %llu)",
+                r->cpu_s * 1e6 / (double)all, (unsigned long long)all);
+    fputc('\n', f);
+}
+
+/* Long mode: "opening". The window starts once the connections are open: say how long that
+ * took, and when the client itself was slow (connect() searching a port range crowded by
+ * TIME_WAIT), say so: it is not the server's time. */
+static void print_opening(FILE *f, const struct bresult *r)
+{
+    fprintf(f, "opening      %d of %d connection%s open in %.2f s, before the measured window",
+            r->open_at_start, r->conns, r->conns == 1 ? "" : "s", r->open_s);
+    if (r->open_at_start < r->conns)
+        fprintf(f, " (the rest never opened in time: see errors)");
+    /* On loopback connect() runs the whole handshake inline: 10-30 µs each is normal.
+     * Far more is the kernel searching a crowded port range. The opening's calls only
+     * (refused ones too): the run's reconnects come after it (a file without the count:
+     * the connections it opened). */
+    uint64_t calls = r->open_connects   ? r->open_connects
+                     : r->open_at_start ? (uint64_t)r->open_at_start
+                                        : 1;
+    double per = r->connect_busy / (double)calls;
+    if (r->connect_busy >= 0.1 && r->connect_busy >= r->open_s / 4 && per > 100e-6)
         fprintf(f,
-                "schedule     %llu sends due; %llu went out more than 1 ms behind their intended "
-                "time; unsent %llu\n",
-                (unsigned long long)(r->intended + r->unsent), (unsigned long long)r->behind,
-                (unsigned long long)r->unsent);
-    if (is_long)
-        fprintf(f, "spread       %llu to %llu done per connection\n",
-                (unsigned long long)r->conn_min, (unsigned long long)r->conn_max);
+                "; %.2f s of it inside connect() itself (%.0f µs each of %llu calls): the "
+                "kernel searching an ephemeral port range crowded by TIME_WAIT (a slow "
+                "client, not a slow server: %s or wait 60 s)",
+                r->connect_busy, per * 1e6, (unsigned long long)calls,
+                r->kr.nsources ? "more --source addresses" : "--source");
+    fputc('\n', f);
+    print_phases(f, r);
+}
+
+/* "tls": what was agreed, the handshakes full and resumed, and what the server did with the
+ * sessions offered; the first TLS failure. */
+static void print_tls(FILE *f, const struct bresult *r)
+{
+    uint64_t hs = r->tls_full + r->tls_resumed;
+
+    fprintf(f, "tls          %s %s; handshakes %llu: %llu full, %llu resumed",
+            r->tls_protocol ? r->tls_protocol : "(no handshake completed)",
+            r->tls_cipher ? r->tls_cipher : "", (unsigned long long)hs,
+            (unsigned long long)r->tls_full, (unsigned long long)r->tls_resumed);
+    if (r->tls_offered)
+        fprintf(f, "; of %llu offering a session %.1f%% resumed",
+                (unsigned long long)r->tls_offered,
+                100.0 * (double)r->tls_resumed / (double)r->tls_offered);
+    if (r->tls_offered && !r->tls_resumed)
+        fprintf(f, " (the server refuses resumption: no session cache, no tickets)");
+    else if (r->tls_resume > 0 && !r->tls_offered && hs)
+        fprintf(f, "; no session to offer (the server gave none: tickets off?)");
+    if (r->tls_insecure)
+        fprintf(f, "; verification off (--tls-insecure)");
+    fputc('\n', f);
+    if (r->tls_error)
+        fprintf(f, "tls error    the first: %s\n", r->tls_error);
+}
+
+/* "errors" and what else went other than asked: "mismatched", "reconnects", "http",
+ * "script". */
+static void print_failures(FILE *f, const struct bresult *r, bool is_long)
+{
     fprintf(f, "errors       %llu:", (unsigned long long)bcount_errors(&r->total));
-    for (int e = 0; e < ERR_KINDS; e++)
-        fprintf(f, " %s %llu", berr_name[e], (unsigned long long)r->total.errors[e]);
+    for (int e = 0; e < ERR_KINDS; e++) /* the TLS kinds in a TLS run, or where counted */
+        if (e < ERR_TLS_FIRST || r->tls || r->total.errors[e])
+            fprintf(f, " %s %llu", berr_name[e], (unsigned long long)r->total.errors[e]);
     fprintf(f, "; lost %llu\n", (unsigned long long)r->total.lost);
     if (r->mismatch && r->total.errors[ERR_MISMATCH])
         fprintf(f, "mismatched   the first: %s\n", r->mismatch);
@@ -249,6 +319,13 @@ void result_print(FILE *f, const struct bresult *r)
                 r->total.checks ? "" : " (it has no response(), or nothing answered)",
                 r->script_failure ? "; the first: " : "",
                 r->script_failure ? r->script_failure : "");
+}
+
+/* "client CPU" and "busy-poll": what the run cost the client. */
+static void print_cpu(FILE *f, const struct bresult *r)
+{
+    double wall = r->wall > 0 ? r->wall : 1, cpu = r->cpu_s;
+
     fprintf(f, "client CPU   %.0f%% of one core over %.2f s, %.2f µs per request%s\n",
             100.0 * cpu / wall, wall, r->all_requests ? cpu * 1e6 / (double)r->all_requests : 0.0,
             100.0 * cpu / wall > 90.0 * r->threads ? " (saturated: the client may be the limit)"
@@ -257,25 +334,57 @@ void result_print(FILE *f, const struct bresult *r)
         fprintf(
             f, "busy-poll    %.2f CPU seconds more polled with nothing to do (not counted above)\n",
             r->poll_idle_s);
-    if (r->have_k) {
-        fprintf(f, "kernel      ");
-        for (int i = 0; i < KS_N; i++)
-            if (r->kd.have[i])
-                fprintf(f, " %s %s%llu", kstat_name[i], i >= KS_TCP_TW ? "" : "+",
-                        (unsigned long long)r->kd.v[i]);
-        if (r->agents > 1)
-            fprintf(f,
-                    " (%d runs' network namespaces summed, whole runs: two runs on one host "
-                    "count its counters twice)\n",
-                    r->agents);
-        else
-            fprintf(f, " (this network namespace, whole run)\n");
-        struct kstat_run kr = result_kstat_run(r);
-        kstat_hints(f, &r->kd, &kr, false);
-    } else {
+}
+
+/* "kernel": the counters over the run, and the hints drawn from them. */
+static void print_kernel(FILE *f, const struct bresult *r)
+{
+    if (!r->have_k) {
         fprintf(f, "kernel       no counters: /proc/net/netstat, snmp, softnet_stat and sockstat "
                    "could not be read\n");
+        return;
     }
+    fprintf(f, "kernel      ");
+    for (int i = 0; i < KS_N; i++)
+        if (r->kd.have[i])
+            fprintf(f, " %s %s%llu", kstat_name[i], i >= KS_TCP_TW ? "" : "+",
+                    (unsigned long long)r->kd.v[i]);
+    if (r->agents > 1)
+        fprintf(f,
+                " (%d runs' network namespaces summed, whole runs: two runs on one host "
+                "count its counters twice)\n",
+                r->agents);
+    else
+        fprintf(f, " (this network namespace, whole run)\n");
+    struct kstat_run kr = result_kstat_run(r);
+    kstat_hints(f, &r->kd, &kr, false);
+}
+
+void result_print(FILE *f, const struct bresult *r)
+{
+    bool is_short = result_is_mode(r, "short"), is_long = !is_short;
+
+    print_requests(f, r);
+    if (is_short)
+        print_connections(f, r);
+    if (is_long && r->open_s > 0)
+        print_opening(f, r); /* with the phases beneath */
+    else if (is_long)
+        print_phases(f, r);
+    if (r->rate > 0 || r->nsteps)
+        fprintf(f,
+                "schedule     %llu sends due; %llu went out more than 1 ms behind their intended "
+                "time; unsent %llu\n",
+                (unsigned long long)(r->intended + r->unsent), (unsigned long long)r->behind,
+                (unsigned long long)r->unsent);
+    if (is_long)
+        fprintf(f, "spread       %llu to %llu done per connection\n",
+                (unsigned long long)r->conn_min, (unsigned long long)r->conn_max);
+    if (r->tls)
+        print_tls(f, r);
+    print_failures(f, r, is_long);
+    print_cpu(f, r);
+    print_kernel(f, r);
     if (r->nsteps)
         print_steps(f, r);
 }

@@ -11,6 +11,7 @@
 
 #include "bcount.h"
 #include "bopt.h"
+#include "cphase.h"
 #include "hist.h"
 #include "kstat.h"
 
@@ -68,7 +69,10 @@ struct bresult {
     double measured; /* seconds */
     double wall;     /* seconds of the whole run */
     struct bcount total;
-    struct hist *lat, *clat; /* request and connect latency (owned) */
+    struct hist *lat;      /* request latency (owned) */
+    struct hist *ph[CP_N]; /* the timed connections' phases (owned; NULL: none recorded, or a
+                            * file without the phase): connect, handshake, first byte */
+    uint64_t resumed;      /* of ph[CP_HANDSHAKE]'s, those that resumed a session */
     int nclasses;
     struct {
         char *name;
@@ -96,6 +100,16 @@ struct bresult {
     char *script;         /* --script FILE, NULL without one (owned) */
     char *script_failure; /* the first check response() failed: its message (owned) */
     char *mismatch;       /* the first mismatch: where, and the bytes there (owned), or NULL */
+    /* --tls (tls false without): handshakes over the whole run, as the library counted them */
+    bool tls;
+    bool tls_insecure;    /* --tls-insecure: the server was not verified */
+    double tls_resume;    /* --tls-resume asked */
+    uint64_t tls_full;    /* handshakes completed in full */
+    uint64_t tls_resumed; /* handshakes the server resumed */
+    uint64_t tls_offered; /* handshakes that offered a session (resumed ones among them) */
+    char *tls_protocol;   /* the first completed handshake's protocol and cipher (owned) */
+    char *tls_cipher;
+    char *tls_error; /* the first TLS failure's words (owned), or NULL */
 };
 
 void result_init(struct bresult *r);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,11 +110,18 @@ static void json_targets(FILE *f, const char *list)
     fputc(']', f);
 }
 
-int result_write_json(FILE *f, const struct bresult *r)
+/* s as a JSON string, or null when there is none. */
+static void json_str_or_null(FILE *f, const char *s)
 {
-    double measured = r->measured > 0 ? r->measured : 1, wall = r->wall > 0 ? r->wall : 1;
-    int rc = 0;
+    if (s)
+        json_str(f, s);
+    else
+        fputs("null", f);
+}
 
+/* "version" to "run_ids": what was run, and which runs are in it. */
+static void json_config(FILE *f, const struct bresult *r)
+{
     fprintf(f, "{\n  \"version\": %d,\n  \"target\": ", VERSION);
     json_str(f, r->target);
     fprintf(f, ",\n  \"targets\": ");
@@ -137,6 +145,11 @@ int result_write_json(FILE *f, const struct bresult *r)
             fprintf(f, "%s\"%016llx\"", i ? ", " : "", (unsigned long long)r->run_ids[i]);
         fputs("],\n", f);
     }
+}
+
+/* "agents" to "connect": the window, and the opening of the connections. */
+static void json_window(FILE *f, const struct bresult *r)
+{
     fprintf(f,
             "  \"agents\": %d,\n  \"start_wall\": %.6f,\n  \"end_wall\": %.6f,\n"
             "  \"window_spread_s\": %.6f,\n  \"wall_s\": %.6f,\n",
@@ -148,6 +161,42 @@ int result_write_json(FILE *f, const struct bresult *r)
             r->open_s, r->open_at_start, r->connect_busy, (unsigned long long)r->open_connects);
     fprintf(f, "  \"connect\": {\"calls\": %llu, \"busy_s\": %.6f},\n",
             (unsigned long long)r->connect_calls, r->connect_s);
+}
+
+/* "handshakes": the counts beside handshake_latency's samples (full and resumed of them), and in
+ * short mode their rate and the client's CPU per handshake of the run ("tls"'s full and resumed:
+ * every one, as the CPU per request is over every request); both null in long mode, where the
+ * handshakes are the opening's and the client's CPU is the requests'. */
+static void json_handshakes(FILE *f, const struct bresult *r)
+{
+    uint64_t n = r->ph[CP_HANDSHAKE] ? r->ph[CP_HANDSHAKE]->count : 0;
+    bool is_short = result_is_mode(r, "short");
+
+    uint64_t all = r->tls_full + r->tls_resumed;
+
+    fprintf(f,
+            ",\n  \"handshakes\": {\"samples\": %llu, \"full\": %llu, \"resumed\": %llu, "
+            "\"per_s\": ",
+            (unsigned long long)n, (unsigned long long)(n - r->resumed),
+            (unsigned long long)r->resumed);
+    if (is_short)
+        fprintf(f, "%.3f", r->measured > 0 ? (double)n / r->measured : 0.0);
+    else
+        fputs("null", f);
+    fputs(", \"client_cpu_us\": ", f);
+    if (is_short && all)
+        fprintf(f, "%.3f", r->cpu_s * 1e6 / (double)all);
+    else
+        fputs("null", f);
+    fputc('}', f);
+}
+
+/* "requests" to "handshakes": the totals and their histograms. 0 or -ENOMEM. */
+static int json_totals(FILE *f, const struct bresult *r)
+{
+    double measured = r->measured > 0 ? r->measured : 1;
+    int rc = 0;
+
     fprintf(f,
             "  \"requests\": %llu,\n  \"measured_s\": %.3f,\n  \"qps\": %.3f,\n"
             "  \"bytes_out\": %llu,\n  \"bytes_in\": %llu,\n  \"latency\": ",
@@ -164,9 +213,18 @@ int result_write_json(FILE *f, const struct bresult *r)
         rc |= json_lat(f, result_class_lat(r, k));
         fputc('}', f);
     }
-    fprintf(f, "],\n  \"connections\": %llu,\n  \"connect_latency\": ",
-            (unsigned long long)r->total.connects);
-    rc |= json_lat(f, r->clat);
+    fprintf(f, "],\n  \"connections\": %llu", (unsigned long long)r->total.connects);
+    for (int p = 0; p < CP_N; p++) { /* connect_latency, handshake_latency, first_byte_latency */
+        fprintf(f, ",\n  \"%s\": ", cphase_json[p]);
+        rc |= json_lat(f, r->ph[p]);
+    }
+    json_handshakes(f, r);
+    return rc ? -ENOMEM : 0;
+}
+
+/* "schedule" to "all_requests": the open loop's sends and the counts beside the requests. */
+static void json_schedule(FILE *f, const struct bresult *r)
+{
     fprintf(f, ",\n  \"schedule\": {\"intended\": %llu, \"sent\": %llu, \"behind\": %llu},\n",
             (unsigned long long)(r->intended + r->unsent), (unsigned long long)r->intended,
             (unsigned long long)r->behind);
@@ -177,16 +235,18 @@ int result_write_json(FILE *f, const struct bresult *r)
     fprintf(f, "  \"reconnects\": %llu,\n  \"http_non2xx\": %llu,\n  \"all_requests\": %llu,\n",
             (unsigned long long)r->reconnects, (unsigned long long)r->http_non2xx,
             (unsigned long long)r->all_requests);
+}
+
+/* "script" and "first_mismatch", each only when there is one. */
+static void json_checks(FILE *f, const struct bresult *r)
+{
     if (r->script) {
         fprintf(f, "  \"script\": {\"file\": ");
         json_str(f, r->script);
         fprintf(f, ", \"checks\": %llu, \"failed\": %llu, \"unkept\": %llu, \"first_failure\": ",
                 (unsigned long long)r->total.checks, (unsigned long long)r->total.check_failed,
                 (unsigned long long)r->total.check_unkept);
-        if (r->script_failure)
-            json_str(f, r->script_failure);
-        else
-            fputs("null", f);
+        json_str_or_null(f, r->script_failure);
         fputs("},\n", f);
     }
     if (r->mismatch) {
@@ -194,6 +254,33 @@ int result_write_json(FILE *f, const struct bresult *r)
         json_str(f, r->mismatch);
         fputs(",\n", f);
     }
+}
+
+/* "tls", in a TLS run only. */
+static void json_tls(FILE *f, const struct bresult *r)
+{
+    if (!r->tls)
+        return;
+    fprintf(f, "  \"tls\": {\"protocol\": ");
+    json_str_or_null(f, r->tls_protocol);
+    fputs(", \"cipher\": ", f);
+    json_str_or_null(f, r->tls_cipher);
+    fprintf(f,
+            ", \"verify\": %s, \"resume_asked\": %.17g, \"handshakes_full\": %llu, "
+            "\"handshakes_resumed\": %llu, \"offered\": %llu, \"offered_not_resumed\": %llu, "
+            "\"first_error\": ",
+            r->tls_insecure ? "false" : "true", r->tls_resume, (unsigned long long)r->tls_full,
+            (unsigned long long)r->tls_resumed, (unsigned long long)r->tls_offered,
+            (unsigned long long)(r->tls_offered - r->tls_resumed));
+    json_str_or_null(f, r->tls_error);
+    fputs("},\n", f);
+}
+
+/* "errors" (every kind), "client_cpu", "kernel" and "hints". */
+static void json_costs(FILE *f, const struct bresult *r)
+{
+    double wall = r->wall > 0 ? r->wall : 1;
+
     fprintf(f, "  \"errors\": {\"total\": %llu", (unsigned long long)bcount_errors(&r->total));
     for (int e = 0; e < ERR_KINDS; e++)
         fprintf(f, ", \"%s\": %llu", berr_name[e], (unsigned long long)r->total.errors[e]);
@@ -215,66 +302,100 @@ int result_write_json(FILE *f, const struct bresult *r)
     } else {
         fputs("[]", f);
     }
+}
+
+/* One second of "series", after the separator k (its index) asks for. 0 or -ENOMEM. */
+static int json_second(FILE *f, const struct bsecond *s, size_t k)
+{
+    struct hist *h = malloc(sizeof(*h));
+
+    if (!h)
+        return -ENOMEM;
+    hist_init(h);
+    hcompact_add_to(&s->lat, h);
+    fprintf(f,
+            "%s\n    {\"t\": %.3f, \"wall\": %.6f, \"requests\": %llu, \"bytes_in\": %llu, "
+            "\"bytes_out\": %llu, \"connects\": %llu, \"lost\": %llu, \"reconnects\": %llu, "
+            "\"http_non2xx\": %llu, \"checks\": %llu, \"check_failed\": %llu, "
+            "\"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, ",
+            k ? "," : "", s->t, s->wall, (unsigned long long)s->c.requests,
+            (unsigned long long)s->c.bytes_in, (unsigned long long)s->c.bytes_out,
+            (unsigned long long)s->c.connects, (unsigned long long)s->c.lost,
+            (unsigned long long)s->c.reconnects, (unsigned long long)s->c.http_non2xx,
+            (unsigned long long)s->c.checks, (unsigned long long)s->c.check_failed,
+            hist_us(hist_percentile(h, 50)), hist_us(hist_percentile(h, 90)),
+            hist_us(hist_percentile(h, 99)), h->count ? hist_us(h->max) : 0.0);
+    free(h);
+    json_errors(f, &s->c);
+    fprintf(f, ", \"open\": %d, \"hist\": ", s->open);
+    json_hcompact(f, &s->lat);
+    fputc('}', f);
+    return 0;
+}
+
+/* One step of "steps", after the separator k (its index) asks for. 0 or -ENOMEM. */
+static int json_step(FILE *f, const struct bstep *st, size_t k)
+{
+    int rc;
+
+    fprintf(f,
+            "%s\n    {\"rate\": %.3f, \"measured_s\": %.6f, \"requests\": %llu, \"qps\": %.3f, "
+            "\"bytes_in\": %llu, \"bytes_out\": %llu, \"lost\": %llu, \"intended\": %llu, "
+            "\"behind\": %llu, \"unsent\": %llu, \"http_non2xx\": %llu, \"over_bound\": %llu, "
+            "\"checks\": %llu, \"check_failed\": %llu, ",
+            k ? "," : "", st->rate, st->measured, (unsigned long long)st->c.requests,
+            st->measured > 0 ? (double)st->c.requests / st->measured : 0.0,
+            (unsigned long long)st->c.bytes_in, (unsigned long long)st->c.bytes_out,
+            (unsigned long long)st->c.lost, (unsigned long long)st->intended,
+            (unsigned long long)st->behind, (unsigned long long)st->unsent,
+            (unsigned long long)st->c.http_non2xx, (unsigned long long)st->over_bound,
+            (unsigned long long)st->c.checks, (unsigned long long)st->c.check_failed);
+    json_errors(f, &st->c);
+    fprintf(f,
+            ", \"cpu_percent\": %.3f, \"attempt\": %d, \"kept\": %s, \"start_wall\": %.6f, "
+            "\"latency\": ",
+            st->cpu_percent, st->attempt, st->kept ? "true" : "false", st->start_wall);
+    rc = json_lat(f, st->lat);
+    fputc('}', f);
+    return rc;
+}
+
+/* "series", "steps" and what --find-rate found, to the end of the document. 0 or -ENOMEM
+ * (a second's histogram could not be made: the document stops there). */
+static int json_timeline(FILE *f, const struct bresult *r)
+{
+    int rc = 0;
+
     fprintf(f, ",\n  \"series\": [");
-    for (size_t k = 0; k < r->nseries; k++) {
-        const struct bsecond *s = &r->series[k];
-        struct hist *h = malloc(sizeof(*h));
-
-        if (!h)
+    for (size_t k = 0; k < r->nseries; k++)
+        if (json_second(f, &r->series[k], k) < 0)
             return -ENOMEM;
-        hist_init(h);
-        hcompact_add_to(&s->lat, h);
-        fprintf(f,
-                "%s\n    {\"t\": %.3f, \"wall\": %.6f, \"requests\": %llu, \"bytes_in\": %llu, "
-                "\"bytes_out\": %llu, \"connects\": %llu, \"lost\": %llu, \"reconnects\": %llu, "
-                "\"http_non2xx\": %llu, \"checks\": %llu, \"check_failed\": %llu, "
-                "\"p50_us\": %.3f, \"p90_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, ",
-                k ? "," : "", s->t, s->wall, (unsigned long long)s->c.requests,
-                (unsigned long long)s->c.bytes_in, (unsigned long long)s->c.bytes_out,
-                (unsigned long long)s->c.connects, (unsigned long long)s->c.lost,
-                (unsigned long long)s->c.reconnects, (unsigned long long)s->c.http_non2xx,
-                (unsigned long long)s->c.checks, (unsigned long long)s->c.check_failed,
-                hist_us(hist_percentile(h, 50)), hist_us(hist_percentile(h, 90)),
-                hist_us(hist_percentile(h, 99)), h->count ? hist_us(h->max) : 0.0);
-        free(h);
-        json_errors(f, &s->c);
-        fprintf(f, ", \"open\": %d, \"hist\": ", s->open);
-        json_hcompact(f, &s->lat);
-        fputc('}', f);
-    }
     fprintf(f, "\n  ],\n  \"steps\": [");
-    for (size_t k = 0; k < r->nsteps; k++) {
-        const struct bstep *st = &r->steps[k];
-
-        fprintf(f,
-                "%s\n    {\"rate\": %.3f, \"measured_s\": %.6f, \"requests\": %llu, \"qps\": %.3f, "
-                "\"bytes_in\": %llu, \"bytes_out\": %llu, \"lost\": %llu, \"intended\": %llu, "
-                "\"behind\": %llu, \"unsent\": %llu, \"http_non2xx\": %llu, \"over_bound\": %llu, "
-                "\"checks\": %llu, \"check_failed\": %llu, ",
-                k ? "," : "", st->rate, st->measured, (unsigned long long)st->c.requests,
-                st->measured > 0 ? (double)st->c.requests / st->measured : 0.0,
-                (unsigned long long)st->c.bytes_in, (unsigned long long)st->c.bytes_out,
-                (unsigned long long)st->c.lost, (unsigned long long)st->intended,
-                (unsigned long long)st->behind, (unsigned long long)st->unsent,
-                (unsigned long long)st->c.http_non2xx, (unsigned long long)st->over_bound,
-                (unsigned long long)st->c.checks, (unsigned long long)st->c.check_failed);
-        json_errors(f, &st->c);
-        fprintf(f,
-                ", \"cpu_percent\": %.3f, \"attempt\": %d, \"kept\": %s, \"start_wall\": %.6f, "
-                "\"latency\": ",
-                st->cpu_percent, st->attempt, st->kept ? "true" : "false", st->start_wall);
-        rc |= json_lat(f, st->lat);
-        fputc('}', f);
-    }
+    for (size_t k = 0; k < r->nsteps; k++)
+        rc |= json_step(f, &r->steps[k], k);
     fprintf(f, "%s],\n  \"found_rate\": %.3f,\n  \"found_why\": ", r->nsteps ? "\n  " : "",
             r->found_rate);
-    if (r->found_why)
-        json_str(f, r->found_why);
-    else
-        fputs("null", f);
+    json_str_or_null(f, r->found_why);
     fprintf(f, "\n}\n");
+    return rc;
+}
+
+int result_write_json(FILE *f, const struct bresult *r)
+{
+    int rc = 0;
+
+    json_config(f, r);
+    json_window(f, r);
+    rc |= json_totals(f, r);
+    json_schedule(f, r);
+    json_checks(f, r);
+    json_tls(f, r);
+    json_costs(f, r);
+    rc |= json_timeline(f, r);
     if (rc)
         return -ENOMEM;
+    if (fflush(f) != 0) /* a full disk says so here: ferror alone cannot say why */
+        return errno ? -errno : -EIO;
     return ferror(f) ? -EIO : 0;
 }
 
@@ -577,88 +698,262 @@ static const struct json *rd_item(struct rd *rd, const struct json *arr, size_t 
     return NULL;
 }
 
-static void read_series(struct rd *rd, const struct json *arr, struct bresult *r)
-{
-    if (!arr->len || !(r->series = rd_array(rd, arr, sizeof(*r->series), "series")))
-        return;
-    for (size_t i = 0; i < arr->len && !rd->bad; i++) {
-        struct bsecond *s = &r->series[i];
-        char at[32];
-        const struct json *o = rd_item(rd, arr, i, "series", at, sizeof(at));
+/* A table of keys: each read into the field at off of the struct the reader is handed, by the
+ * field's type (a count, an int, a number, true or false, a string). */
+enum key_kind { K_U64, K_ANY_U64, K_INT, K_NUM, K_BOOL, K_STR };
 
-        r->nseries = i + 1;
-        if (!o)
-            return;
-        s->lat.min = UINT64_MAX;
-        s->t = need_num(rd, o, at, "t");
-        s->wall = need_num(rd, o, at, "wall");
-        if (!rd->bad && !(s->wall >= 0 && s->wall <= 1e10))
-            rd_fail(rd, at, "wall", "is not a time in seconds since the epoch");
-        s->c.requests = need_u64(rd, o, at, "requests");
-        s->c.bytes_in = need_u64(rd, o, at, "bytes_in");
-        s->c.bytes_out = need_u64(rd, o, at, "bytes_out");
-        s->c.connects = need_u64(rd, o, at, "connects");
-        s->c.lost = need_u64(rd, o, at, "lost");
-        s->c.reconnects = need_u64(rd, o, at, "reconnects");
-        s->c.http_non2xx = need_u64(rd, o, at, "http_non2xx");
-        read_checks(rd, o, at, &s->c);
-        read_errors(rd, o, at, &s->c);
-        s->open = need_int(rd, o, at, "open");
-        if (!rd->bad)
-            read_hcompact(rd, o, at, &s->lat);
+struct key {
+    const char *name;
+    unsigned char kind;
+    bool optional; /* absent from files written before it was: left as it is (0) */
+    size_t off;
+};
+
+#define KIND_OF(T, f)                                                                              \
+    _Generic(((T *)0)->f, uint64_t: K_U64, int: K_INT, double: K_NUM, bool: K_BOOL, char *: K_STR)
+#define KEY(T, name, f)                                                                            \
+    {                                                                                              \
+        name, KIND_OF(T, f), false, offsetof(T, f)                                                 \
     }
-}
+#define OPT(T, name, f)                                                                            \
+    {                                                                                              \
+        name, KIND_OF(T, f), true, offsetof(T, f)                                                  \
+    }
+#define NKEYS(t) (sizeof(t) / sizeof((t)[0]))
 
-static void read_steps(struct rd *rd, const struct json *arr, struct bresult *r)
+static void read_keys(struct rd *rd, const struct json *obj, const char *where, void *base,
+                      const struct key *k, size_t n)
 {
-    if (!arr->len || !(r->steps = rd_array(rd, arr, sizeof(*r->steps), "steps")))
-        return;
-    for (size_t i = 0; i < arr->len && !rd->bad; i++) {
-        struct bstep *st = &r->steps[i];
-        char at[32];
-        const struct json *o = rd_item(rd, arr, i, "steps", at, sizeof(at));
+    for (; n--; k++) {
+        char *p = (char *)base + k->off;
 
-        r->nsteps = i + 1;
-        if (!o)
-            return;
-        st->rate = need_num(rd, o, at, "rate");
-        st->measured = need_num(rd, o, at, "measured_s");
-        st->c.requests = need_u64(rd, o, at, "requests");
-        st->c.bytes_in = need_u64(rd, o, at, "bytes_in");
-        st->c.bytes_out = need_u64(rd, o, at, "bytes_out");
-        st->c.lost = need_u64(rd, o, at, "lost");
-        st->intended = need_u64(rd, o, at, "intended");
-        st->behind = need_u64(rd, o, at, "behind");
-        st->unsent = need_u64(rd, o, at, "unsent");
-        /* absent from files written before they were: none counted */
-        if (json_get(o, "http_non2xx"))
-            st->c.http_non2xx = need_u64(rd, o, at, "http_non2xx");
-        if (json_get(o, "over_bound"))
-            st->over_bound = need_u64(rd, o, at, "over_bound");
-        if (json_get(o, "attempt"))
-            st->attempt = need_int(rd, o, at, "attempt");
-        read_checks(rd, o, at, &st->c);
-        if (json_get(o, "start_wall")) {
-            st->start_wall = need_num(rd, o, at, "start_wall");
-            if (!rd->bad && !(st->start_wall >= 0 && st->start_wall <= 1e10))
-                rd_fail(rd, at, "start_wall", "is not a time in seconds since the epoch");
+        if (k->optional && !json_get(obj, k->name))
+            continue;
+        switch (k->kind) {
+        case K_U64:
+            *(uint64_t *)p = need_u64(rd, obj, where, k->name);
+            break;
+        case K_ANY_U64:
+            *(uint64_t *)p = need_any_u64(rd, obj, where, k->name);
+            break;
+        case K_INT:
+            *(int *)p = need_int(rd, obj, where, k->name);
+            break;
+        case K_NUM:
+            *(double *)p = need_num(rd, obj, where, k->name);
+            break;
+        case K_BOOL:
+            *(bool *)p = need_bool(rd, obj, where, k->name);
+            break;
+        case K_STR:
+            *(char **)p = need_str(rd, obj, where, k->name);
+            break;
         }
-        read_errors(rd, o, at, &st->c);
-        st->cpu_percent = need_num(rd, o, at, "cpu_percent");
-        st->kept = need_bool(rd, o, at, "kept");
-        if (!rd->bad)
-            st->lat = read_lat(rd, o, at, "latency");
     }
 }
 
-static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
+#define R(name, f) KEY(struct bresult, name, f)
+#define ROPT(name, f) OPT(struct bresult, name, f)
+
+static const struct key config_keys[] = {
+    R("mode", mode),
+    R("expect", expect),
+    ROPT("ok_status", ok_status), /* absent before --ok-status existed: 2xx */
+    R("connections", conns),
+    R("threads", threads),
+    R("pipeline", pipeline),
+    R("duration_s", duration),
+    R("requests", requests_asked),
+    R("warmup_s", warmup),
+    R("timeout_ms", timeout_ms),
+    R("rate", rate),
+    R("linger0", kr.linger0),
+    ROPT("busy_poll", busy_poll), /* absent before --busy-poll existed */
+    ROPT("sources", kr.nsources), /* absent before it was recorded: no --source */
+};
+
+static const struct key opening_keys[] = {
+    R("open_s", open_s), R("open_at_start", open_at_start), R("connect_busy_s", connect_busy),
+    ROPT("connect_calls", open_connects), /* absent before it was counted */
+};
+
+static const struct key connect_keys[] = {
+    R("calls", connect_calls),
+    R("busy_s", connect_s),
+};
+
+static const struct key total_keys[] = {
+    R("requests", total.requests),
+    R("measured_s", measured),
+    R("bytes_out", total.bytes_out),
+    R("bytes_in", total.bytes_in),
+};
+
+static const struct key schedule_keys[] = {
+    R("sent", intended),
+    R("behind", behind),
+};
+
+/* min and max, never summed: any count (an empty run's min is 2^64-1) */
+static const struct key per_connection_keys[] = {
+    {"min", K_ANY_U64, false, offsetof(struct bresult, conn_min)},
+    {"max", K_ANY_U64, false, offsetof(struct bresult, conn_max)},
+};
+
+static const struct key count_keys[] = {
+    R("lost", total.lost),           R("unsent", unsent),
+    R("reconnects", reconnects),     R("http_non2xx", http_non2xx),
+    R("all_requests", all_requests),
+};
+
+static const struct key script_keys[] = {
+    R("checks", total.checks), R("failed", total.check_failed),
+    ROPT("unkept", total.check_unkept), /* absent before it was counted apart */
+};
+
+static const struct key second_keys[] = {
+    KEY(struct bsecond, "requests", c.requests),
+    KEY(struct bsecond, "bytes_in", c.bytes_in),
+    KEY(struct bsecond, "bytes_out", c.bytes_out),
+    KEY(struct bsecond, "connects", c.connects),
+    KEY(struct bsecond, "lost", c.lost),
+    KEY(struct bsecond, "reconnects", c.reconnects),
+    KEY(struct bsecond, "http_non2xx", c.http_non2xx),
+};
+
+static const struct key step_keys[] = {
+    KEY(struct bstep, "rate", rate),
+    KEY(struct bstep, "measured_s", measured),
+    KEY(struct bstep, "requests", c.requests),
+    KEY(struct bstep, "bytes_in", c.bytes_in),
+    KEY(struct bstep, "bytes_out", c.bytes_out),
+    KEY(struct bstep, "lost", c.lost),
+    KEY(struct bstep, "intended", intended),
+    KEY(struct bstep, "behind", behind),
+    KEY(struct bstep, "unsent", unsent),
+    /* absent from files written before they were: none counted */
+    OPT(struct bstep, "http_non2xx", c.http_non2xx),
+    OPT(struct bstep, "over_bound", over_bound),
+    OPT(struct bstep, "attempt", attempt),
+};
+
+/* One second of "series", the object o named at. */
+static void read_second(struct rd *rd, const struct json *o, const char *at, void *item)
 {
-    const struct json *cfg, *op, *cls, *sch, *pc, *er, *cpu, *k, *ser, *steps, *v, *mm;
-    uint64_t total_err = 0, sum = 0;
+    struct bsecond *s = item;
+
+    s->lat.min = UINT64_MAX;
+    s->t = need_num(rd, o, at, "t");
+    s->wall = need_num(rd, o, at, "wall");
+    if (!rd->bad && !(s->wall >= 0 && s->wall <= 1e10))
+        rd_fail(rd, at, "wall", "is not a time in seconds since the epoch");
+    read_keys(rd, o, at, s, second_keys, NKEYS(second_keys));
+    read_checks(rd, o, at, &s->c);
+    read_errors(rd, o, at, &s->c);
+    s->open = need_int(rd, o, at, "open");
+    if (!rd->bad)
+        read_hcompact(rd, o, at, &s->lat);
+}
+
+/* One step of "steps", the object o named at. */
+static void read_step(struct rd *rd, const struct json *o, const char *at, void *item)
+{
+    struct bstep *st = item;
+
+    read_keys(rd, o, at, st, step_keys, NKEYS(step_keys));
+    read_checks(rd, o, at, &st->c);
+    if (json_get(o, "start_wall")) { /* absent before it was recorded: 0, unknown */
+        st->start_wall = need_num(rd, o, at, "start_wall");
+        if (!rd->bad && !(st->start_wall >= 0 && st->start_wall <= 1e10))
+            rd_fail(rd, at, "start_wall", "is not a time in seconds since the epoch");
+    }
+    read_errors(rd, o, at, &st->c);
+    st->cpu_percent = need_num(rd, o, at, "cpu_percent");
+    st->kept = need_bool(rd, o, at, "kept");
+    if (!rd->bad)
+        st->lat = read_lat(rd, o, at, "latency");
+}
+
+/* The objects of the array key, each read by one into a new zeroed array of items of size
+ * bytes; *n counts those begun (the last may be half read when the reader failed). NULL for
+ * an empty array, or out of memory. */
+static void *read_objects(struct rd *rd, const struct json *arr, const char *key, size_t size,
+                          size_t *n,
+                          void (*one)(struct rd *, const struct json *, const char *, void *))
+{
+    char *items;
+
+    if (!arr->len || !(items = rd_array(rd, arr, size, key)))
+        return NULL;
+    for (size_t i = 0; i < arr->len && !rd->bad; i++) {
+        char at[32];
+        const struct json *o = rd_item(rd, arr, i, key, at, sizeof(at));
+
+        *n = i + 1;
+        if (!o)
+            break;
+        one(rd, o, at, items + i * size);
+    }
+    return items;
+}
+
+/* The object at key of d, read by its table: a group that is optional (absent from files
+ * written before it was) when optional is true. */
+static const struct json *read_group(struct rd *rd, const struct json *d, const char *key,
+                                     bool optional, void *base, const struct key *k, size_t n)
+{
+    const struct json *o;
+
+    if (optional && !json_get(d, key))
+        return NULL;
+    if ((o = need(rd, d, "", key, JSON_OBJECT)))
+        read_keys(rd, o, key, base, k, n);
+    return o;
+}
+
+/* Whether d is a line of --json-stream (its progress: "t", "wall", "phase"), which is no run's
+ * result, and a reader must say so rather than call it a file of an old version. */
+static bool stream_line(const struct json *d)
+{
+    return d && d->type == JSON_OBJECT && json_get(d, "t") && json_get(d, "wall") &&
+           json_get(d, "phase") && !json_get(d, "version");
+}
+
+/* The one line for a --json-stream file given instead of a --json one. */
+static void stream_refused(char *err, size_t errlen, const char *path)
+{
+    snprintf(err, errlen,
+             "%s: a --json-stream file (progress lines, no histograms), not a --json result: "
+             "give plot and merge the run's --json file instead",
+             path);
+}
+
+/* Whether text (that did not parse whole) is a --json-stream file: its first line is one. */
+static bool stream_text(const char *text, size_t len)
+{
+    const char *nl = memchr(text, '\n', len);
+    char jerr[160];
+    struct json *d = nl ? json_parse(text, (size_t)(nl - text), NULL, jerr, sizeof(jerr)) : NULL;
+    bool yes = stream_line(d);
+
+    json_free(d);
+    return yes;
+}
+
+/* Whether d is an object of this lfbench's version. */
+static bool read_version(struct rd *rd, const struct json *d)
+{
+    const struct json *v;
+    uint64_t version;
 
     if (d->type != JSON_OBJECT) {
         rd_fail(rd, "", "", "the document is %s, not an object", json_type_name(d->type));
-        return;
+        return false;
+    }
+    if (stream_line(d)) {
+        stream_refused(rd->err, rd->errlen, rd->path);
+        rd->bad = true;
+        return false;
     }
     if (!(v = json_get(d, "version"))) {
         snprintf(rd->err, rd->errlen,
@@ -666,35 +961,21 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
                  "exactly; rerun with a newer lfbench",
                  rd->path);
         rd->bad = true;
-        return;
+        return false;
     }
-    if (!json_u64(v, &sum) || sum != VERSION) {
+    if (!json_u64(v, &version) || version != VERSION) {
         rd_fail(rd, "", "version", "is not %d: %s", VERSION,
-                json_u64(v, &sum) && sum > VERSION ? "written by a newer lfbench than this one"
-                                                   : "this lfbench reads version 2 only");
-        return;
+                json_u64(v, &version) && version > VERSION
+                    ? "written by a newer lfbench than this one"
+                    : "this lfbench reads version 2 only");
+        return false;
     }
-    r->target = need_str(rd, d, "", "target");
-    cfg = need(rd, d, "", "config", JSON_OBJECT);
-    if (rd->bad)
-        return;
-    r->mode = need_str(rd, cfg, "config", "mode");
-    r->expect = need_str(rd, cfg, "config", "expect");
-    if (json_get(cfg, "ok_status")) /* absent before --ok-status existed: 2xx */
-        r->ok_status = need_str(rd, cfg, "config", "ok_status");
-    r->conns = need_int(rd, cfg, "config", "connections");
-    r->threads = need_int(rd, cfg, "config", "threads");
-    r->pipeline = need_int(rd, cfg, "config", "pipeline");
-    r->duration = need_num(rd, cfg, "config", "duration_s");
-    r->requests_asked = need_u64(rd, cfg, "config", "requests");
-    r->warmup = need_num(rd, cfg, "config", "warmup_s");
-    r->timeout_ms = need_int(rd, cfg, "config", "timeout_ms");
-    r->rate = need_num(rd, cfg, "config", "rate");
-    r->kr.linger0 = need_bool(rd, cfg, "config", "linger0");
-    if (json_get(cfg, "busy_poll")) /* absent before --busy-poll existed */
-        r->busy_poll = need_bool(rd, cfg, "config", "busy_poll");
-    if (json_get(cfg, "sources")) /* absent before it was recorded: no --source */
-        r->kr.nsources = need_int(rd, cfg, "config", "sources");
+    return true;
+}
+
+/* "agents", "run_ids", the window and the opening of the connections. */
+static void read_window(struct rd *rd, const struct json *d, struct bresult *r)
+{
     r->agents = need_int(rd, d, "", "agents");
     if (!rd->bad && r->agents < 1)
         rd_fail(rd, "", "agents", "is 0");
@@ -707,26 +988,58 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
                 "and \"end_wall\" are not a window in seconds since the epoch");
     r->window_spread = need_num(rd, d, "", "window_spread_s");
     r->wall = need_num(rd, d, "", "wall_s");
-    if ((op = need(rd, d, "", "opening", JSON_OBJECT))) {
-        r->open_s = need_num(rd, op, "opening", "open_s");
-        r->open_at_start = need_int(rd, op, "opening", "open_at_start");
-        r->connect_busy = need_num(rd, op, "opening", "connect_busy_s");
-        if (json_get(op, "connect_calls")) /* absent before it was counted */
-            r->open_connects = need_u64(rd, op, "opening", "connect_calls");
-    }
-    if (json_get(d, "connect")) { /* absent before it was counted */
-        const struct json *cn = need(rd, d, "", "connect", JSON_OBJECT);
-        if (cn) {
-            r->connect_calls = need_u64(rd, cn, "connect", "calls");
-            r->connect_s = need_num(rd, cn, "connect", "busy_s");
+    read_group(rd, d, "opening", false, r, opening_keys, NKEYS(opening_keys));
+    read_group(rd, d, "connect", true, r, connect_keys, NKEYS(connect_keys));
+}
+
+/* The phases' histograms (connect_latency in every version 2 file; the others absent from files
+ * written before they were: none recorded) and "handshakes", its counts: of the connections
+ * timed, no more handshakes or first bytes than connects, no more resumed than handshakes. */
+static void read_phases(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *hs;
+    uint64_t n[CP_N] = {0};
+
+    for (int p = 0; p < CP_N && !rd->bad; p++)
+        if (p == CP_CONNECT || json_get(d, cphase_json[p])) {
+            r->ph[p] = read_lat(rd, d, "", cphase_json[p]);
+            n[p] = r->ph[p] ? r->ph[p]->count : 0;
         }
-    }
-    r->total.requests = need_u64(rd, d, "", "requests");
-    r->measured = need_num(rd, d, "", "measured_s");
-    r->total.bytes_out = need_u64(rd, d, "", "bytes_out");
-    r->total.bytes_in = need_u64(rd, d, "", "bytes_in");
-    if (rd->bad)
+    for (int p = CP_HANDSHAKE; p < CP_N && !rd->bad; p++)
+        if (n[p] > n[CP_CONNECT])
+            rd_fail(rd, cphase_json[p], "samples",
+                    "is %llu, more than the %llu of \"connect_latency\": each is a timed "
+                    "connection's",
+                    (unsigned long long)n[p], (unsigned long long)n[CP_CONNECT]);
+    if (rd->bad || !(hs = json_get(d, "handshakes")))
         return;
+    if (!(hs = need(rd, d, "", "handshakes", JSON_OBJECT)))
+        return;
+    r->resumed = need_u64(rd, hs, "handshakes", "resumed");
+    if (!rd->bad && r->resumed > n[CP_HANDSHAKE])
+        rd_fail(rd, "handshakes", "resumed", "is %llu, more than the %llu of \"handshake_latency\"",
+                (unsigned long long)r->resumed, (unsigned long long)n[CP_HANDSHAKE]);
+}
+
+/* Once "tls" is read: the handshakes timed are some of those the run completed. */
+static void check_handshakes(struct rd *rd, const struct bresult *r)
+{
+    uint64_t n = r->ph[CP_HANDSHAKE] ? r->ph[CP_HANDSHAKE]->count : 0;
+
+    if (!rd->bad && n > r->tls_full + r->tls_resumed)
+        rd_fail(rd, "handshake_latency", "samples",
+                "is %llu, more than the %llu handshakes of \"tls\" (full and resumed)",
+                (unsigned long long)n, (unsigned long long)(r->tls_full + r->tls_resumed));
+    else if (!rd->bad && r->resumed > r->tls_resumed)
+        rd_fail(rd, "handshakes", "resumed", "is %llu, more than the %llu of \"tls\"",
+                (unsigned long long)r->resumed, (unsigned long long)r->tls_resumed);
+}
+
+/* The request latency (one sample per request), each class's, and the connections'. */
+static void read_latencies(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *cls;
+
     r->lat = read_lat(rd, d, "", "latency");
     if (!rd->bad && r->lat && r->lat->count != r->total.requests)
         rd_fail(rd, "latency", "samples", "is %llu but \"requests\" is %llu: each request has one",
@@ -749,51 +1062,43 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
             r->cls[i].lat = read_lat(rd, c, at, "latency");
     }
     r->total.connects = need_u64(rd, d, "", "connections");
-    if (!rd->bad)
-        r->clat = read_lat(rd, d, "", "connect_latency");
-    if ((sch = need(rd, d, "", "schedule", JSON_OBJECT))) {
-        r->intended = need_u64(rd, sch, "schedule", "sent");
-        r->behind = need_u64(rd, sch, "schedule", "behind");
+    read_phases(rd, d, r);
+}
+
+/* "script" (--script runs only) and "first_mismatch" (absent: none). */
+static void read_script(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *sc = read_group(rd, d, "script", true, r, script_keys, NKEYS(script_keys));
+    const struct json *v;
+
+    if (sc) {
+        if (!rd->bad && r->total.check_unkept > r->total.check_failed)
+            rd_fail(rd, "script", "unkept", "is %llu, more than the %llu \"failed\"",
+                    (unsigned long long)r->total.check_unkept,
+                    (unsigned long long)r->total.check_failed);
+        if ((v = need(rd, sc, "script", "file", JSON_STRING)))
+            r->script = strdup(v->s);
+        if ((v = json_get(sc, "first_failure")) && v->type == JSON_STRING)
+            r->script_failure = strdup(v->s);
     }
-    if ((pc = need(rd, d, "", "per_connection", JSON_OBJECT))) {
-        /* min and max, never summed: any count (an empty run's min is 2^64-1) */
-        r->conn_min = need_any_u64(rd, pc, "per_connection", "min");
-        r->conn_max = need_any_u64(rd, pc, "per_connection", "max");
-    }
-    r->total.lost = need_u64(rd, d, "", "lost");
-    r->unsent = need_u64(rd, d, "", "unsent");
-    r->reconnects = need_u64(rd, d, "", "reconnects");
-    r->http_non2xx = need_u64(rd, d, "", "http_non2xx");
-    r->total.reconnects = r->reconnects;
-    r->total.http_non2xx = r->http_non2xx;
-    r->all_requests = need_u64(rd, d, "", "all_requests");
-    if (json_get(d, "script")) { /* --script runs only */
-        const struct json *sc = need(rd, d, "", "script", JSON_OBJECT), *sv;
-        if (sc) {
-            r->total.checks = need_u64(rd, sc, "script", "checks");
-            r->total.check_failed = need_u64(rd, sc, "script", "failed");
-            if (json_get(sc, "unkept")) /* absent before it was counted apart */
-                r->total.check_unkept = need_u64(rd, sc, "script", "unkept");
-            if (!rd->bad && r->total.check_unkept > r->total.check_failed)
-                rd_fail(rd, "script", "unkept", "is %llu, more than the %llu \"failed\"",
-                        (unsigned long long)r->total.check_unkept,
-                        (unsigned long long)r->total.check_failed);
-            if ((sv = need(rd, sc, "script", "file", JSON_STRING)))
-                r->script = strdup(sv->s);
-            if ((sv = json_get(sc, "first_failure")) && sv->type == JSON_STRING)
-                r->script_failure = strdup(sv->s);
-        }
-    }
-    if ((mm = json_get(d, "first_mismatch")) && mm->type == JSON_STRING) /* absent: none */
-        r->mismatch = strdup(mm->s);
+    if ((v = json_get(d, "first_mismatch")) && v->type == JSON_STRING)
+        r->mismatch = strdup(v->s);
+}
+
+/* "errors" (every kind, adding up to the total), "client_cpu" and "kernel". */
+static void read_costs(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *er, *cpu, *k;
+
     if ((er = need(rd, d, "", "errors", JSON_OBJECT))) {
-        total_err = need_u64(rd, er, "errors", "total");
-        sum = 0;
+        uint64_t total = need_u64(rd, er, "errors", "total"), sum = 0;
+
         for (int e = 0; e < ERR_KINDS; e++)
-            sum += r->total.errors[e] = need_u64(rd, er, "errors", berr_name[e]);
-        if (!rd->bad && sum != total_err)
+            if (e < ERR_TLS_FIRST || json_get(er, berr_name[e])) /* absent: a file before TLS */
+                sum += r->total.errors[e] = need_u64(rd, er, "errors", berr_name[e]);
+        if (!rd->bad && sum != total)
             rd_fail(rd, "errors", "total", "is %llu but the kinds add up to %llu",
-                    (unsigned long long)total_err, (unsigned long long)sum);
+                    (unsigned long long)total, (unsigned long long)sum);
     }
     if ((cpu = need(rd, d, "", "client_cpu", JSON_OBJECT))) {
         r->cpu_s = need_num(rd, cpu, "client_cpu", "seconds");
@@ -810,13 +1115,78 @@ static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
     }
     r->kr.addrnotavail = r->total.errors[ERR_ADDRNOTAVAIL];
     r->kr.short_mode = result_is_mode(r, "short");
-    if ((ser = need(rd, d, "", "series", JSON_ARRAY)))
-        read_series(rd, ser, r);
-    if ((steps = need(rd, d, "", "steps", JSON_ARRAY)))
-        read_steps(rd, steps, r);
+}
+
+/* "series", "steps" and what --find-rate found. */
+static void read_timeline(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *a;
+
+    if ((a = need(rd, d, "", "series", JSON_ARRAY)))
+        r->series = read_objects(rd, a, "series", sizeof(*r->series), &r->nseries, read_second);
+    if ((a = need(rd, d, "", "steps", JSON_ARRAY)))
+        r->steps = read_objects(rd, a, "steps", sizeof(*r->steps), &r->nsteps, read_step);
     r->found_rate = need_num(rd, d, "", "found_rate");
-    if ((v = json_get(d, "found_why")) && v->type != JSON_NULL)
+    if ((a = json_get(d, "found_why")) && a->type != JSON_NULL)
         r->found_why = need_str(rd, d, "", "found_why");
+}
+
+/* "tls" (TLS runs only; absent: none). */
+static void read_tls(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *t = json_get(d, "tls"), *v;
+
+    if (!t)
+        return;
+    if (t->type != JSON_OBJECT) {
+        rd_fail(rd, "", "tls", "is not an object");
+        return;
+    }
+    r->tls = true;
+    r->tls_insecure = !need_bool(rd, t, "tls", "verify");
+    r->tls_resume = need_num(rd, t, "tls", "resume_asked");
+    r->tls_full = need_u64(rd, t, "tls", "handshakes_full");
+    r->tls_resumed = need_u64(rd, t, "tls", "handshakes_resumed");
+    r->tls_offered = need_u64(rd, t, "tls", "offered");
+    if (!rd->bad && r->tls_resumed > r->tls_offered)
+        rd_fail(rd, "tls", "handshakes_resumed", "is %llu, more than the %llu \"offered\"",
+                (unsigned long long)r->tls_resumed, (unsigned long long)r->tls_offered);
+    if ((v = json_get(t, "protocol")) && v->type == JSON_STRING)
+        r->tls_protocol = strdup(v->s);
+    if ((v = json_get(t, "cipher")) && v->type == JSON_STRING)
+        r->tls_cipher = strdup(v->s);
+    if ((v = json_get(t, "first_error")) && v->type == JSON_STRING)
+        r->tls_error = strdup(v->s);
+}
+
+/* The document d into r, key group by key group in the order the writer writes them; the
+ * first error wins. Stops where what follows would read a histogram of a broken file. */
+static void read_doc(struct rd *rd, const struct json *d, struct bresult *r)
+{
+    const struct json *cfg;
+
+    if (!read_version(rd, d))
+        return;
+    r->target = need_str(rd, d, "", "target");
+    cfg = need(rd, d, "", "config", JSON_OBJECT);
+    if (rd->bad)
+        return;
+    read_keys(rd, cfg, "config", r, config_keys, NKEYS(config_keys));
+    read_window(rd, d, r);
+    read_keys(rd, d, "", r, total_keys, NKEYS(total_keys));
+    if (rd->bad)
+        return;
+    read_latencies(rd, d, r);
+    read_group(rd, d, "schedule", false, r, schedule_keys, NKEYS(schedule_keys));
+    read_group(rd, d, "per_connection", false, r, per_connection_keys, NKEYS(per_connection_keys));
+    read_keys(rd, d, "", r, count_keys, NKEYS(count_keys));
+    r->total.reconnects = r->reconnects;
+    r->total.http_non2xx = r->http_non2xx;
+    read_script(rd, d, r);
+    read_tls(rd, d, r);
+    check_handshakes(rd, r);
+    read_costs(rd, d, r);
+    read_timeline(rd, d, r);
 }
 
 int result_read_json(const char *path, struct bresult *r, char *err, size_t errlen)
@@ -849,7 +1219,10 @@ int result_read_json(const char *path, struct bresult *r, char *err, size_t errl
         goto bad;
     }
     if (!(d = json_parse(text, len, NULL, jerr, sizeof(jerr)))) {
-        snprintf(err, errlen, "%s:%s (not valid JSON)", path, jerr);
+        if (stream_text(text, len))
+            stream_refused(err, errlen, path);
+        else
+            snprintf(err, errlen, "%s:%s (not valid JSON)", path, jerr);
         goto bad;
     }
     free(text);

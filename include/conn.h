@@ -1,8 +1,9 @@
-/* conn: a client connection: the socket I/O every mode shares, and the byte-exact echo state
- * machine. Its life (conn_new, conn_close) is the pool's: src/pool.h. */
+/* conn: a client connection: the phases of its life, the socket I/O every mode shares, and the
+ * byte-exact echo state machine. Its life (conn_new, conn_close) is the pool's: src/pool.h. */
 #ifndef LFE_CONN_H
 #define LFE_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -10,27 +11,67 @@
 #include "obuf.h"
 #include "stats.h"
 
+/* The phases of a connection's life: one byte of struct conn, written only by its owner, before
+ * the re-arm publishes it (the idle sweep reads it: idle.c).
+ *   echo: [PROXY ->] [HANDSHAKE ->] SERVING [-> WRCLOSED]
+ *   Lua:  [PROXY ->] [HANDSHAKE ->] NEW -> SERVING [-> CLOSING [-> LINGER]]
+ *
+ * phase     event or cause                                next      where
+ * accept    --proxy-protocol                              PROXY     acceptor.c
+ * accept    a --listen-tls listener's                     HANDSHK   acceptor.c
+ * accept    otherwise: Lua / echo                         NEW/SERV  pool.c conn_new
+ * PROXY     the header whole, TLS (the handshake starts)  HANDSHK   worker.c proxy_read
+ * PROXY     the header whole (what follows it runs now)   NEW/SERV  worker.c proxy_read
+ * PROXY     no header, a bad one, EOF, --proxy-timeout    closed    worker.c
+ * HANDSHK   finished (what came with it is served now)    NEW/SERV  worker.c handshake
+ * HANDSHK   failed, EOF, reset, --tls-handshake-timeout   closed    worker.c
+ * NEW       its first event: on_connect runs              SERVING   lconn.c start
+ * NEW       EPOLLERR (the script never hears of it)       closed    lconn.c
+ * SERVING   the script closes it (CONN_WHY_CLOSED)        CLOSING   lconn.c serve
+ * SERVING   echo at a hand-over: FIN between requests     WRCLOSED  worker.c drain_echo
+ *           (TLS: its close_notify, then the FIN)
+ * SERVING   end of input, all answered; an error          closed    conn.c, lconn.c serve
+ * CLOSING   replies written; a close could reset them     LINGER    lconn.c linger_start
+ * CLOSING   replies written, nothing to lose; an error    closed    lconn.c wind_down
+ * LINGER    its FIN; an error; LINGER_MAX read, acked     closed    lconn.c linger
+ * LINGER    its window passed (the idle sweep)            closed    worker.c close_idle
+ * WRCLOSED  the peer's FIN, an error                      closed    worker.c drain_discard
+ * any       --idle-timeout, a failed re-arm, the stop     closed    worker.c, server.c
+ */
+enum conn_phase {
+    CONN_PH_PROXY,     /* --proxy-protocol: its header is still to come; out holds the part read
+                        * so far (never output: nothing is written before it ends) */
+    CONN_PH_NEW,       /* Lua: on_connect has not run yet; the framing is not fixed */
+    CONN_PH_SERVING,   /* requests are read and answered */
+    CONN_PH_CLOSING,   /* Lua: the script closed it: its pending replies go, then it closes */
+    CONN_PH_LINGER,    /* Lua: closed by the script while its peer still sent: FIN sent, input
+                        * read and dropped until the peer's FIN (lconn.c, linger) */
+    CONN_PH_WRCLOSED,  /* echo, at a stop: FIN sent between requests; input is discarded */
+    CONN_PH_HANDSHAKE, /* TLS: its handshake runs; dated by its start, as a PROXY header */
+};
+
+/* Facts orthogonal to the phase: struct conn's flags. */
 #define CONN_RDCLOSED 0x1u /* the peer shut down its side: read returned 0 */
 #define CONN_SEEN 0x2u     /* a worker has taken an event of it (counts "accepted" once) */
-#define CONN_STARTED 0x4u  /* Lua: on_connect ran and the framing is fixed */
-#define CONN_CLOSING 0x8u  /* Lua: the script closed it: write what is pending, then close */
-#define CONN_PROXY                                                                                 \
-    0x10u                   /* --proxy-protocol: its header is still to come; out holds the part   \
-                             * read so far (never output: nothing is written before it ends) */
-#define CONN_WRCLOSED 0x20u /* echo, at a stop: FIN sent between requests; input is discarded */
-#define CONN_RACED 0x40u    /* ...and input came after that FIN (counted once: drain_raced) */
-#define CONN_LINGER                                                                                \
-    0x80u /* Lua: closed by the script while its peer still sent: FIN sent,                        \
-           * input read and dropped until the peer's FIN (lconn.c, linger) */
+#define CONN_RACED 0x4u    /* CONN_PH_WRCLOSED, and input came after its FIN (drain_raced, once) */
 #define CONN_NOREAD                                                                                \
-    0x100u /* re-armed without EPOLLIN (output at --max-pending, or input ended): input            \
-            * waiting in the socket is not an event, and the idle sweep does not count it */
+    0x8u /* re-armed without EPOLLIN (output at --max-pending, or input ended): input              \
+          * waiting in the socket is not an event, and the idle sweep does not count it */
+#define CONN_PENDING 0x10u /* counted in the server's npending: output pending at its re-arm */
+
+/* TLS (tls.c): a --listen-tls connection, its handshake before it serves; the TLS state broken
+ * (a failed handshake, a TLS error: no close_notify after it); its close_notify sent; its last
+ * read waiting for room to write. */
+#define CONN_TLS 0x100u
+#define CONN_TLS_DEAD 0x200u
+#define CONN_TLS_NOTIFIED 0x400u
+#define CONN_TLS_WOUT 0x800u
 
 /* In a solo group (one worker, level-triggered: src/worker.c), the events the registration
  * asks for now, so that a worker re-arms only when they change. */
-#define CONN_REG_IN 0x200u
-#define CONN_REG_OUT 0x400u
-#define CONN_REG_RDHUP 0x800u
+#define CONN_REG_IN 0x20u
+#define CONN_REG_OUT 0x40u
+#define CONN_REG_RDHUP 0x80u
 #define CONN_REG_MASK (CONN_REG_IN | CONN_REG_OUT | CONN_REG_RDHUP)
 
 /* Why a connection ends: on_close's reason in Lua mode (conn_why_name), a counter otherwise. */
@@ -63,10 +104,17 @@ enum conn_kind {
  * one whose epoll_wait returned it (EPOLLONESHOT disarms it) until that worker re-arms it with
  * EPOLL_CTL_MOD or closes and frees it; in a solo group, its one worker. Idle, it holds no buffer:
  * only this struct. */
+struct ssl_st;
+
 struct conn {
-    int fd;          /* the socket; never used after close */
-    uint32_t flags;  /* CONN_* */
-    struct obuf out; /* bytes read but not yet written back */
+    int fd;               /* the socket; never used after close */
+    uint16_t flags;       /* CONN_*: the facts above */
+    uint8_t phase;        /* enum conn_phase */
+    struct obuf out;      /* bytes read but not yet written back */
+    struct ssl_st *ssl;   /* CONN_TLS: its TLS state (tls.c), made at its first handshake
+                           * step; NULL before, and for a plain connection */
+    int64_t tls_start_ns; /* CONN_TLS: CLOCK_MONOTONIC at that first step (the handshake's
+                           * time, lfepolld_tls_handshake_seconds) */
 };
 
 /* What a worker lends the connection for one event. */
@@ -91,9 +139,14 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io);
 
 /* Shared with the Lua state machine (lconn.c). */
 ssize_t conn_send_some(int fd, const char *p, size_t n); /* bytes taken (maybe 0) or -errno */
+/* As conn_send_some on c, through its TLS when it has one (tls_write). */
+ssize_t conn_write_some(struct conn *c, const char *p, size_t n);
 /* Reads up to n bytes into buf: bytes read (> 0), 0 when the socket has nothing now or the peer
- * closed its side (then CONN_RDCLOSED is set), or -errno. Retries EINTR. */
+ * closed its side (then CONN_RDCLOSED is set), or -errno. Retries EINTR. Through c's TLS when
+ * it has one (tls_read: plaintext; the peer's close_notify is its end). */
 ssize_t conn_read_some(struct conn *c, char *buf, size_t n);
+/* As conn_read_some, from the socket itself even when c has TLS (bytes to drop). */
+ssize_t conn_read_raw(struct conn *c, char *buf, size_t n);
 /* The events to re-arm an open connection with: input and output while output is pending
  * under the cap, output only at it (reading pauses: counted), input only with nothing pending. */
 uint32_t conn_rearm_events(const struct conn *c, const struct conn_io *io);

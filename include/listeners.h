@@ -19,6 +19,8 @@ struct listeners {
     int reused;                /* sockets taken over... */
     int ntaken;                /* ...of those handed over */
     bool taken[OPT_MAX_LFDS];  /* fds[i] was handed over (its options set once it is ours) */
+    bool tls[OPT_MAX_LFDS];    /* fds[i] speaks TLS: bound for a --listen-tls (or, from systemd,
+                                * at the address of one) */
 };
 
 /* Fills l for o with naccept accept threads. Socket activation: the sockets systemd passed
@@ -30,7 +32,9 @@ struct listeners {
  * --admin asks becomes admin_fd; the others are closed. Then --defer-accept and --fastopen on
  * each listener bound here (the handed ones are the predecessor's until it lets them go:
  * listeners_taken_over). Under socket activation nothing is set (a warning names the .socket
- * setting for each such option) and --takeover is an error. Returns 0, or the exit status (1,
+ * setting for each such option), --takeover and --listen are errors, and a socket is TLS when
+ * a --listen-tls names its address (each --listen-tls must name one). Either way tls[i] says
+ * which sockets speak TLS. Returns 0, or the exit status (1,
  * or 2 for a usage error) with one line in err; l then holds nothing open but tconn (the
  * caller closes it: the predecessor goes on). */
 int listeners_acquire(struct listeners *l, const struct opt *o, int naccept, char *err,

@@ -70,6 +70,10 @@ void net_local_name(int fd, char *buf, size_t len);
  * for a peer that is gone (ENOTCONN). Thread-safe. */
 void net_peer_name(int fd, char *buf, size_t len);
 
+/* The client's address as text: given when not NULL (the address a PROXY header named), else
+ * fd's peer as net_peer_name says it. */
+void net_client_name(int fd, const char *given, char *buf, size_t len);
+
 /* "ADDR:PORT" or "[ADDR]:PORT" for an IPv4 or IPv6 address, "?" for any other family. */
 struct sockaddr_storage;
 void net_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);

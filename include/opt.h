@@ -12,6 +12,7 @@
 #define OPT_MAX_LISTEN 16
 #define OPT_MAX_ACCEPT 16 /* --accept-threads */
 #define OPT_MAX_LFDS 64   /* listening sockets in all: addresses x accept threads (shards) */
+#define OPT_MAX_CERTS 16  /* --tls-cert (and --tls-key) pairs */
 
 enum dispatch_policy {
     DISPATCH_RR,    /* round-robin over groups */
@@ -21,7 +22,9 @@ enum dispatch_policy {
 /* The configuration. Filled by opt_parse() before any thread starts, read-only after. */
 struct opt {
     const char *listen[OPT_MAX_LISTEN]; /* HOST:PORT strings, pointing into argv */
+    bool listen_tls[OPT_MAX_LISTEN];    /* listen[i] came from --listen-tls: TLS spoken there */
     int nlisten;                        /* at least 1 after opt_parse() */
+    int ntls;                           /* how many of them are --listen-tls */
     bool listen_default;                /* no --listen given: listen[0] is the default */
     int backlog;                        /* listen(2) backlog */
     bool backlog_set;                   /* --backlog given (command line or config file) */
@@ -48,6 +51,9 @@ struct opt {
     size_t lua_ctx;                     /* --lua-ctx-mb, bytes: conn.ctx of all connections */
     int sysctl;                         /* 1 --check-sysctl, 2 --apply-sysctl: report and exit */
     const char *sysctl_conf;            /* --sysctl-conf FILE, or NULL: the built-in copy */
+    bool sysctl_dry;                    /* --dry-run: --apply-sysctl says what it would set */
+    bool sysctl_undo;                   /* --undo-sysctl: put back what --apply-sysctl set */
+    const char *sysctl_undo_file;       /* --undo-file FILE, or NULL: SYSRESTORE_UNDO_PATH */
     const char *admin;                  /* --admin HOST:PORT, or NULL: no admin listener */
     bool log_json;                      /* --log-format json */
     bool reuseport;                     /* --reuseport: SO_REUSEPORT on the listeners */
@@ -61,6 +67,23 @@ struct opt {
     int proxy_ms;                       /* --proxy-timeout: the header's deadline after accept */
     bool defer_accept;                  /* --defer-accept: TCP_DEFER_ACCEPT on the listeners */
     int fastopen;                       /* --fastopen N: TCP_FASTOPEN queue per listener, 0 off */
+    const char *tls_cert;               /* --tls-cert FILE: the certificate chain (PEM), or NULL */
+    const char *tls_key;                /* --tls-key FILE: its private key (PEM), or NULL */
+    int tls_hs_ms;                      /* --tls-handshake-timeout: the handshake's deadline */
+    const char *tls_certs[OPT_MAX_CERTS]; /* every --tls-cert, in order: [0] is tls_cert */
+    const char *tls_keys[OPT_MAX_CERTS];  /* every --tls-key: [i] is tls_certs[i]'s */
+    int ntls_certs, ntls_keys;            /* how many of each were given */
+    const char *tls_client_ca;            /* --tls-client-ca FILE, or NULL */
+    int tls_verify_client;                /* --tls-verify-client: 0 off, 1 optional, 2 on */
+    int tls_min_version, tls_max_version; /* --tls-min/max-version: 0 is TLS 1.2, 1 TLS 1.3 */
+    const char *tls_ciphers;              /* --tls-ciphers (TLS 1.2), or NULL: OpenSSL's */
+    const char *tls_ciphersuites;         /* --tls-ciphersuites (TLS 1.3), or NULL: OpenSSL's */
+    const char *tls_groups;               /* --tls-groups, or NULL: OpenSSL's */
+    const char *tls_alpn;                 /* --tls-alpn "h2,http/1.1", or NULL: no ALPN */
+    bool tls_tickets_off;                 /* --tls-tickets off */
+    int tls_ticket_rotate_ms;             /* --tls-ticket-rotate: a new ticket key this often */
+    int tls_session_cache;                /* --tls-session-cache: sessions kept, 0 none */
+    int tls_session_ms;                   /* --tls-session-timeout: a session's lifetime */
 };
 
 enum opt_result {
@@ -69,13 +92,18 @@ enum opt_result {
     OPT_ERROR = -1 /* bad input: err holds one line saying what is wrong and what to do */
 };
 
-/* One of lfepolld's options, as --help shows it; opt_defs lists them all (opt.c's table, the one
- * place an option is written), in --help's order, and ends with a NULL name. */
+/* One of lfepolld's options: its name and --help's words, and what its value is; opt_defs lists
+ * them all (opt.c's table, the one place an option is written), in --help's order, and ends
+ * with a NULL name. */
 struct opt_def {
-    const char *name;  /* "--listen" */
-    char letter;       /* 'q' for -q, or 0 */
-    const char *value; /* the name of its value in --help ("HOST:PORT"), or NULL: a flag */
-    const char *help;  /* what --help says, a '\n' between its lines */
+    const char *name;      /* "--listen" */
+    char letter;           /* 'q' for -q, or 0 */
+    const char *value;     /* the name of its value in --help ("HOST:PORT"), or NULL: a flag;
+                            * an ARGS_NAME's names ("rr|least") */
+    struct args_kind kind; /* what args_set does with it, when it has no hook */
+    enum opt_result (*hook)(struct opt *o, const char *val, FILE *out, char *err,
+                            size_t errlen); /* an option's own code (addresses, --help), or NULL */
+    const char *help;                       /* what --help says, a '\n' between its lines */
 };
 
 extern const struct opt_def opt_defs[];
@@ -90,13 +118,5 @@ void opt_usage(FILE *out);
  * line ("FILE:7: unknown option '--lisen'..."). Returns an enum opt_result. Not thread-safe. */
 enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                           size_t errlen);
-
-/* Parses "N", "Nk", "NK", "NM", "NG" (binary units) into bytes. Returns 0 or -EINVAL. */
-int opt_parse_size(const char *s, size_t *out);
-
-/* Parses "N" (seconds, fractions allowed), "Nms", "Ns", "Nm" or "Nh" into milliseconds, rounded.
- * 0; -ERANGE for a time above 0 under half a millisecond (it would round to 0, which most of the
- * options take as never); -EINVAL for anything else. */
-int opt_parse_duration_ms(const char *s, long *out);
 
 #endif /* LFE_OPT_H */

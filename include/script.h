@@ -1,7 +1,8 @@
 /* script: Lua 5.4 request handlers, the daemon's one door into the Lua wing (src/lua/). One
  * lua_State per worker thread, never shared and never locked; a shared environment (the loaded
  * source, lfe.shared, the timeout watchdog); and the connection served by a script (struct
- * lconn, lconn.c). The wing's other headers are its own. */
+ * lconn, lconn.c), whose framing (frame.h) it brings along. The wing's other headers are its
+ * own. */
 #ifndef LFE_SCRIPT_H
 #define LFE_SCRIPT_H
 
@@ -10,8 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../src/lua/frame.h" /* struct framing: a Lua connection holds one */
 #include "conn.h"
+#include "frame.h" /* struct framing: a Lua connection holds one */
 #include "obuf.h"
 #include "stats.h"
 
@@ -42,6 +43,8 @@ struct script_conn {
     int fd;                 /* the socket (conn.peer) */
     char *peer;             /* --proxy-protocol: the client's address from its header, as
                              * text (malloc'd), or NULL: the socket's own peer */
+    struct ssl_st *ssl;     /* --listen-tls: the connection's TLS (its struct conn's, the
+                             * handshake finished: conn.tls), or NULL: plain TCP */
     uint32_t ctxlen;        /* bytes at ctx */
     char *ctx;              /* conn.ctx serialized between callbacks; NULL when empty */
     uint32_t ctx_ver;       /* bumped at each save */
@@ -131,10 +134,6 @@ void script_env_stop(struct script_env *e, long deadline_ms);
 /* Frees the connection's Lua-side data (ctx, peer). */
 void script_conn_release(struct script_conn *c);
 
-/* The client's address as text, "ADDR:PORT" or "[ADDR]:PORT": the PROXY header's when there was
- * one, else the socket's peer ("?" when gone). */
-void script_conn_peer(const struct script_conn *c, char *buf, size_t len);
-
 void script_free(struct script *sc);
 
 /* --- lconn.c: a connection served by a Lua script: framing, callbacks, replies --- */
@@ -148,7 +147,7 @@ struct lconn {
     size_t scanned;        /* bytes at the start of in known to hold no delimiter */
     struct script_conn sc; /* id and conn.ctx */
     size_t lingered;       /* bytes dropped since the script closed it */
-    long linger_since;     /* CONN_LINGER: when its FIN went (CLOCK_MONOTONIC ms) */
+    long linger_since;     /* CONN_PH_LINGER: when its FIN went (CLOCK_MONOTONIC ms) */
     long linger_ms;        /* ...when its window began: the FIN, or the sweeper's last sight of
                             * the peer taking some of the reply (written by the sweeper while it
                             * holds the idle word) */

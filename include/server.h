@@ -11,6 +11,7 @@
 #include "topo.h"
 
 struct server;
+struct tls_conf;
 
 /* Builds the pool for the listening sockets lfds[0..nlisten) (the server takes them over and
  * closes them): one epoll fd and wake-up eventfd per group, nacc accept threads' epoll sets
@@ -62,5 +63,10 @@ int server_reload(struct server *s);
 
 /* Frees everything. The server must be stopped (or never started). */
 void server_free(struct server *s);
+
+/* The TLS listeners: ltls[i] says whether the server's i-th listening socket (as given to
+ * server_new) speaks TLS; their connections make their TLS state from tls (the caller's, freed
+ * after server_free). Before server_start. */
+void server_set_tls(struct server *s, struct tls_conf *tls, const bool *ltls);
 
 #endif /* LFE_SERVER_H */

@@ -35,7 +35,14 @@
     X(proxy_shed_per_ip, "closed after its PROXY header: that client had --max-conns-per-ip")      \
     X(drain_closed, "echo connections a stop ended between requests (FIN after the last echo)")    \
     X(drain_raced, "of those, connections whose client sent more after that FIN (bytes dropped)")  \
-    X(lingered, "Lua: closes that lingered (peer still sending or reply unacked): FIN, then drop")
+    X(lingered, "Lua: closes that lingered (peer still sending or reply unacked): FIN, then drop") \
+    X(tls_full, "TLS handshakes finished in full (no session resumed)")                            \
+    X(tls_resumed, "TLS handshakes finished resuming a session (a ticket or the session cache)")   \
+    X(tls_fail_timeout, "TLS handshakes not finished by --tls-handshake-timeout: closed")          \
+    X(tls_fail_protocol, "TLS handshakes failed on bytes that are not TLS or cannot be agreed")    \
+    X(tls_fail_http, "TLS handshakes failed on a plain HTTP request sent to a TLS port")           \
+    X(tls_fail_reset, "TLS handshakes the peer reset or closed in the middle")                     \
+    X(tls_fail_client_cert, "TLS handshakes failed on a client certificate missing or refused")
 
 /* The accept thread's counters; per-group "accepted" lives beside them. */
 #define ACCEPT_STATS(X)                                                                            \

@@ -3,10 +3,10 @@
  * In a process with more than one thread, glibc wraps every cancellation point (read, send,
  * epoll_wait, accept4, close) in two atomic compare-and-swaps on the calling thread's cancel
  * state (__pthread_enable_asynccancel / __pthread_disable_asynccancel). lfepolld never cancels a
- * thread, so that is pure cost: perf put it at 1.5% of the server's CPU per long request
- * (docs/bench.md, "Where the server's time goes"). syscall(2) is a plain call into the kernel,
- * errno set as usual. Used only where a call is made per request or per connection; everything
- * else keeps the libc names. lfbench's engine threads use them the same way. */
+ * thread, so that is pure cost, and it shows in the server's profile of long requests
+ * (docs/bench.md, "Where the server's time goes", has how much). syscall(2) is a plain call into
+ * the kernel, errno set as usual. Used only where a call is made per request or per connection;
+ * everything else keeps the libc names. lfbench's engine threads use them the same way. */
 #ifndef LFE_SYSC_H
 #define LFE_SYSC_H
 

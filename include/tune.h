@@ -96,16 +96,34 @@ struct tune_ctx {
      * built-in one). NULL: "make sysctl-apply" and "sysctl.conf". */
     const char *apply_cmd;
     const char *conf_file;
+    bool dry_run; /* with apply: say what would be set ("would set ..."), write nothing */
+    /* With apply: the undo record (sysrestore) that keeps what each key held before, for
+     * tune_undo; NULL writes without one (fixture trees in tests). */
+    const char *undo_file;
+    const char *undo_cmd; /* the command that puts it back, as the reader runs it; NULL: none */
 };
 
 /* The report of --check-sysctl: a row per key (current, recommended, status, scope), then
  * RLIMIT_NOFILE and the ceilings that follow. With ctx->apply, first writes each applied key that
  * is not right, a line for each ("set KEY = VALUE (was OLD)" or "cannot set KEY = VALUE: why").
- * Returns 0 when every key is right, 1 otherwise, 2 when the text does not parse (err says why);
- * with ctx->apply, 3 when a key it sets is still not right after applying (a write failed), and
+ * With ctx->dry_run it writes nothing and says "would set KEY = VALUE (now OLD)" instead; with
+ * ctx->undo_file each write goes through sysrestore, which saves the old value there first. An
+ * apply ends with the line saying that its values last until the next reboot (and how to keep
+ * them), and where the undo record is.
+ * Returns 0 when every key is right, 1 otherwise, 2 when the text does not parse (err says why)
+ * or the undo record cannot be opened (nothing is set then);
+ * with ctx->apply (not dry_run), 3 when a key it sets is still not right after applying (a write
+ * failed), and
  * 1 only for what it does not set (keys it only checks, read-only or absent ones,
  * RLIMIT_NOFILE). */
 int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err, size_t errlen);
+
+/* lfepolld --undo-sysctl: writes back under root what the undo record at undo_file holds (what
+ * --apply-sysctl changed, as it was before the first apply), newest first, a line for each ("put
+ * back KEY = OLD (was NOW)"), then removes the record. Returns 0 (also when there is nothing to
+ * undo: it says so), or 1 with one line in err (the record cannot be read or a key not written
+ * back: the record is kept). */
+int tune_undo(FILE *out, const char *root, const char *undo_file, char *err, size_t errlen);
 
 /* One warning in the log for each listener (listen[i] as --listen gave it, lfds[i] its socket)
  * whose port lies in root's net.ipv4.ip_local_port_range and not in ip_local_reserved_ports: an

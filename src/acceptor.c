@@ -179,6 +179,169 @@ static bool lost_connection(int err)
     }
 }
 
+/* accept4 on listener li failed with err (a -errno): what accept_all ends with. -EAGAIN is an
+ * empty queue; any other is counted and logged (one line a second per kind). */
+static enum drained accept_failed(struct acc *a, int li, int err)
+{
+    long live = __atomic_load_n(&a->s->live, __ATOMIC_RELAXED);
+
+    switch (err) {
+    case -EAGAIN:
+        return ACC_EMPTY;
+    case -EMFILE:
+    case -ENFILE:
+        STAT_ADD(&a->t->st, emfile, 1);
+        if (log_now(a, RL_EMFILE))
+            log_warn("accept: %s with %ld connections open: accepting paused until one "
+                     "closes; raise ulimit -n (or fs.file-max) or lower --max-conns",
+                     strerror(-err), live);
+        pause_accepting(a);
+        return ACC_PAUSED;
+    case -ENOBUFS:
+    case -ENOMEM:
+        STAT_ADD(&a->t->st, enomem, 1);
+        if (log_now(a, RL_NOMEM))
+            log_warn("accept: %s with %ld connections open: accepting paused until one "
+                     "closes (or %d ms pass); the kernel is short of memory",
+                     strerror(-err), live, ACCEPT_RETRY_MS);
+        pause_accepting(a);
+        return ACC_PAUSED;
+    default:
+        STAT_ADD(&a->t->st, err_other, 1);
+        if (lost_connection(-err)) {
+            /* The listener stays level-triggered: epoll reports what is left. */
+            if (log_now(a, RL_LOST))
+                log_warn("accept: %s: a connection was lost before it was accepted",
+                         strerror(-err));
+            return ACC_EMPTY;
+        }
+        /* EPERM (a security module), EBADF, EINVAL (not listening), ENOTSOCK...: this
+         * listener is refused, and would be again at once: retrying now would spin,
+         * and pausing them all would starve the others. */
+        set_aside(a, li, -err);
+        return ACC_ASIDE;
+    }
+}
+
+/* Over --max-conns (or an fd past the table): fd is closed at once. Returns true when it was. */
+static bool shed_over_max(struct acc *a, int fd)
+{
+    struct server *s = a->s;
+
+    if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) >= s->max_conns ||
+        (size_t)fd >= s->table_size) {
+        STAT_ADD(&a->t->st, shed, 1); /* counted before the client can see the close */
+        close(fd);                    /* over --max-conns: shed at once */
+        return true;
+    }
+    return false;
+}
+
+/* --max-conns-per-ip: fd's slot in the table of client addresses, in s->ipslot[fd]. Returns
+ * false when the address is over its limit (or the table full, or the client gone): fd was
+ * closed. */
+static bool take_ip_slot(struct acc *a, int fd)
+{
+    struct server *s = a->s;
+
+    if (s->iplimit && s->opt->proxy) {
+        /* the client's address comes in its PROXY header: the worker that reads it counts
+         * it (proxy_admit); until then the connection holds no slot */
+        __atomic_store_n(&s->ipslot[fd], -1, __ATOMIC_RELAXED);
+    } else if (s->iplimit) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int32_t slot = IPLIMIT_OVER; /* gone already */
+
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            /* The other accept threads take slots too: unlocked, two could claim one free
+             * slot for one address at once and both be served under a limit of 1. */
+            pthread_mutex_lock(&s->iplock);
+            slot = iplimit_acquire(s->iplimit, (struct sockaddr *)&ss, s->opt->max_per_ip);
+            pthread_mutex_unlock(&s->iplock);
+        }
+
+        if (slot < 0) {
+            STAT_ADD(&a->t->st, shed_per_ip, 1); /* counted before the client sees the close */
+            close(fd);
+            if (slot == IPLIMIT_FULL && log_now(a, RL_IPTABLE))
+                log_warn("accept: no room for one more client address in the "
+                         "--max-conns-per-ip table (%d others on its chain): connection "
+                         "closed",
+                         IPLIMIT_PROBES);
+            return false;
+        }
+        /* atomic: the fd number's previous owner read its slot just before closing */
+        __atomic_store_n(&s->ipslot[fd], slot, __ATOMIC_RELAXED);
+    }
+    return true;
+}
+
+/* conn_new found no memory for fd: fd is closed, its address slot given back. */
+static void no_memory_for(struct acc *a, int fd)
+{
+    struct server *s = a->s;
+
+    if (s->iplimit)
+        iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[fd], __ATOMIC_RELAXED));
+    /* The client sees the close; the queue goes on (each connection retries calloc). */
+    STAT_ADD(&a->t->st, enomem, 1); /* before the client can see the close */
+    close(fd);
+    if (log_now(a, RL_NOMEM))
+        log_warn("accept: out of memory for a new connection (%ld open): connection "
+                 "closed",
+                 __atomic_load_n(&s->live, __ATOMIC_RELAXED));
+}
+
+/* Gives c to a group: counted live, in the fd table, its idle word armed, registered in the
+ * group's epoll set. From the EPOLL_CTL_ADD on a worker may own, close and free c. */
+static void hand_off(struct acc *a, int fd, struct conn *c, bool tls)
+{
+    struct server *s = a->s;
+    struct epoll_event ev;
+    struct group *g;
+
+    g = &s->groups[dispatch_pick(&a->t->disp, group_load, s)];
+    __atomic_add_fetch(&g->live, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->live, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->table[fd], c, __ATOMIC_RELEASE);
+    raise_fd_hi(s, fd);
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    if (tls)
+        c->flags |= CONN_TLS; /* a handshake before it serves (after its header, if any) */
+    if (s->opt->proxy)
+        c->phase = CONN_PH_PROXY; /* its first bytes are a PROXY header, for the worker */
+    else if (tls)
+        c->phase = CONN_PH_HANDSHAKE;
+    else if (s->lua && __atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
+        ev.events |= EPOLLOUT; /* on_connect may speak first: run it now, not at input */
+    if (s->lua)
+        lconn_of(c)->sc.id = __atomic_add_fetch(&s->next_id, 1, __ATOMIC_RELAXED);
+    ev.events = pool_arm_events(g, c, ev.events);
+    ev.data.ptr = c;
+    if (s->opt->proxy) /* its header has a deadline, --idle-timeout or not */
+        idle_arm(s, fd, idle_header_date(s, mono_ms()));
+    else if (tls) /* and so has its handshake */
+        idle_arm(s, fd, idle_handshake_date(s, mono_ms()));
+    else if (s->opt->idle_ms)
+        idle_arm(s, fd, mono_ms());
+    /* From here a worker may own, close and free c: do not touch it again. */
+    HANDOFF_RELEASE(c);
+    if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        /* Not registered: no worker can have c, it is still ours. */
+        if (log_now(a, RL_EPOLL))
+            log_warn("accept: epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
+                     strerror(errno));
+        STAT_ADD(&a->t->st, err_other, 1); /* before the client can see the close */
+        if (s->idle)
+            idle_take(s, fd); /* the sweeper may have claimed it meanwhile */
+        conn_close(s, g, c, CONN_WHY_IO_ERROR, NULL);
+        return;
+    }
+    __atomic_add_fetch(&g->accepted, 1, __ATOMIC_RELAXED); /* every accept thread's */
+    STAT_ADD(&a->t->st, accepted, 1);
+}
+
 /* Accepts what is queued on listener li: at most max connections (max < 0: until accept4
  * says EAGAIN). Returns ACC_EMPTY once its queue is empty or max were taken, ACC_PAUSED
  * when accepting paused (out of descriptors or memory: every listener), ACC_ASIDE when li
@@ -189,132 +352,18 @@ static enum drained accept_all(struct acc *a, int li, long max)
 
     for (; max != 0; max--) {
         int fd = net_accept(s->lfds[li]);
-        struct epoll_event ev;
-        struct group *g;
         struct conn *c;
 
-        if (fd < 0) {
-            long live = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
-
-            switch (fd) {
-            case -EAGAIN:
-                return ACC_EMPTY;
-            case -EMFILE:
-            case -ENFILE:
-                STAT_ADD(&a->t->st, emfile, 1);
-                if (log_now(a, RL_EMFILE))
-                    log_warn("accept: %s with %ld connections open: accepting paused until one "
-                             "closes; raise ulimit -n (or fs.file-max) or lower --max-conns",
-                             strerror(-fd), live);
-                pause_accepting(a);
-                return ACC_PAUSED;
-            case -ENOBUFS:
-            case -ENOMEM:
-                STAT_ADD(&a->t->st, enomem, 1);
-                if (log_now(a, RL_NOMEM))
-                    log_warn("accept: %s with %ld connections open: accepting paused until one "
-                             "closes (or %d ms pass); the kernel is short of memory",
-                             strerror(-fd), live, ACCEPT_RETRY_MS);
-                pause_accepting(a);
-                return ACC_PAUSED;
-            default:
-                STAT_ADD(&a->t->st, err_other, 1);
-                if (lost_connection(-fd)) {
-                    /* The listener stays level-triggered: epoll reports what is left. */
-                    if (log_now(a, RL_LOST))
-                        log_warn("accept: %s: a connection was lost before it was accepted",
-                                 strerror(-fd));
-                    return ACC_EMPTY;
-                }
-                /* EPERM (a security module), EBADF, EINVAL (not listening), ENOTSOCK...: this
-                 * listener is refused, and would be again at once: retrying now would spin,
-                 * and pausing them all would starve the others. */
-                set_aside(a, li, -fd);
-                return ACC_ASIDE;
-            }
-        }
-        if (__atomic_load_n(&s->live, __ATOMIC_RELAXED) >= s->max_conns ||
-            (size_t)fd >= s->table_size) {
-            STAT_ADD(&a->t->st, shed, 1); /* counted before the client can see the close */
-            close(fd);                    /* over --max-conns: shed at once */
+        if (fd < 0)
+            return accept_failed(a, li, fd);
+        if (shed_over_max(a, fd) || !take_ip_slot(a, fd))
             continue;
-        }
-        if (s->iplimit && s->opt->proxy) {
-            /* the client's address comes in its PROXY header: the worker that reads it counts
-             * it (proxy_admit); until then the connection holds no slot */
-            __atomic_store_n(&s->ipslot[fd], -1, __ATOMIC_RELAXED);
-        } else if (s->iplimit) {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof(ss);
-            int32_t slot = IPLIMIT_OVER; /* gone already */
-
-            if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-                /* The other accept threads take slots too: unlocked, two could claim one free
-                 * slot for one address at once and both be served under a limit of 1. */
-                pthread_mutex_lock(&s->iplock);
-                slot = iplimit_acquire(s->iplimit, (struct sockaddr *)&ss, s->opt->max_per_ip);
-                pthread_mutex_unlock(&s->iplock);
-            }
-
-            if (slot < 0) {
-                STAT_ADD(&a->t->st, shed_per_ip, 1); /* counted before the client sees the close */
-                close(fd);
-                if (slot == IPLIMIT_FULL && log_now(a, RL_IPTABLE))
-                    log_warn("accept: no room for one more client address in the "
-                             "--max-conns-per-ip table (%d others on its chain): connection "
-                             "closed",
-                             IPLIMIT_PROBES);
-                continue;
-            }
-            /* atomic: the fd number's previous owner read its slot just before closing */
-            __atomic_store_n(&s->ipslot[fd], slot, __ATOMIC_RELAXED);
-        }
         c = conn_new(fd, s->lua ? CONN_LUA : CONN_ECHO);
         if (!c) {
-            if (s->iplimit)
-                iplimit_release(s->iplimit, __atomic_load_n(&s->ipslot[fd], __ATOMIC_RELAXED));
-            /* The client sees the close; the queue goes on (each connection retries calloc). */
-            STAT_ADD(&a->t->st, enomem, 1); /* before the client can see the close */
-            close(fd);
-            if (log_now(a, RL_NOMEM))
-                log_warn("accept: out of memory for a new connection (%ld open): connection "
-                         "closed",
-                         __atomic_load_n(&s->live, __ATOMIC_RELAXED));
+            no_memory_for(a, fd);
             continue;
         }
-        g = &s->groups[dispatch_pick(&a->t->disp, group_load, s)];
-        __atomic_add_fetch(&g->live, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&s->live, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->table[fd], c, __ATOMIC_RELEASE);
-        raise_fd_hi(s, fd);
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        if (s->opt->proxy)
-            c->flags |= CONN_PROXY; /* its first bytes are a PROXY header, for the worker */
-        else if (s->lua && __atomic_load_n(&s->lua_connect_first, __ATOMIC_RELAXED))
-            ev.events |= EPOLLOUT; /* on_connect may speak first: run it now, not at input */
-        if (s->lua)
-            lconn_of(c)->sc.id = __atomic_add_fetch(&s->next_id, 1, __ATOMIC_RELAXED);
-        ev.events = pool_arm_events(g, c, ev.events);
-        ev.data.ptr = c;
-        if (s->opt->proxy) /* its header has a deadline, --idle-timeout or not */
-            idle_arm(s, fd, idle_header_date(s, mono_ms()));
-        else if (s->opt->idle_ms)
-            idle_arm(s, fd, mono_ms());
-        /* From here a worker may own, close and free c: do not touch it again. */
-        HANDOFF_RELEASE(c);
-        if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            /* Not registered: no worker can have c, it is still ours. */
-            if (log_now(a, RL_EPOLL))
-                log_warn("accept: epoll_ctl(ADD) into group %d: %s; connection closed", g->idx,
-                         strerror(errno));
-            STAT_ADD(&a->t->st, err_other, 1); /* before the client can see the close */
-            if (s->idle)
-                idle_take(s, fd); /* the sweeper may have claimed it meanwhile */
-            conn_close(s, g, c, CONN_WHY_IO_ERROR, NULL);
-            continue;
-        }
-        __atomic_add_fetch(&g->accepted, 1, __ATOMIC_RELAXED); /* every accept thread's */
-        STAT_ADD(&a->t->st, accepted, 1);
+        hand_off(a, fd, c, s->ltls[li]);
     }
     return ACC_EMPTY;
 }
@@ -322,12 +371,12 @@ static enum drained accept_all(struct acc *a, int li, long max)
 /* How many connections wait in listener lfd's accept queue, or -1 when it cannot say (not a
  * listening TCP socket: then accept4 says what is wrong with it). Why ask: an accept4 that finds
  * the queue empty is no cheap "no": the kernel allocates the new socket, its inode and its file
- * before it looks at the queue, and frees them through RCU after, 2.7 us on Linux 6.18 against
- * 0.3 us for this getsockopt (a listener's TCP_INFO is read without its lock; tcpi_unacked is
- * its accept queue's length, tcp_get_info). Draining until EAGAIN paid that once per wake-up,
- * which on a loaded server is about once per connection: the accept thread's CPU per connection
- * 0.72-0.86x (docs/bench.md, "The accept thread and the re-arm, per call"). A connection queued
- * after the look is reported by the next epoll_wait (the listeners are level-triggered). */
+ * before it looks at the queue, and frees them through RCU after, many times what this
+ * getsockopt costs (a listener's TCP_INFO is read without its lock; tcpi_unacked is its accept
+ * queue's length, tcp_get_info). Draining until EAGAIN paid that once per wake-up, which on a
+ * loaded server is about once per connection; docs/bench.md ("The accept thread and the re-arm,
+ * per call") has both calls' costs and what asking first saves. A connection queued after the
+ * look is reported by the next epoll_wait (the listeners are level-triggered). */
 static long queued(int lfd)
 {
     struct tcp_info ti;
@@ -432,9 +481,9 @@ void *acceptor_main(void *arg)
 
     /* SCHED_BATCH: a new connection's wakeup does not preempt the worker running on the same
      * CPU; the accept thread runs when the worker blocks or its slice ends, and then accepts
-     * every connection queued meanwhile in one go. Short connections on a shared CPU: server
-     * CPU per connection -12% (docs/bench.md, "Short connections"). Nothing else changes: on
-     * a CPU of its own it runs at once. */
+     * every connection queued meanwhile in one go: short connections on a shared CPU cost the
+     * server less CPU each (docs/bench.md, "Short connections", has how much). Nothing else
+     * changes: on a CPU of its own it runs at once. */
     if (sched_setscheduler(0, SCHED_BATCH, &sp) < 0)
         log_debug("accept thread: SCHED_BATCH: %s; staying SCHED_OTHER", strerror(errno));
     for (;;) {

@@ -4,6 +4,7 @@
 
 #include "log.h"
 #include "sysc.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <string.h>
@@ -48,11 +49,16 @@ ssize_t conn_send_some(int fd, const char *p, size_t n)
     }
 }
 
+ssize_t conn_write_some(struct conn *c, const char *p, size_t n)
+{
+    return c->ssl ? tls_write(c, p, n) : conn_send_some(c->fd, p, n);
+}
+
 /* Flushes pending output. Returns 0 (maybe still pending) or -errno. */
 int conn_flush(struct conn *c, const struct conn_io *io)
 {
     while (obuf_len(&c->out)) {
-        ssize_t w = conn_send_some(c->fd, c->out.data + c->out.off, obuf_len(&c->out));
+        ssize_t w = conn_write_some(c, c->out.data + c->out.off, obuf_len(&c->out));
 
         if (w < 0)
             return (int)w;
@@ -91,6 +97,11 @@ enum conn_why conn_why_io(int err)
 
 ssize_t conn_read_some(struct conn *c, char *buf, size_t n)
 {
+    return c->ssl ? tls_read(c, buf, n) : conn_read_raw(c, buf, n);
+}
+
+ssize_t conn_read_raw(struct conn *c, char *buf, size_t n)
+{
     for (;;) {
         ssize_t r = sysc_read(c->fd, buf, n);
 
@@ -108,13 +119,16 @@ ssize_t conn_read_some(struct conn *c, char *buf, size_t n)
 
 uint32_t conn_rearm_events(const struct conn *c, const struct conn_io *io)
 {
-    if (obuf_len(&c->out) == 0)
-        return EPOLLIN | EPOLLRDHUP;
     if (obuf_len(&c->out) >= io->max_pending) {
         STAT_ADD(io->st, paused, 1);
         return EPOLLOUT;
     }
-    return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+    /* TLS: plaintext it holds already raises no event of the socket's, and a read that waits
+     * to write its answer waits for room: either way EPOLLOUT brings the next event (at once
+     * for the first, while the socket has room) */
+    if (obuf_len(&c->out) || (c->ssl && ((c->flags & CONN_TLS_WOUT) || tls_has_pending(c))))
+        return EPOLLIN | EPOLLRDHUP | EPOLLOUT;
+    return EPOLLIN | EPOLLRDHUP;
 }
 
 int conn_sock_error(struct conn *c, const struct conn_io *io)
@@ -160,7 +174,7 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
         STAT_ADD(io->st, bytes_in, (uint64_t)n);
         if (obuf_len(&c->out) == 0) {
             /* The common case: straight from the read buffer to the socket, no copy kept. */
-            ssize_t w = conn_send_some(c->fd, io->buf, (size_t)n);
+            ssize_t w = conn_write_some(c, io->buf, (size_t)n);
 
             if (w < 0) {
                 conn_count_error((int)-w, io);
@@ -179,8 +193,9 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
             return 0;
         }
         /* A short read drained the socket, unless the peer already sent FIN (EPOLLRDHUP): then
-         * one more read returns 0 now instead of after another epoll round trip. */
-        if ((size_t)n < want && !(events & EPOLLRDHUP))
+         * one more read returns 0 now instead of after another epoll round trip. Not through
+         * TLS, which returns a record at a time: it reads on until it has no more. */
+        if ((size_t)n < want && !(events & EPOLLRDHUP) && !c->ssl)
             break;
     }
     if (c->flags & CONN_RDCLOSED) {

@@ -47,6 +47,23 @@ long idle_header_date(const struct server *s, long ms)
     return idle_due_date(s, ms, idle_header_span(s));
 }
 
+int idle_handshake_span(const struct server *s)
+{
+    const struct opt *o = s->opt;
+
+    return o->idle_ms && o->idle_ms < o->tls_hs_ms ? o->idle_ms : o->tls_hs_ms;
+}
+
+long idle_handshake_date(const struct server *s, long ms)
+{
+    return idle_due_date(s, ms, idle_handshake_span(s));
+}
+
+void idle_redate(struct server *s, int fd, long ms)
+{
+    __atomic_store_n(&s->idle[fd], idle_word(ms, IDLE_OWNED), __ATOMIC_RELAXED);
+}
+
 bool idle_take(struct server *s, int fd)
 {
     uint64_t v = __atomic_load_n(&s->idle[fd], __ATOMIC_ACQUIRE);
@@ -72,7 +89,9 @@ static uint64_t judge(struct server *s, long fd, uint64_t v, long now, bool expi
 {
     struct conn *c = __atomic_load_n(&s->table[fd], __ATOMIC_ACQUIRE);
     struct pollfd p = {.fd = (int)fd};
-    bool linger = c && (c->flags & CONN_LINGER), header = c && (c->flags & CONN_PROXY);
+    bool linger = c && c->phase == CONN_PH_LINGER;
+    /* a PROXY header and a TLS handshake: a deadline from their start */
+    bool header = c && (c->phase == CONN_PH_PROXY || c->phase == CONN_PH_HANDSHAKE);
     int outq = 0;
 
     /* A lingering one's time runs from its window's start, whatever the peer sends (lconn.c):
@@ -126,9 +145,11 @@ long idle_sweep(struct server *s, long now)
     long tick = s->idle_limit_ms / 4;
     bool draining = __atomic_load_n(&s->draining, __ATOMIC_ACQUIRE);
 
-    /* without --idle-timeout only lingering connections and PROXY headers are watched */
+    /* without --idle-timeout only lingering connections, PROXY headers and TLS handshakes are
+     * watched */
     if (!s->idle || now < s->next_sweep_ms ||
-        (!s->opt->idle_ms && !s->opt->proxy && !__atomic_load_n(&s->nwrclosed, __ATOMIC_RELAXED)))
+        (!s->opt->idle_ms && !s->opt->proxy && !s->tls &&
+         !__atomic_load_n(&s->nwrclosed, __ATOMIC_RELAXED)))
         return 0;
     tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
     if (draining)

@@ -33,9 +33,11 @@ struct server;
  * when an event it is armed for waits for a worker (input only if it is armed for input:
  * CONN_NOREAD), or when its send queue is shorter than at the sweep's last look at the same
  * date (idle_outq; at a first look, a queue that is not empty gets one more period).
- * Without --idle-timeout only Lua's lingering connections (lconn.c) and connections still
- * reading their PROXY header (--proxy-timeout) are armed with a date; in echo mode without
- * either of those options none of this runs: the words are not even allocated. */
+ * Without --idle-timeout only Lua's lingering connections (lconn.c), connections still
+ * reading their PROXY header (--proxy-timeout) and those in their TLS handshake
+ * (--tls-handshake-timeout) are armed with a date; in echo mode without any of those options
+ * none of this runs: the words are not even allocated. A handshake's deadline, as a header's,
+ * stands whatever comes: its date is its start, kept across its events (idle_rearm). */
 #define LINGER_MS 5000        /* a lingering close ends this long after its FIN... */
 #define LINGER_TOTAL_MS 30000 /* ...or after the peer last took some of the reply; at most this */
 enum { IDLE_OWNED, IDLE_ARMED, IDLE_CLAIMED, IDLE_EXPIRED };
@@ -73,6 +75,19 @@ int idle_header_span(const struct server *s);
 
 /* The date a connection accepted at ms is armed with while its PROXY header is still to come. */
 long idle_header_date(const struct server *s, long ms);
+
+/* How long after its start (its accept, or the end of its PROXY header) a TLS handshake must
+ * be finished: --tls-handshake-timeout, or --idle-timeout if that is shorter. Its bytes do not
+ * move it. */
+int idle_handshake_span(const struct server *s);
+
+/* The date a connection whose handshake starts at ms is armed with until it finishes. */
+long idle_handshake_date(const struct server *s, long ms);
+
+/* Dates fd, which the caller owns (taken: IDLE_OWNED), with ms: the next idle_rearm publishes
+ * it. For a deadline that starts in the middle of a connection's life (its handshake after its
+ * PROXY header). */
+void idle_redate(struct server *s, int fd, long ms);
 
 /* Takes fd, armed or expired, for the calling thread (which epoll_wait handed it, or whose
  * epoll_ctl failed after idle_arm). Returns true when the sweeper shut it down for idleness. */

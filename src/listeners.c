@@ -16,14 +16,29 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* --listen i: the sockets handed over for it, else one bound afresh; then shards up to naccept.
- * Returns 0 or -1 with err. */
+static int bind_shards(struct listeners *l, const struct opt *o, int i, int naccept, int *taken,
+                       int ntaken, char *err, size_t errlen);
+
+/* --listen i: the sockets handed over for it, else one bound afresh; then shards up to naccept;
+ * each of them TLS when --listen i is a --listen-tls. Returns 0 or -1 with err. */
 static int bind_address(struct listeners *l, const struct opt *o, int i, int naccept, int *taken,
                         int ntaken, char *err, size_t errlen)
 {
-    int first = l->n, fd;
+    int first = l->n, rc;
 
     l->first[i] = l->n;
+    rc = bind_shards(l, o, i, naccept, taken, ntaken, err, errlen);
+    for (int k = first; k < l->n; k++)
+        l->tls[k] = o->listen_tls[i];
+    return rc;
+}
+
+/* bind_address's sockets for --listen i. Returns 0 or -1 with err. */
+static int bind_shards(struct listeners *l, const struct opt *o, int i, int naccept, int *taken,
+                       int ntaken, char *err, size_t errlen)
+{
+    int first = l->n, fd;
+
     /* every socket the running instance handed over bound where this --listen asks, all of its
      * shards, whatever our count: closing one would reset what waits in its queue */
     for (int k = 0; k < ntaken; k++)
@@ -114,19 +129,44 @@ static void set_options(const struct listeners *l, const struct opt *o, bool tak
                  o->fastopen, v);
 }
 
+/* Socket activation: which of the sockets systemd passed speak TLS: those bound where a
+ * --listen-tls asks. Each --listen-tls must find one. Returns 0 or -1 with err. */
+static int mark_tls(struct listeners *l, const struct opt *o, char *err, size_t errlen)
+{
+    for (int i = 0; i < o->nlisten; i++) {
+        bool found = false;
+
+        if (!o->listen_tls[i])
+            continue;
+        for (int k = 0; k < l->activated; k++)
+            if (takeover_match(SD_LISTEN_FDS_START + k, o->listen[i]))
+                found = l->tls[k] = true;
+        if (!found) {
+            snprintf(err, errlen,
+                     "--listen-tls %s: none of the %d sockets from systemd ($LISTEN_FDS) is "
+                     "bound there: name the address of a ListenStream= of the .socket unit",
+                     o->listen[i], l->activated);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Socket activation: the sockets systemd passed, used as they are: systemd keeps them and
  * passes them to the next start, so nothing of theirs is changed here (server.c borrows
  * O_NONBLOCK while serving). One thing is undone: the SYN filter an older lfepolld's stop left
  * on them, under which no connection would ever come. Returns 0 or 2 with err. */
 static int take_activated(struct listeners *l, const struct opt *o, char *err, size_t errlen)
 {
-    if (!o->listen_default) {
+    if (!o->listen_default && o->ntls < o->nlisten) {
         snprintf(err, errlen,
                  "%d socket%s handed over by systemd ($LISTEN_FDS) and --listen both given: "
                  "drop --listen (the .socket unit's ListenStream= decides)",
                  l->activated, l->activated == 1 ? "" : "s");
         return 2;
     }
+    if (mark_tls(l, o, err, errlen) < 0)
+        return 2;
     if (o->takeover) {
         snprintf(err, errlen,
                  "--takeover with sockets from systemd ($LISTEN_FDS): systemd keeps them across "
@@ -242,6 +282,8 @@ void listeners_log(const struct listeners *l, const struct opt *o)
         }
         if (seen)
             continue; /* said with its first shard */
+        if (l->tls[i])
+            strncat(name, " with TLS", sizeof(name) - strlen(name) - 1);
         if (l->activated)
             log_info("listening on %s (fd %d from systemd's socket activation)", name, l->fds[i]);
         else if (shards > 1)

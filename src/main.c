@@ -10,7 +10,9 @@
 #include "script.h"
 #include "sdnotify.h"
 #include "server.h"
+#include "sysrestore.h"
 #include "takeover.h"
+#include "tls_conf.h"
 #include "topo.h"
 #include "tune.h"
 
@@ -82,30 +84,71 @@ static const char *apply_command(const struct opt *o, char *buf, size_t len)
     return buf;
 }
 
+/* Where --apply-sysctl keeps what it changed for --undo-sysctl. */
+static const char *undo_file(const struct opt *o)
+{
+    return o->sysctl_undo_file ? o->sysctl_undo_file : SYSRESTORE_UNDO_PATH;
+}
+
+/* The command that puts back what an apply changed, as apply_command names the apply. */
+static const char *undo_command(const struct opt *o, char *buf, size_t len)
+{
+    bool dflt = !o->sysctl_undo_file;
+
+    if (getenv("MAKELEVEL"))
+        snprintf(buf, len, "make sysctl-undo%s%s",
+                 dflt ? "" : " SYSCTL_UNDO=", dflt ? "" : o->sysctl_undo_file);
+    else
+        snprintf(buf, len, "%s --undo-sysctl%s%s", progname, dflt ? "" : " --undo-file ",
+                 dflt ? "" : o->sysctl_undo_file);
+    return buf;
+}
+
+/* --undo-sysctl: what --apply-sysctl changed, put back; exit 0, or 1 with one line. */
+static int undo_sysctl(const struct opt *o)
+{
+    char err[768];
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "lfepolld: --undo-sysctl changes kernel settings: run it as root (sudo)\n");
+        return 1;
+    }
+    if (tune_undo(stdout, "/proc/sys", undo_file(o), err, sizeof(err)) != 0) {
+        fprintf(stderr, "lfepolld: --undo-sysctl: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 /* --check-sysctl / --apply-sysctl: the report, then exit with its status. */
 static int check_sysctl(const struct opt *o)
 {
-    char cmd[600];
+    char cmd[600], ucmd[600];
     struct tune_ctx ctx = {.root = "/proc/sys",
                            .backlog = o->backlog,
                            .port = tune_port_of(o->listen[0]),
                            .apply = o->sysctl == 2,
                            .not_root = geteuid() != 0,
                            .apply_cmd = apply_command(o, cmd, sizeof(cmd)),
-                           .conf_file = o->sysctl_conf ? o->sysctl_conf : ""};
-    char err[256], *text = NULL;
+                           .conf_file = o->sysctl_conf ? o->sysctl_conf : "",
+                           .dry_run = o->sysctl_dry,
+                           .undo_file = undo_file(o),
+                           .undo_cmd = undo_command(o, ucmd, sizeof(ucmd))};
+    char err[768], *text = NULL;
     int rc;
 
     if (o->sysctl_conf && !(text = tune_conf_read(o->sysctl_conf, err, sizeof(err)))) {
         fprintf(stderr, "lfepolld: --sysctl-conf %s: cannot read it: %s\n", o->sysctl_conf, err);
         return 2;
     }
-    if (ctx.apply && geteuid() != 0) {
+    if (ctx.apply && !ctx.dry_run && geteuid() != 0) {
         fprintf(stderr, "lfepolld: --apply-sysctl needs root: run it with sudo; checking only\n");
         ctx.apply = false; /* as it says: no write is tried */
     }
     rc = tune_report(stdout, text ? text : tune_default_conf, &ctx, err, sizeof(err));
-    if (rc == 2)
+    if (rc == 2 && !strncmp(err, "--", 2)) /* the undo record's, not the file's */
+        fprintf(stderr, "lfepolld: %s\n", err);
+    else if (rc == 2)
         fprintf(stderr, "lfepolld: %s: %s\n", o->sysctl_conf ? o->sysctl_conf : "sysctl.conf", err);
     free(text);
     return rc;
@@ -198,16 +241,29 @@ static void print_stats(void)
     free(text);
 }
 
+/* A stop signal within this of the first (as main took each) is the same stop: one sent to a
+ * process group can come twice, a few microseconds apart, too late to merge with the first
+ * (timeout(1) signals the daemon and then its group; make forwards the group's to its child). */
+#define STOP_SAME_MS 100
+
+static long stop_ms; /* when main took the first stop signal (mono_ms) */
+
 /* Called by server_stop() while it drains: waits up to 10 ms for a signal. Returns 1 on a second
  * SIGTERM/SIGINT (stop waiting), else 0; SIGUSR1 still prints counters. */
 static int drain_wait(void)
 {
     static const struct timespec tick = {0, 10 * 1000 * 1000};
     int sig = sigtimedwait(&main_sigs, NULL, &tick);
+    long now = mono_ms();
 
     if (sig == SIGUSR1)
         print_stats();
-    idle_sweep(srv, mono_ms()); /* a client that never reads must not hold the drain */
+    idle_sweep(srv, now); /* a client that never reads must not hold the drain */
+    if ((sig == SIGINT || sig == SIGTERM) && now - stop_ms < STOP_SAME_MS) {
+        log_debug("%s %ld ms after the first: the same stop", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                  now - stop_ms);
+        return 0;
+    }
     return sig == SIGINT || sig == SIGTERM;
 }
 
@@ -273,9 +329,9 @@ static struct script_env *load_lua(const struct opt *o, int *rc)
     return lua;
 }
 
-/* --accept-threads' default: one per 2 CPUs of the plan (docs/bench.md, "Many cores"). One
- * accept thread costs 4-7 us of CPU per new connection (the 16-CPU machine's figure): it stops
- * near 120,000-180,000 connections a second, which 4 CPUs of workers already reach. */
+/* --accept-threads' default: one per 2 CPUs of the plan. One accept thread's CPU per new
+ * connection caps the connections a second it can take, and 4 CPUs of workers already reach
+ * that cap (docs/bench.md, "Many cores", has the figures). */
 static int accept_threads_for(const struct plan *p)
 {
     cpu_set_t used;
@@ -318,6 +374,8 @@ static int start_up(struct opt *o, int argc, char **argv, struct rlimit *rl)
     }
     log_threshold = o->verbosity == 0 ? LOG_WARN : o->verbosity == 1 ? LOG_INFO : LOG_DEBUG;
     log_json = o->log_json;
+    if (o->sysctl_undo)
+        return undo_sysctl(o);
     if (o->sysctl)
         return check_sysctl(o);
     signal(SIGPIPE, SIG_IGN); /* a vanished peer is an EPIPE, never a signal */
@@ -362,8 +420,8 @@ static int plan_cpus(const struct opt *o, struct plan *p, cpu_set_t *allowed)
     }
     /* The default plan (docs/architecture.md, "The default plan"). Echo: a group per CPU, one
      * worker each; no echo ever waits, so a group of several workers isolates nothing, and
-     * each epoll fd then has one waiter (8 CPUs, long connections: 1.13x the requests of
-     * groups of 4 for 0.88x the CPU). Lua: groups of PLAN_GROUP_CPUS, since a handler may wait
+     * each epoll fd then has one waiter, which served more requests for less CPU than groups
+     * of 4 (docs/bench.md, "Many cores"). Lua: groups of PLAN_GROUP_CPUS, since a handler may wait
      * (lfe.sleep, a socket) and the other workers of its group go on serving its connections. */
     rc = plan_make(t, allowed, o->have_cpus ? &o->cpus : NULL, o->groups,
                    o->workers || o->groups || o->lua ? o->workers : 1, o->pin, p, err, sizeof(err));
@@ -571,18 +629,33 @@ static void log_plan(const struct opt *o, const struct plan *p, const struct lis
              max_conns, (unsigned long long)rl->rlim_cur, o->max_pending);
 }
 
+/* SIGHUP: the TLS certificates and keys, and the Lua script; what fails to load is logged in one
+ * line and what runs stays. */
+static void reload(const struct opt *o, const struct tls_conf *tls)
+{
+    char err[512];
+
+    if (tls && tls_conf_reload(tls, err, sizeof(err)) < 0)
+        log_err("SIGHUP: TLS reload failed, the running certificates stay: %s", err);
+    else if (tls)
+        log_info("SIGHUP: TLS certificates and keys reloaded (%d); new connections get them",
+                 o->ntls_certs);
+    if (!tls || o->lua)
+        server_reload(srv);
+}
+
 /* Main's loop until SIGTERM/SIGINT: signals (SIGUSR1 counters, SIGHUP reload), the idle sweep,
  * systemd's watchdog (fed at half its period, and only while every worker comes back from its
  * batches: a stuck one lets WatchdogSec= restart the service) and STATUS=. */
-static void serve(const struct opt *o, long stall)
+static void serve(const struct opt *o, const struct tls_conf *tls, long stall)
 {
     long wd_ms = (long)(sdnotify_watchdog_usec() / 2000), tick_ms, next_wd = 0, last_live = 0;
 
     if (sdnotify_watchdog_usec() && wd_ms < 1)
         wd_ms = 1;
     tick_ms = wd_ms && wd_ms < 1000 ? wd_ms : 1000;
-    /* --idle-timeout and --proxy-timeout are swept each tick: one goes between TIME and TIME +
-     * a tick (a quarter of TIME, 50 ms to 1 s) after its date */
+    /* --idle-timeout, --proxy-timeout and --tls-handshake-timeout are swept each tick: one goes
+     * between TIME and TIME + a tick (a quarter of TIME, 50 ms to 1 s) after its date */
     if (o->idle_ms) {
         long q = o->idle_ms / 4 < 50 ? 50 : o->idle_ms / 4;
 
@@ -590,6 +663,11 @@ static void serve(const struct opt *o, long stall)
     }
     if (o->proxy) {
         long q = o->proxy_ms / 4 < 50 ? 50 : o->proxy_ms / 4;
+
+        tick_ms = q < tick_ms ? q : tick_ms;
+    }
+    if (o->ntls) {
+        long q = o->tls_hs_ms / 4 < 50 ? 50 : o->tls_hs_ms / 4;
 
         tick_ms = q < tick_ms ? q : tick_ms;
     }
@@ -609,9 +687,10 @@ static void serve(const struct opt *o, long stall)
             snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%lld",
                      (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000);
             sdnotify_send(msg);
-            server_reload(srv);
+            reload(o, tls);
             notify_ready(report_live(srv));
         } else if (sig == SIGINT || sig == SIGTERM) {
+            stop_ms = mono_ms();
             log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
             return;
         }
@@ -663,6 +742,7 @@ int main(int argc, char **argv)
 {
     struct opt o;
     struct script_env *lua = NULL;
+    struct tls_conf *tls = NULL;
     struct plan p = {0};
     struct listeners l = {.admin_fd = -1, .tconn = -1};
     struct rlimit rl;
@@ -684,6 +764,11 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = 1;
+    /* before --user, as nginx does: a key readable by root alone is the usual case */
+    if (o.ntls && !(tls = tls_conf_new(&o, err, sizeof(err)))) {
+        fprintf(stderr, "lfepolld: %s\n", err);
+        goto out;
+    }
     if ((rc = become_user(&o, &l, &pid_written)) != 0)
         goto out;
     rc = 1;
@@ -697,6 +782,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "lfepolld: %s\n", err);
         goto out;
     }
+    if (tls)
+        server_set_tls(srv, tls, l.tls);
     /* Until it is told READY, the predecessor serves the listeners it handed over: a start
      * that fails from here must leave them as they are (no SYN filter on its sockets). */
     server_listeners_shared(srv, l.reused > 0);
@@ -728,7 +815,7 @@ int main(int argc, char **argv)
         goto out_server;
     }
     log_plan(&o, &p, &l, &allowed, naccept, max_conns, &rl);
-    serve(&o, stall);
+    serve(&o, tls, stall);
     handed = takeover_handed(tko);
     stop(&o);
     rc = 0;
@@ -745,6 +832,7 @@ out:
     admin_free(adm); /* after server_stop: /health says 503 while draining */
     server_free(srv);
     script_env_free(lua);
+    tls_conf_free(tls);
     plan_free(&p);
     return rc;
 }

@@ -288,6 +288,14 @@ void net_peer_name(int fd, char *buf, size_t len)
     net_addr_name(&ss, buf, len);
 }
 
+void net_client_name(int fd, const char *given, char *buf, size_t len)
+{
+    if (given)
+        snprintf(buf, len, "%s", given);
+    else
+        net_peer_name(fd, buf, len);
+}
+
 long net_somaxconn(void)
 {
     FILE *f = fopen("/proc/sys/net/core/somaxconn", "re");

@@ -3,6 +3,7 @@
 
 #include "args.h"
 #include "file.h"
+#include "sysrestore.h"
 #include "topo.h"
 
 #include <errno.h>
@@ -17,132 +18,337 @@
 #define CONF_MAX_LINE 4096
 #define CONF_MAX_OPTS 256
 
+/* The options no args_kind says: a list of addresses, a CPU list, --help and --version. Each
+ * returns an enum opt_result. */
+
+/* --listen and --listen-tls: repeatable, OPT_MAX_LISTEN times in all. */
+static enum opt_result add_listen(struct opt *o, const char *name, bool tls, const char *val,
+                                  char *err, size_t errlen)
+{
+    static const struct args_kind addr = {.type = ARGS_HOSTPORT,
+                                          .size = sizeof(const char *),
+                                          .what = "127.0.0.1:9876 or [::1]:9876"};
+    const char *a;
+
+    if (args_set(&a, &addr, name, NULL, val, err, errlen) < 0)
+        return OPT_ERROR;
+    if (o->nlisten == OPT_MAX_LISTEN) {
+        snprintf(err, errlen, "%s: at most %d addresses (--listen and --listen-tls together)", name,
+                 OPT_MAX_LISTEN);
+        return OPT_ERROR;
+    }
+    o->listen_tls[o->nlisten] = tls;
+    o->listen[o->nlisten++] = a;
+    o->ntls += tls;
+    return OPT_RUN;
+}
+
+static enum opt_result set_listen(struct opt *o, const char *val, FILE *out, char *err,
+                                  size_t errlen)
+{
+    (void)out;
+    return add_listen(o, "--listen", false, val, err, errlen);
+}
+
+static enum opt_result set_listen_tls(struct opt *o, const char *val, FILE *out, char *err,
+                                      size_t errlen)
+{
+    (void)out;
+    return add_listen(o, "--listen-tls", true, val, err, errlen);
+}
+
+/* --tls-cert and --tls-key: repeatable, OPT_MAX_CERTS times each; the first pair is also
+ * tls_cert and tls_key, the default certificate. */
+static enum opt_result add_cert(const char **to, int *n, const char *name, const char *val,
+                                char *err, size_t errlen)
+{
+    if (!*val) {
+        snprintf(err, errlen, "%s: give the path of a PEM file", name);
+        return OPT_ERROR;
+    }
+    if (*n == OPT_MAX_CERTS) {
+        snprintf(err, errlen, "%s: at most %d certificates", name, OPT_MAX_CERTS);
+        return OPT_ERROR;
+    }
+    to[(*n)++] = val;
+    return OPT_RUN;
+}
+
+static enum opt_result set_tls_cert(struct opt *o, const char *val, FILE *out, char *err,
+                                    size_t errlen)
+{
+    (void)out;
+    if (add_cert(o->tls_certs, &o->ntls_certs, "--tls-cert", val, err, errlen) != OPT_RUN)
+        return OPT_ERROR;
+    o->tls_cert = o->tls_certs[0];
+    return OPT_RUN;
+}
+
+static enum opt_result set_tls_key(struct opt *o, const char *val, FILE *out, char *err,
+                                   size_t errlen)
+{
+    (void)out;
+    if (add_cert(o->tls_keys, &o->ntls_keys, "--tls-key", val, err, errlen) != OPT_RUN)
+        return OPT_ERROR;
+    o->tls_key = o->tls_keys[0];
+    return OPT_RUN;
+}
+
+static enum opt_result set_cpus(struct opt *o, const char *val, FILE *out, char *err, size_t errlen)
+{
+    (void)out;
+    if (cpulist_parse(val, &o->cpus) < 0) {
+        snprintf(err, errlen, "--cpus: '%s' is not a CPU list; write e.g. 0-3,8 (CPUs below %d)",
+                 val, CPU_SETSIZE);
+        return OPT_ERROR;
+    }
+    o->have_cpus = true;
+    return OPT_RUN;
+}
+
+/* --check-sysctl after --apply-sysctl still applies. */
+static enum opt_result set_check_sysctl(struct opt *o, const char *val, FILE *out, char *err,
+                                        size_t errlen)
+{
+    (void)val, (void)out, (void)err, (void)errlen;
+    o->sysctl = o->sysctl > 1 ? o->sysctl : 1;
+    return OPT_RUN;
+}
+
+static enum opt_result show_help(struct opt *o, const char *val, FILE *out, char *err,
+                                 size_t errlen)
+{
+    (void)o, (void)val, (void)err, (void)errlen;
+    opt_usage(out);
+    return OPT_EXIT;
+}
+
+static enum opt_result show_version(struct opt *o, const char *val, FILE *out, char *err,
+                                    size_t errlen)
+{
+    (void)o, (void)val, (void)err, (void)errlen;
+    fprintf(out, "lfepolld %s\n", LFE_VERSION);
+    return OPT_EXIT;
+}
+
+/* An option's field of struct opt, and the kinds its rows use (args.h says what each takes). */
+#define KIND(...)                                                                                  \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
+#define AT(f) offsetof(struct opt, f), sizeof(((struct opt *)0)->f)
+#define HOOK(fn) KIND(ARGS_HOOK, 0, 0, 0, 0, NULL, NULL, NULL, NULL), fn
+#define FLAG(f, v) KIND(ARGS_FLAG, AT(f), v, v, NULL, NULL, NULL, NULL), NULL
+#define INT(f, lo, hi, zero, tail)                                                                 \
+    KIND(ARGS_INT, AT(f), lo, hi, "an integer", zero, tail, NULL), NULL
+#define MIB(f, lo) KIND(ARGS_MIB, AT(f), lo, 65536, "a whole number of MiB", NULL, NULL, NULL), NULL
+#define SIZE(f, lo, hi, tail) KIND(ARGS_SIZE, AT(f), lo, hi, "a size", NULL, tail, NULL), NULL
+#define TIME(f, lo, zero, tail, under)                                                             \
+    KIND(ARGS_TIME, AT(f), lo, 86400000, "a duration", zero, tail, under), NULL
+#define MS(f, lo, under)                                                                           \
+    KIND(ARGS_MS, AT(f), lo, 3600000, "a whole number of milliseconds", NULL, NULL, under), NULL
+#define NAME(f, what) KIND(ARGS_NAME, AT(f), 0, 0, what, NULL, NULL, NULL), NULL
+#define ANY_LENGTH 0 /* PATH: a path of any length but 0 */
+#define PATH(f, max, what) KIND(ARGS_STRING, AT(f), 1, max, what, NULL, NULL, NULL), NULL
+#define ADDR(f, what) KIND(ARGS_HOSTPORT, AT(f), 0, 0, what, NULL, NULL, NULL), NULL
+
 /* Every option, written once: --help shows them in this order (opt_usage), the parser takes
- * their names and which of them take a value from here, and tests/unit/test_opt.c checks each
- * against man/lfepolld.8. X(ID, long name, short letter or 0, the value's name or NULL for a
- * flag, setter, help): --help prints the help's lines after the first under it. What an option
- * does to struct opt is its setter's case OPT_ID (a row whose setter has no case for it is an
- * error at its first use, and test_opt's test_every_option_is_handled fails). */
-#define OPTIONS(X)                                                                                 \
-    X(LISTEN, "--listen", 0, "HOST:PORT", set_accept,                                              \
-      "address to listen on, repeatable; IPv6 as [ADDR]:PORT\n"                                    \
-      "(default 127.0.0.1:9876; port 0 picks a free port)")                                        \
-    X(BACKLOG, "--backlog", 0, "N", set_accept,                                                    \
-      "listen backlog (default 65535; capped by net.core.somaxconn)")                              \
-    X(GROUPS, "--groups", 0, "N", set_pool,                                                        \
-      "epoll groups (default: echo one per CPU of the plan, Lua one\n"                             \
-      "per 4 CPUs)")                                                                               \
-    X(WORKERS, "--workers", 0, "N", set_pool,                                                      \
-      "worker threads per group (default: echo 1, Lua the group's\n"                               \
-      "CPUs)")                                                                                     \
-    X(ACCEPT_THREADS, "--accept-threads", 0, "N", set_pool,                                        \
-      "accept threads, each with its own SO_REUSEPORT listener per\n"                              \
-      "--listen address (default: one per 2 CPUs of the plan, 1-16)")                              \
-    X(CPUS, "--cpus", 0, "LIST", set_pool,                                                         \
-      "CPUs to use, e.g. 0-3,8 (default: all this process may use)")                               \
-    X(NO_PIN, "--no-pin", 0, NULL, set_pool, "do not set CPU affinity on worker threads")          \
-    X(MAX_CONNS, "--max-conns", 0, "N", set_accept,                                                \
-      "live connections; more are accepted and closed at once\n"                                   \
-      "(default: what RLIMIT_NOFILE leaves, raised soft to hard)")                                 \
-    X(MAX_CONNS_PER_IP, "--max-conns-per-ip", 0, "N", set_accept,                                  \
-      "live connections from one client address; more are closed\n"                                \
-      "at once and counted (default 0: no limit)")                                                 \
-    X(MAX_PENDING, "--max-pending", 0, "BYTES", set_pool,                                          \
-      "output held per connection before reading pauses (default 1M)")                             \
-    X(IDLE_TIMEOUT, "--idle-timeout", 0, "TIME", set_pool,                                         \
-      "close a connection on which nothing moved (no byte read,\n"                                 \
-      "none taken) for TIME: 300 (seconds), 30s, 5m, 500ms\n"                                      \
-      "(default 0: never)")                                                                        \
-    X(PROXY_PROTOCOL, "--proxy-protocol", 0, NULL, set_accept,                                     \
-      "every connection starts with a PROXY protocol v1 or v2\n"                                   \
-      "header (HAProxy send-proxy); its client address is the\n"                                   \
-      "peer's; a connection without one is closed")                                                \
-    X(PROXY_TIMEOUT, "--proxy-timeout", 0, "TIME", set_accept,                                     \
-      "time for that header to arrive whole after the accept,\n"                                   \
-      "else the connection is closed: 5 (seconds), 2.5s, 500ms\n"                                  \
-      "(default 5s)")                                                                              \
-    X(DRAIN_TIMEOUT, "--drain-timeout", 0, "TIME", set_pool,                                       \
-      "on SIGTERM/SIGINT, time for in-flight work: 5 (seconds),\n"                                 \
-      "2.5s, 500ms (default 5s)")                                                                  \
-    X(BATCH, "--batch", 0, "N", set_pool, "events one worker takes per epoll_wait (default 16)")   \
-    X(DISPATCH, "--dispatch", 0, "rr|least", set_pool,                                             \
-      "group choice per connection: round-robin, or the less loaded\n"                             \
-      "of two random groups (default rr)")                                                         \
-    X(ONESHOT, "--oneshot", 0, "auto|always", set_pool,                                            \
-      "auto: a group of one worker registers its connections\n"                                    \
-      "level-triggered and re-arms only when what it waits for\n"                                  \
-      "changes; always: EPOLLONESHOT and a re-arm per event in\n"                                  \
-      "every group (default auto)")                                                                \
-    X(LUA, "--lua", 0, "SCRIPT", set_lua,                                                          \
-      "serve connections with this Lua 5.4 script (see lua/README.md)")                            \
-    X(LUA_MEM_MB, "--lua-mem-mb", 0, "N", set_lua,                                                 \
-      "memory cap per worker's Lua state, MiB; 0 = none (default 64)")                             \
-    X(LUA_TIMEOUT_MS, "--lua-timeout-ms", 0, "N", set_lua,                                         \
-      "milliseconds (or 2s, 250ms): abort a callback running longer;\n"                            \
-      "0 = never (default 1000); time waiting in lfe.sleep or a\n"                                 \
-      "socket does not count")                                                                     \
-    X(LUA_WALL_TIMEOUT_MS, "--lua-wall-timeout-ms", 0, "N", set_lua,                               \
-      "milliseconds (or 2s, 250ms): end a callback taking longer,\n"                               \
-      "waits included; 0 = never (default 5000)")                                                  \
-    X(LUA_IO_TIMEOUT_MS, "--lua-io-timeout-ms", 0, "N", set_lua,                                   \
-      "milliseconds (or 2s, 250ms): default timeout of lfe.connect\n"                              \
-      "and each socket call (default 1000)")                                                       \
-    X(LUA_SHARED_MB, "--lua-shared-mb", 0, "N", set_lua,                                           \
-      "capacity of lfe.shared, MiB (default 16)")                                                  \
-    X(LUA_CTX_MB, "--lua-ctx-mb", 0, "N", set_lua,                                                 \
-      "conn.ctx kept in C for all connections together, MiB; a save\n"                             \
-      "past it fails its callback (default 64; 1 MiB a connection)")                               \
-    X(LUA_UNSAFE, "--lua-unsafe", 0, NULL, set_lua,                                                \
-      "open every standard library (io, os, package, debug...)")                                   \
-    X(CHECK_SYSCTL, "--check-sysctl", 0, NULL, set_process,                                        \
-      "compare the kernel's network parameters with sysctl.conf,\n"                                \
-      "print a row per key and the ceilings they set, exit 0 if\n"                                 \
-      "all are right, 1 if not (uses --backlog and --listen)")                                     \
-    X(APPLY_SYSCTL, "--apply-sysctl", 0, NULL, set_process,                                        \
-      "as root: first set the keys that are not right (never\n"                                    \
-      "lowering one already above), then check")                                                   \
-    X(SYSCTL_CONF, "--sysctl-conf", 0, "FILE", set_process,                                        \
-      "check against FILE instead of the built-in sysctl.conf")                                    \
-    X(ADMIN, "--admin", 0, "HOST:PORT", set_process,                                               \
-      "HTTP listener for GET /metrics (Prometheus), /health and\n"                                 \
-      "/stats, on a thread of its own (default: none)")                                            \
-    X(CONFIG, "--config", 0, "FILE", set_process,                                                  \
-      "options from FILE, one 'name = value' a line (long names,\n"                                \
-      "no dashes; a flag alone or '= true'; # comments); the\n"                                    \
-      "command line wins, and its --listen replaces the file's")                                   \
-    X(USER, "--user", 0, "NAME", set_process,                                                      \
-      "drop to NAME's uid and gid once the listeners are bound")                                   \
-    X(PID_FILE, "--pid-file", 0, "PATH", set_process,                                              \
-      "write the pid to PATH once started (as --user: its directory\n"                             \
-      "must be writable by it), remove it at exit; refuse to start\n"                              \
-      "when PATH names a running lfepolld")                                                        \
-    X(TAKEOVER, "--takeover", 0, "PATH", set_process,                                              \
-      "restart without refusing anyone: take the listening sockets\n"                              \
-      "of the lfepolld serving PATH (it then drains and exits),\n"                                 \
-      "and serve PATH for the next one")                                                           \
-    X(DEFER_ACCEPT, "--defer-accept", 0, NULL, set_accept,                                         \
-      "accept a connection once its first bytes came\n"                                            \
-      "(TCP_DEFER_ACCEPT): cheaper short connections; a client\n"                                  \
-      "that sends nothing waits in the kernel up to ~1 s")                                         \
-    X(FASTOPEN, "--fastopen", 0, "N", set_accept,                                                  \
-      "TCP Fast Open: a client's first bytes may come in its SYN;\n"                               \
-      "N handshakes without a cookie pending per listener (needs\n"                                \
-      "net.ipv4.tcp_fastopen with bit 2, e.g. 3; default 0: off)")                                 \
-    X(REUSEPORT, "--reuseport", 0, NULL, set_accept,                                               \
-      "SO_REUSEPORT on the listeners: several instances may share\n"                               \
-      "a port (a closing one resets what waits in its queue)")                                     \
-    X(LOG_FORMAT, "--log-format", 0, "text|json", set_process,                                     \
-      "log lines as text, or one JSON object each (default text)")                                 \
-    X(QUIET, "--quiet", 'q', NULL, set_process, "log warnings and errors only")                    \
-    X(VERBOSE, "--verbose", 'v', NULL, set_process, "log debug detail")                            \
-    X(HELP, "--help", 'h', NULL, set_process, "this text")                                         \
-    X(VERSION, "--version", 'V', NULL, set_process, "version")
+ * their names, which of them take a value and what the value is from here (args_set, or the
+ * row's hook), and tests/unit/test_opt.c checks each against man/lfepolld.8. */
+const struct opt_def opt_defs[] = {
+    {"--listen", 0, "HOST:PORT", HOOK(set_listen),
+     "address to listen on, repeatable; IPv6 as [ADDR]:PORT\n"
+     "(default 127.0.0.1:9876; port 0 picks a free port)"},
+    {"--listen-tls", 0, "HOST:PORT", HOOK(set_listen_tls),
+     "address to listen on with TLS (1.2 and 1.3), repeatable,\n"
+     "beside any --listen; needs --tls-cert and --tls-key"},
+    {"--tls-cert", 0, "FILE", HOOK(set_tls_cert),
+     "a certificate chain of the TLS listeners, PEM: the server's\n"
+     "certificate first, then its intermediates; repeatable: the\n"
+     "first is the default, each serves the names its certificate\n"
+     "holds to the clients asking for them (SNI)"},
+    {"--tls-key", 0, "FILE", HOOK(set_tls_key),
+     "the private key of the --tls-cert of the same rank (the\n"
+     "first key is the first certificate's), PEM, unencrypted"},
+    {"--tls-handshake-timeout", 0, "TIME",
+     TIME(tls_hs_ms, 1, NULL, "; write 10 (seconds), 2.5s or 500ms", NULL),
+     "time for a TLS handshake to finish, from its accept (or\n"
+     "the end of its PROXY header), else the connection is\n"
+     "closed: 10 (seconds), 2.5s, 500ms (default 10s)"},
+    {"--tls-client-ca", 0, "FILE",
+     PATH(tls_client_ca, ANY_LENGTH, "the path of a PEM file of CA certificates"),
+     "the CA certificates (PEM) a client's certificate must chain\n"
+     "to, with --tls-verify-client on or optional"},
+    {"--tls-verify-client", 0, "off|optional|on", NAME(tls_verify_client, "a mode"),
+     "ask TLS clients for a certificate: on, one that verifies is\n"
+     "required; optional, a client may send none, but one sent\n"
+     "must verify (default off)"},
+    {"--tls-min-version", 0, "1.2|1.3", NAME(tls_min_version, "a TLS version"),
+     "the oldest TLS version accepted (default 1.2)"},
+    {"--tls-max-version", 0, "1.2|1.3", NAME(tls_max_version, "a TLS version"),
+     "the newest TLS version accepted (default 1.3)"},
+    {"--tls-ciphers", 0, "LIST",
+     PATH(tls_ciphers, ANY_LENGTH, "an OpenSSL cipher list, e.g. ECDHE+AESGCM"),
+     "TLS 1.2 ciphers in OpenSSL's syntax, the server's preference\n"
+     "first (default OpenSSL's)"},
+    {"--tls-ciphersuites", 0, "LIST",
+     PATH(tls_ciphersuites, ANY_LENGTH, "TLS 1.3 suites, e.g. TLS_AES_128_GCM_SHA256"),
+     "TLS 1.3 cipher suites, colon-separated, the server's\n"
+     "preference first (default OpenSSL's)"},
+    {"--tls-groups", 0, "LIST", PATH(tls_groups, ANY_LENGTH, "groups, e.g. X25519:P-256"),
+     "key exchange groups, colon-separated, the server's\n"
+     "preference first (default OpenSSL's)"},
+    {"--tls-alpn", 0, "LIST", PATH(tls_alpn, ANY_LENGTH, "protocols, e.g. h2,http/1.1"),
+     "ALPN protocols, comma-separated, the server's preference\n"
+     "first; a client offering only others is refused (default:\n"
+     "no ALPN)"},
+    {"--tls-tickets", 0, "on|off", NAME(tls_tickets_off, "a setting"),
+     "TLS session tickets, their keys shared by every worker and\n"
+     "rotated (default on)"},
+    {"--tls-ticket-rotate", 0, "TIME",
+     TIME(tls_ticket_rotate_ms, 1000, NULL, "; write 3600 (seconds), 30m or 1h", NULL),
+     "a new ticket key every TIME; the one before still opens its\n"
+     "tickets for one more TIME (default 1h)"},
+    {"--tls-session-cache", 0, "N", INT(tls_session_cache, 0, INT_MAX, "off", NULL),
+     "sessions the server keeps for resumption without a ticket\n"
+     "(TLS 1.2 session IDs, TLS 1.3 stateful tickets); 0: none\n"
+     "(default 20480)"},
+    {"--tls-session-timeout", 0, "TIME",
+     TIME(tls_session_ms, 1000, NULL, "; write 300 (seconds), 5m or 1h", NULL),
+     "how long a TLS session may be resumed (default 5m)"},
+    {"--backlog", 0, "N", INT(backlog, 1, INT_MAX, NULL, NULL),
+     "listen backlog (default 65535; capped by net.core.somaxconn)"},
+    {"--groups", 0, "N", INT(groups, 1, 1024, NULL, NULL),
+     "epoll groups (default: echo one per CPU of the plan, Lua one\n"
+     "per 4 CPUs)"},
+    {"--workers", 0, "N", INT(workers, 1, 1024, NULL, NULL),
+     "worker threads per group (default: echo 1, Lua the group's\n"
+     "CPUs)"},
+    {"--accept-threads", 0, "N", INT(accept_threads, 1, OPT_MAX_ACCEPT, NULL, NULL),
+     "accept threads, each with its own SO_REUSEPORT listener per\n"
+     "--listen address (default: one per 2 CPUs of the plan, 1-16)"},
+    {"--cpus", 0, "LIST", HOOK(set_cpus),
+     "CPUs to use, e.g. 0-3,8 (default: all this process may use)"},
+    {"--no-pin", 0, NULL, FLAG(pin, 0), "do not set CPU affinity on worker threads"},
+    {"--max-conns", 0, "N", INT(max_conns, 1, INT_MAX, NULL, NULL),
+     "live connections; more are accepted and closed at once\n"
+     "(default: what RLIMIT_NOFILE leaves, raised soft to hard)"},
+    {"--max-conns-per-ip", 0, "N", INT(max_per_ip, 0, INT_MAX, "no limit", NULL),
+     "live connections from one client address; more are closed\n"
+     "at once and counted (default 0: no limit)"},
+    {"--max-pending", 0, "BYTES", SIZE(max_pending, 1024, 1 << 30, " (e.g. 65536, 64K, 1M)"),
+     "output held per connection before reading pauses (default 1M)"},
+    {"--idle-timeout", 0, "TIME",
+     TIME(idle_ms, 0, "never", "; write 300 (seconds), 30s, 5m or 500ms", "never"),
+     "close a connection on which nothing moved (no byte read,\n"
+     "none taken) for TIME: 300 (seconds), 30s, 5m, 500ms\n"
+     "(default 0: never)"},
+    {"--proxy-protocol", 0, NULL, FLAG(proxy, 1),
+     "every connection starts with a PROXY protocol v1 or v2\n"
+     "header (HAProxy send-proxy); its client address is the\n"
+     "peer's; a connection without one is closed"},
+    {"--proxy-timeout", 0, "TIME",
+     TIME(proxy_ms, 1, NULL, "; write 5 (seconds), 2.5s or 500ms", NULL),
+     "time for that header to arrive whole after the accept,\n"
+     "else the connection is closed: 5 (seconds), 2.5s, 500ms\n"
+     "(default 5s)"},
+    {"--drain-timeout", 0, "TIME",
+     TIME(drain_ms, 0, NULL, "; write 5 (seconds), 2.5s or 500ms", "no wait for in-flight work"),
+     "on SIGTERM/SIGINT, time for in-flight work: 5 (seconds),\n"
+     "2.5s, 500ms (default 5s)"},
+    {"--batch", 0, "N", INT(batch, 1, 1024, NULL, NULL),
+     "events one worker takes per epoll_wait (default 16)"},
+    {"--dispatch", 0, "rr|least", NAME(dispatch, "a policy"),
+     "group choice per connection: round-robin, or the less loaded\n"
+     "of two random groups (default rr)"},
+    {"--oneshot", 0, "auto|always", NAME(oneshot_always, "a mode"),
+     "auto: a group of one worker registers its connections\n"
+     "level-triggered and re-arms only when what it waits for\n"
+     "changes; always: EPOLLONESHOT and a re-arm per event in\n"
+     "every group (default auto)"},
+    {"--lua", 0, "SCRIPT", PATH(lua, ANY_LENGTH, "the path of a Lua script, e.g. lua/echo.lua"),
+     "serve connections with this Lua 5.4 script (see lua/README.md)"},
+    {"--lua-mem-mb", 0, "N", MIB(lua_mem, 0),
+     "memory cap per worker's Lua state, MiB; 0 = none (default 64)"},
+    {"--lua-timeout-ms", 0, "N", MS(lua_timeout_ms, 0, "no timeout"),
+     "milliseconds (or 2s, 250ms): abort a callback running longer;\n"
+     "0 = never (default 1000); time waiting in lfe.sleep or a\n"
+     "socket does not count"},
+    {"--lua-wall-timeout-ms", 0, "N", MS(lua_wall_ms, 0, "no timeout"),
+     "milliseconds (or 2s, 250ms): end a callback taking longer,\n"
+     "waits included; 0 = never (default 5000)"},
+    {"--lua-io-timeout-ms", 0, "N", MS(lua_io_ms, 1, NULL),
+     "milliseconds (or 2s, 250ms): default timeout of lfe.connect\n"
+     "and each socket call (default 1000)"},
+    {"--lua-shared-mb", 0, "N", MIB(lua_shared, 1), "capacity of lfe.shared, MiB (default 16)"},
+    {"--lua-ctx-mb", 0, "N", MIB(lua_ctx, 1),
+     "conn.ctx kept in C for all connections together, MiB; a save\n"
+     "past it fails its callback (default 64; 1 MiB a connection)"},
+    {"--lua-unsafe", 0, NULL, FLAG(lua_unsafe, 1),
+     "open every standard library (io, os, package, debug...)"},
+    {"--check-sysctl", 0, NULL, HOOK(set_check_sysctl),
+     "compare the kernel's network parameters with sysctl.conf,\n"
+     "print a row per key and the ceilings they set, exit 0 if\n"
+     "all are right, 1 if not (uses --backlog and --listen)"},
+    {"--apply-sysctl", 0, NULL, FLAG(sysctl, 2),
+     "as root: first set the keys that are not right (never\n"
+     "lowering one already above), then check"},
+    {"--dry-run", 0, NULL, FLAG(sysctl_dry, 1),
+     "with --apply-sysctl: print what it would set (would set\n"
+     "KEY = VALUE (now OLD)), change nothing"},
+    {"--undo-sysctl", 0, NULL, FLAG(sysctl_undo, 1),
+     "as root: put back what --apply-sysctl changed, as its undo\n"
+     "file saved it, then remove the file"},
+    {"--undo-file", 0, "FILE", PATH(sysctl_undo_file, ANY_LENGTH, "a file's path"),
+     "where --apply-sysctl saves what it changes and --undo-sysctl\n"
+     "reads it (default " SYSRESTORE_UNDO_PATH ")"},
+    {"--sysctl-conf", 0, "FILE", PATH(sysctl_conf, ANY_LENGTH, "the path of a sysctl.conf"),
+     "check against FILE instead of the built-in sysctl.conf"},
+    {"--admin", 0, "HOST:PORT", ADDR(admin, "127.0.0.1:9877 or [::1]:9877"),
+     "HTTP listener for GET /metrics (Prometheus), /health and\n"
+     "/stats, on a thread of its own (default: none)"},
+    {"--config", 0, "FILE",
+     PATH(config, ANY_LENGTH, "the path of a config file, e.g. /etc/lfepolld.conf"),
+     "options from FILE, one 'name = value' a line (long names,\n"
+     "no dashes; a flag alone or '= true'; # comments); the\n"
+     "command line wins, and its --listen or --listen-tls replace\n"
+     "the file's addresses, its --tls-cert or --tls-key the file's\n"
+     "pairs"},
+    {"--user", 0, "NAME", PATH(user, ANY_LENGTH, "a user name, e.g. nobody"),
+     "drop to NAME's uid and gid once the listeners are bound"},
+    {"--pid-file", 0, "PATH", PATH(pid_file, ANY_LENGTH, "a path, e.g. /run/lfepolld/lfepolld.pid"),
+     "write the pid to PATH once started (as --user: its directory\n"
+     "must be writable by it), remove it at exit; refuse to start\n"
+     "when PATH names a running lfepolld"},
+    {"--takeover", 0, "PATH",
+     PATH(takeover, 99,
+          "the path of a Unix socket (under 100 bytes), e.g. /run/lfepolld/takeover.sock"),
+     "restart without refusing anyone: take the listening sockets\n"
+     "of the lfepolld serving PATH (it then drains and exits),\n"
+     "and serve PATH for the next one"},
+    {"--defer-accept", 0, NULL, FLAG(defer_accept, 1),
+     "accept a connection once its first bytes came\n"
+     "(TCP_DEFER_ACCEPT): cheaper short connections; a client\n"
+     "that sends nothing waits in the kernel up to ~1 s"},
+    {"--fastopen", 0, "N",
+     INT(fastopen, 0, 65535, "off",
+         " (the queue of handshakes whose SYN's cookie is not yet proven)"),
+     "TCP Fast Open: a client's first bytes may come in its SYN;\n"
+     "N handshakes without a cookie pending per listener (needs\n"
+     "net.ipv4.tcp_fastopen with bit 2, e.g. 3; default 0: off)"},
+    {"--reuseport", 0, NULL, FLAG(reuseport, 1),
+     "SO_REUSEPORT on the listeners: several instances may share\n"
+     "a port (a closing one resets what waits in its queue)"},
+    {"--log-format", 0, "text|json", NAME(log_json, "a format"),
+     "log lines as text, or one JSON object each (default text)"},
+    {"--quiet", 'q', NULL, FLAG(verbosity, 0), "log warnings and errors only"},
+    {"--verbose", 'v', NULL, FLAG(verbosity, 2), "log debug detail"},
+    {"--help", 'h', NULL, HOOK(show_help), "this text"},
+    {"--version", 'V', NULL, HOOK(show_version), "version"},
+    {NULL, 0, NULL, HOOK(NULL), NULL},
+};
 
-#define OPT_ENUM(id, name, letter, value, set, help) OPT_##id,
-enum opt_id { OPTIONS(OPT_ENUM) OPT_COUNT };
-
-#define OPT_DEF(id, name, letter, value, set, help) {name, letter, value, help},
-const struct opt_def opt_defs[] = {OPTIONS(OPT_DEF){NULL, 0, NULL, NULL}};
+#define OPT_COUNT (sizeof(opt_defs) / sizeof(opt_defs[0]) - 1)
 
 static const char usage_head[] =
     "usage: lfepolld [options]\n"
@@ -161,8 +367,8 @@ static const char usage_tail[] =
     "they are, in place of --listen.\n"
     "\n"
     "Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits at once); SIGUSR1 prints\n"
-    "counters per worker, group and in total; SIGHUP reloads the Lua script (a script that\n"
-    "fails to load is logged and the running one stays).\n";
+    "counters per worker, group and in total; SIGHUP reloads the Lua script, and the TLS\n"
+    "certificates and keys (what fails to load is logged and the running one stays).\n";
 
 #define HELP_COL 23 /* --help's text starts 2 + HELP_COL columns in (further after a long name) */
 
@@ -191,124 +397,6 @@ void opt_usage(FILE *out)
     fputs(usage_tail, out);
 }
 
-int opt_parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v;
-    unsigned shift = 0;
-
-    if (!s || *s < '0' || *s > '9')
-        return -EINVAL;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno)
-        return -EINVAL;
-    switch (*end) {
-    case '\0':
-        break;
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    default:
-        return -EINVAL;
-    }
-    if (*end == 'i' && shift) /* accept KiB/MiB spelled out */
-        end++;
-    if ((*end == 'b' || *end == 'B') && shift)
-        end++;
-    if (*end || v > (SIZE_MAX >> shift))
-        return -EINVAL;
-    *out = (size_t)(v << shift);
-    return 0;
-}
-
-int opt_parse_duration_ms(const char *s, long *out)
-{
-    double ms;
-
-    if (args_duration_ms(s, 1000.0, &ms) < 0)
-        return -EINVAL;
-    if (ms > 0 && ms < 0.5)
-        return -ERANGE; /* it would round to 0, which means never for most of them */
-    *out = (long)(ms + 0.5);
-    return 0;
-}
-
-/* A time under a millisecond (rc -ERANGE from opt_parse_duration_ms or parse_ms), for option
- * name: one line in err, where zero says what 0 would mean (NULL: the option takes no 0). */
-static enum opt_result under_ms(const char *name, const char *val, const char *zero, char *err,
-                                size_t errlen)
-{
-    snprintf(err, errlen,
-             "%s: '%s' is less than a millisecond, which would round to 0%s%s%s: give 1ms or "
-             "more%s%s",
-             name, val, zero ? " (" : "", zero ? zero : "", zero ? ")" : "",
-             zero ? ", or 0 for " : "", zero ? zero : "");
-    return OPT_ERROR;
-}
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    long v;
-
-    if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9')))
-        return -EINVAL;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
-/* An option whose name ends in -ms: a bare whole number of milliseconds, as the name says (its
- * old configs keep their meaning), or a time with its unit (2s, 250ms, 1.5m), rounded to the
- * millisecond. */
-static int parse_ms(const char *s, long min, long max, long *out)
-{
-    double ms;
-    long v;
-
-    if (!s || !*s || s[strspn(s, "0123456789")] == '\0')
-        return parse_long(s, min, max, out);
-    if (s[strspn(s, "0123456789.")] == '\0' || args_duration_ms(s, 1.0, &ms) < 0)
-        return -EINVAL; /* 1.5 alone: no fraction of a bare millisecond */
-    if (ms > 0 && ms < 0.5)
-        return -ERANGE; /* it would round to 0: never, for a timeout */
-    v = (long)(ms + 0.5);
-    if (v < min || v > max)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
-/* A HOST:PORT must have a port of 0-65535 after its last colon, and IPv6 must be bracketed. */
-static bool hostport_ok(const char *s)
-{
-    const char *colon = strrchr(s, ':');
-    long port;
-
-    if (!colon || colon == s)
-        return false;
-    if (s[0] == '[' ? colon[-1] != ']' || colon - s < 3
-                    : memchr(s, ':', (size_t)(colon - s)) != NULL)
-        return false;
-    return parse_long(colon + 1, 0, 65535, &port) == 0;
-}
-
 /* The option named name ("--listen", or "-q" for one with a letter), or NULL. */
 static const struct opt_def *find(const char *name)
 {
@@ -332,356 +420,81 @@ static const char *const *with_value(void)
     return names;
 }
 
-/* A row of OPTIONS whose setter has no case for it. */
-static enum opt_result unhandled(const char *name, char *err, size_t errlen)
+/* Applies option d, as the user named it (name), with its value val (NULL for a flag) to o. */
+static enum opt_result apply(struct opt *o, const struct opt_def *d, const char *name,
+                             const char *val, FILE *out, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "%s: lfepolld's option table names a setter that does not handle it",
-             name);
-    return OPT_ERROR;
-}
-
-/* Applies one of the Lua options (--lua and its scripts' states) to o. Returns OPT_RUN or
- * OPT_ERROR (err filled); so do the setters below, and set_process may return OPT_EXIT. */
-static enum opt_result set_lua(struct opt *o, enum opt_id id, const char *name, const char *val,
-                               FILE *out, char *err, size_t errlen)
-{
-    long v;
     int rc;
 
-    (void)out;
-    switch (id) {
-    case OPT_LUA_UNSAFE:
-        o->lua_unsafe = true;
-        break;
-    case OPT_LUA:
-        if (!*val) {
-            snprintf(err, errlen, "--lua: give the path of a Lua script, e.g. lua/echo.lua");
-            return OPT_ERROR;
-        }
-        o->lua = val;
-        break;
-    case OPT_LUA_MEM_MB:
-    case OPT_LUA_SHARED_MB:
-    case OPT_LUA_CTX_MB: {
-        bool mem = name[6] == 'm';
-        if (parse_long(val, mem ? 0 : 1, 65536, &v) < 0) {
-            snprintf(err, errlen, "%s: '%s' is not a whole number of MiB from %d to 65536", name,
-                     val, mem ? 0 : 1);
-            return OPT_ERROR;
-        }
-        *(mem ? &o->lua_mem : name[6] == 's' ? &o->lua_shared : &o->lua_ctx) = (size_t)v << 20;
-        break;
-    }
-    case OPT_LUA_TIMEOUT_MS:
-        if ((rc = parse_ms(val, 0, 3600000, &v)) == -ERANGE)
-            return under_ms(name, val, "no timeout", err, errlen);
-        if (rc < 0) {
-            snprintf(err, errlen,
-                     "--lua-timeout-ms: '%s' is not a whole number of milliseconds from 0 "
-                     "to 3600000, nor a time with a unit (2s, 250ms) up to 3600s",
-                     val);
-            return OPT_ERROR;
-        }
-        o->lua_timeout_ms = (int)v;
-        break;
-    case OPT_LUA_WALL_TIMEOUT_MS:
-    case OPT_LUA_IO_TIMEOUT_MS: {
-        bool wall = name[6] == 'w';
-
-        if ((rc = parse_ms(val, wall ? 0 : 1, 3600000, &v)) == -ERANGE)
-            return under_ms(name, val, wall ? "no timeout" : NULL, err, errlen);
-        if (rc < 0) {
-            snprintf(err, errlen,
-                     "%s: '%s' is not a whole number of milliseconds from %d to 3600000, nor a "
-                     "time with a unit (2s, 250ms) up to 3600s",
-                     name, val, wall ? 0 : 1);
-            return OPT_ERROR;
-        }
-        *(wall ? &o->lua_wall_ms : &o->lua_io_ms) = (int)v;
-        break;
-    }
-    default:
-        return unhandled(name, err, errlen);
-    }
-    return OPT_RUN;
+    if (d->hook)
+        return d->hook(o, val, out, err, errlen);
+    rc = args_set(o, &d->kind, name, d->value, val, err, errlen);
+    if (rc == -ENOTSUP)
+        snprintf(err, errlen, "%s: lfepolld's option table gives it a kind that does not handle it",
+                 name);
+    return rc < 0 ? OPT_ERROR : OPT_RUN;
 }
 
-/* Applies one of the options of the listeners and the accept thread (addresses, queue,
- * shedding, PROXY headers) to o. */
-static enum opt_result set_accept(struct opt *o, enum opt_id id, const char *name, const char *val,
-                                  FILE *out, char *err, size_t errlen)
+/* The TLS options together: a TLS listener needs a certificate and its key, and they need one. */
+static enum opt_result check_tls(const struct opt *o, char *err, size_t errlen)
 {
-    long v;
-    int rc;
-
-    (void)out;
-    switch (id) {
-    case OPT_LISTEN:
-        if (!hostport_ok(val)) {
-            snprintf(err, errlen,
-                     "--listen: '%s' is not HOST:PORT; write 127.0.0.1:9876 or [::1]:9876 "
-                     "(port 0-65535)",
-                     val);
-            return OPT_ERROR;
-        }
-        if (o->nlisten == OPT_MAX_LISTEN) {
-            snprintf(err, errlen, "--listen: at most %d addresses", OPT_MAX_LISTEN);
-            return OPT_ERROR;
-        }
-        o->listen[o->nlisten++] = val;
-        break;
-    case OPT_BACKLOG:
-        if (parse_long(val, 1, INT_MAX, &v) < 0) {
-            snprintf(err, errlen, "--backlog: '%s' is not an integer from 1 to %d", val, INT_MAX);
-            return OPT_ERROR;
-        }
-        o->backlog = (int)v;
-        o->backlog_set = true;
-        break;
-    case OPT_MAX_CONNS:
-        if (parse_long(val, 1, INT_MAX, &v) < 0) {
-            snprintf(err, errlen, "--max-conns: '%s' is not an integer from 1 to %d", val, INT_MAX);
-            return OPT_ERROR;
-        }
-        o->max_conns = v;
-        break;
-    case OPT_PROXY_TIMEOUT:
-        if ((rc = opt_parse_duration_ms(val, &v)) == -ERANGE)
-            return under_ms(name, val, NULL, err, errlen);
-        if (rc < 0 || v < 1) {
-            snprintf(err, errlen,
-                     "--proxy-timeout: '%s' is not a duration of 1ms to 86400s; write 5 "
-                     "(seconds), 2.5s or 500ms",
-                     val);
-            return OPT_ERROR;
-        }
-        o->proxy_ms = (int)v;
-        break;
-    case OPT_PROXY_PROTOCOL:
-        o->proxy = true;
-        break;
-    case OPT_DEFER_ACCEPT:
-        o->defer_accept = true;
-        break;
-    case OPT_FASTOPEN:
-        if (parse_long(val, 0, 65535, &v) < 0) {
-            snprintf(err, errlen,
-                     "--fastopen: '%s' is not an integer from 0 (off) to 65535 (the queue of "
-                     "handshakes whose SYN's cookie is not yet proven)",
-                     val);
-            return OPT_ERROR;
-        }
-        o->fastopen = (int)v;
-        break;
-    case OPT_MAX_CONNS_PER_IP:
-        if (parse_long(val, 0, INT_MAX, &v) < 0) {
-            snprintf(err, errlen,
-                     "--max-conns-per-ip: '%s' is not an integer from 0 (no limit) to %d", val,
-                     INT_MAX);
-            return OPT_ERROR;
-        }
-        o->max_per_ip = v;
-        break;
-    case OPT_REUSEPORT:
-        o->reuseport = true;
-        break;
-    default:
-        return unhandled(name, err, errlen);
+    if (o->ntls && (!o->tls_cert || !o->tls_key)) {
+        snprintf(err, errlen, "--listen-tls needs --tls-cert FILE and --tls-key FILE (%s missing)",
+                 !o->tls_cert && !o->tls_key ? "both"
+                 : !o->tls_cert              ? "--tls-cert"
+                                             : "--tls-key");
+        return OPT_ERROR;
+    }
+    if (!o->ntls && (o->tls_cert || o->tls_key)) {
+        snprintf(err, errlen,
+                 "%s given without --listen-tls: add --listen-tls HOST:PORT (or drop it)",
+                 o->tls_cert ? "--tls-cert" : "--tls-key");
+        return OPT_ERROR;
     }
     return OPT_RUN;
 }
 
-/* Applies one of the options of the pool's threads, and of what they hold per connection, to o. */
-static enum opt_result set_pool(struct opt *o, enum opt_id id, const char *name, const char *val,
-                                FILE *out, char *err, size_t errlen)
+/* The options of the TLS configuration (tls_conf.c) against each other. */
+static enum opt_result check_tls_conf(const struct opt *o, char *err, size_t errlen)
 {
-    long v;
-    int rc;
+    const char *alone = o->tls_client_ca      ? "--tls-client-ca"
+                        : o->tls_alpn         ? "--tls-alpn"
+                        : o->tls_ciphers      ? "--tls-ciphers"
+                        : o->tls_ciphersuites ? "--tls-ciphersuites"
+                        : o->tls_groups       ? "--tls-groups"
+                                              : NULL;
 
-    (void)out;
-    switch (id) {
-    case OPT_NO_PIN:
-        o->pin = false;
-        break;
-    case OPT_ACCEPT_THREADS:
-        if (parse_long(val, 1, OPT_MAX_ACCEPT, &v) < 0) {
-            snprintf(err, errlen, "--accept-threads: '%s' is not an integer from 1 to %d", val,
-                     OPT_MAX_ACCEPT);
-            return OPT_ERROR;
-        }
-        o->accept_threads = (int)v;
-        break;
-    case OPT_GROUPS:
-    case OPT_WORKERS:
-        if (parse_long(val, 1, 1024, &v) < 0) {
-            snprintf(err, errlen, "%s: '%s' is not an integer from 1 to 1024", name, val);
-            return OPT_ERROR;
-        }
-        *(name[2] == 'g' ? &o->groups : &o->workers) = (int)v;
-        break;
-    case OPT_CPUS:
-        if (cpulist_parse(val, &o->cpus) < 0) {
-            snprintf(err, errlen,
-                     "--cpus: '%s' is not a CPU list; write e.g. 0-3,8 (CPUs below %d)", val,
-                     CPU_SETSIZE);
-            return OPT_ERROR;
-        }
-        o->have_cpus = true;
-        break;
-    case OPT_MAX_PENDING: {
-        size_t sz;
-        if (opt_parse_size(val, &sz) < 0 || sz < 1024 || sz > (1u << 30)) {
-            snprintf(err, errlen,
-                     "--max-pending: '%s' is not a size from 1K to 1G (e.g. 65536, 64K, 1M)", val);
-            return OPT_ERROR;
-        }
-        o->max_pending = sz;
-        break;
+    if (!o->ntls && alone) {
+        snprintf(err, errlen,
+                 "%s given without --listen-tls: add --listen-tls HOST:PORT (or drop it)", alone);
+        return OPT_ERROR;
     }
-    case OPT_DRAIN_TIMEOUT:
-        if ((rc = opt_parse_duration_ms(val, &v)) == -ERANGE)
-            return under_ms(name, val, "no wait for in-flight work", err, errlen);
-        if (rc < 0) {
-            snprintf(err, errlen,
-                     "--drain-timeout: '%s' is not a duration of 0 to 86400s; write 5 (seconds), "
-                     "2.5s or 500ms",
-                     val);
-            return OPT_ERROR;
-        }
-        o->drain_ms = (int)v;
-        break;
-    case OPT_IDLE_TIMEOUT:
-        if ((rc = opt_parse_duration_ms(val, &v)) == -ERANGE)
-            return under_ms(name, val, "never", err, errlen);
-        if (rc < 0) {
-            snprintf(err, errlen,
-                     "--idle-timeout: '%s' is not a duration of 0 (never) to 86400s; write "
-                     "300 (seconds), 30s, 5m or 500ms",
-                     val);
-            return OPT_ERROR;
-        }
-        o->idle_ms = (int)v;
-        break;
-    case OPT_BATCH:
-        if (parse_long(val, 1, 1024, &v) < 0) {
-            snprintf(err, errlen, "--batch: '%s' is not an integer from 1 to 1024", val);
-            return OPT_ERROR;
-        }
-        o->batch = (int)v;
-        break;
-    case OPT_DISPATCH:
-        if (!strcmp(val, "rr"))
-            o->dispatch = DISPATCH_RR;
-        else if (!strcmp(val, "least"))
-            o->dispatch = DISPATCH_LEAST;
-        else {
-            snprintf(err, errlen, "--dispatch: '%s' is not a policy; use rr or least", val);
-            return OPT_ERROR;
-        }
-        break;
-    case OPT_ONESHOT:
-        if (!strcmp(val, "auto") || !strcmp(val, "always"))
-            o->oneshot_always = val[1] == 'l';
-        else {
-            snprintf(err, errlen, "--oneshot: '%s' is not a mode; use auto or always", val);
-            return OPT_ERROR;
-        }
-        break;
-    default:
-        return unhandled(name, err, errlen);
+    if (o->ntls_certs != o->ntls_keys) {
+        snprintf(err, errlen,
+                 "--tls-cert given %d times and --tls-key %d: give each certificate its key, in "
+                 "the same order",
+                 o->ntls_certs, o->ntls_keys);
+        return OPT_ERROR;
+    }
+    if (o->tls_verify_client && !o->tls_client_ca) {
+        snprintf(err, errlen,
+                 "--tls-verify-client %s needs --tls-client-ca FILE: the CA certificates a "
+                 "client's certificate must chain to",
+                 o->tls_verify_client == 2 ? "on" : "optional");
+        return OPT_ERROR;
+    }
+    if (o->tls_client_ca && !o->tls_verify_client) {
+        snprintf(err, errlen,
+                 "--tls-client-ca without --tls-verify-client: add --tls-verify-client on (a "
+                 "certificate required) or optional");
+        return OPT_ERROR;
+    }
+    if (o->tls_min_version > o->tls_max_version) {
+        snprintf(err, errlen, "--tls-min-version 1.3 above --tls-max-version 1.2: no version left");
+        return OPT_ERROR;
     }
     return OPT_RUN;
 }
-
-/* Applies one of the options of the process around the pool (sysctl, admin, config, user, files,
- * logging) to o, or prints --help or --version on out (OPT_EXIT). */
-static enum opt_result set_process(struct opt *o, enum opt_id id, const char *name, const char *val,
-                                   FILE *out, char *err, size_t errlen)
-{
-    switch (id) {
-    case OPT_HELP:
-        opt_usage(out);
-        return OPT_EXIT;
-    case OPT_VERSION:
-        fprintf(out, "lfepolld %s\n", LFE_VERSION);
-        return OPT_EXIT;
-    case OPT_QUIET:
-        o->verbosity = 0;
-        break;
-    case OPT_VERBOSE:
-        o->verbosity = 2;
-        break;
-    case OPT_CHECK_SYSCTL:
-        o->sysctl = o->sysctl > 1 ? o->sysctl : 1;
-        break;
-    case OPT_APPLY_SYSCTL:
-        o->sysctl = 2;
-        break;
-    case OPT_SYSCTL_CONF:
-        if (!*val) {
-            snprintf(err, errlen, "--sysctl-conf: give the path of a sysctl.conf");
-            return OPT_ERROR;
-        }
-        o->sysctl_conf = val;
-        break;
-    case OPT_CONFIG:
-        if (!*val) {
-            snprintf(err, errlen,
-                     "--config: give the path of a config file, e.g. "
-                     "/etc/lfepolld.conf");
-            return OPT_ERROR;
-        }
-        o->config = val;
-        break;
-    case OPT_USER:
-        if (!*val) {
-            snprintf(err, errlen, "--user: give a user name, e.g. nobody");
-            return OPT_ERROR;
-        }
-        o->user = val;
-        break;
-    case OPT_PID_FILE:
-        if (!*val) {
-            snprintf(err, errlen, "--pid-file: give a path, e.g. /run/lfepolld/lfepolld.pid");
-            return OPT_ERROR;
-        }
-        o->pid_file = val;
-        break;
-    case OPT_TAKEOVER:
-        if (!*val || strlen(val) >= 100) {
-            snprintf(err, errlen,
-                     "--takeover: give the path of a Unix socket (under 100 bytes), e.g. "
-                     "/run/lfepolld/takeover.sock");
-            return OPT_ERROR;
-        }
-        o->takeover = val;
-        break;
-    case OPT_ADMIN:
-        if (!hostport_ok(val)) {
-            snprintf(err, errlen,
-                     "--admin: '%s' is not HOST:PORT; write 127.0.0.1:9877 or [::1]:9877 "
-                     "(port 0-65535)",
-                     val);
-            return OPT_ERROR;
-        }
-        o->admin = val;
-        break;
-    case OPT_LOG_FORMAT:
-        if (strcmp(val, "text") && strcmp(val, "json")) {
-            snprintf(err, errlen, "--log-format: '%s' is not a format; use text or json", val);
-            return OPT_ERROR;
-        }
-        o->log_json = val[0] == 'j';
-        break;
-    default:
-        return unhandled(name, err, errlen);
-    }
-    return OPT_RUN;
-}
-
-#define OPT_SETTER(id, name, letter, value, set, help) set,
-static enum opt_result (*const setters[])(struct opt *, enum opt_id, const char *, const char *,
-                                          FILE *, char *, size_t) = {OPTIONS(OPT_SETTER)};
 
 static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, char *err,
                              size_t errlen)
@@ -695,6 +508,11 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
     o->max_pending = 1 << 20;
     o->drain_ms = 5000;
     o->proxy_ms = 5000;
+    o->tls_hs_ms = 10000;
+    o->tls_max_version = 1;
+    o->tls_ticket_rotate_ms = 3600 * 1000;
+    o->tls_session_cache = 20480;
+    o->tls_session_ms = 300 * 1000;
     o->batch = 16;
     o->dispatch = DISPATCH_RR;
     o->verbosity = 1;
@@ -722,9 +540,24 @@ static enum opt_result parse(struct opt *o, int argc, char **argv, FILE *out, ch
             snprintf(err, errlen, "unknown option '%s'; see lfepolld --help", name);
             return OPT_ERROR;
         }
-        r = setters[d - opt_defs](o, (enum opt_id)(d - opt_defs), name, a.val, out, err, errlen);
-        if (r != OPT_RUN)
+        if ((r = apply(o, d, name, a.val, out, err, errlen)) != OPT_RUN)
             return r;
+        o->backlog_set |= !strcmp(d->name, "--backlog");
+    }
+    if (o->sysctl_undo && o->sysctl) {
+        snprintf(err, errlen,
+                 "--undo-sysctl puts back what --apply-sysctl set: give it alone, "
+                 "without --apply-sysctl or --check-sysctl");
+        return OPT_ERROR;
+    }
+    if (o->sysctl_dry && o->sysctl != 2) {
+        snprintf(err, errlen,
+                 "--dry-run goes with --apply-sysctl (a check changes nothing anyway)");
+        return OPT_ERROR;
+    }
+    if (o->sysctl_undo_file && o->sysctl != 2 && !o->sysctl_undo) {
+        snprintf(err, errlen, "--undo-file goes with --apply-sysctl or --undo-sysctl");
+        return OPT_ERROR;
     }
     if (o->nlisten == 0) {
         o->listen[o->nlisten++] = "127.0.0.1:9876";
@@ -744,16 +577,13 @@ static bool takes_value(const char *name)
 static char *conf_text;
 static char **conf_argv;
 
-/* Reads the config file into conf_argv as command-line words ("--name=value", "--name"), each
- * line checked as the command line checks it. Returns how many, or -1 with one line in err that
- * names the file and the line. */
-static int conf_load(const char *path, char *err, size_t errlen)
+/* Reads the config file at path into conf_text, and makes room for its words in conf_argv.
+ * 0, or -1 with one line in err. */
+static int conf_read(const char *path, char *err, size_t errlen)
 {
     char why[384];
     size_t len;
     struct stat st;
-    int n = 0, lineno = 0;
-    char *p;
 
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "--config %s: not a regular file", path);
@@ -774,90 +604,150 @@ static int conf_load(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "--config %s: out of memory", path);
         return -1;
     }
-    for (p = conf_text; *p;) {
-        char *line = p, *end = strchr(p, '\n'), *eq, *name, *val = NULL, *word;
-        struct opt tmp;
-        char *one[2] = {(char *)"lfepolld", NULL};
-        size_t wl;
+    return 0;
+}
 
-        lineno++;
-        if (end) {
-            *end = '\0';
-            p = end + 1;
-        } else {
-            p = line + strlen(line);
-        }
-        if (strlen(line) > CONF_MAX_LINE) {
-            snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, lineno, CONF_MAX_LINE);
-            return -1;
-        }
-        while (*line == ' ' || *line == '\t')
-            line++;
-        for (char *t = line + strlen(line); t > line && strchr(" \t\r", t[-1]); t--)
+/* Cuts the line at *p off the text (a NUL in place of its '\n'), and moves *p past it. */
+static char *conf_next(char **p)
+{
+    char *line = *p, *end = strchr(line, '\n');
+
+    if (end) {
+        *end = '\0';
+        *p = end + 1;
+    } else {
+        *p = line + strlen(line);
+    }
+    return line;
+}
+
+/* Splits a line into its option's name and, after a '=', its value (*val NULL: none), white
+ * space trimmed. False for a blank line or a comment. */
+static bool conf_split(char *line, char **name, char **val)
+{
+    char *eq;
+
+    while (*line == ' ' || *line == '\t')
+        line++;
+    for (char *t = line + strlen(line); t > line && strchr(" \t\r", t[-1]); t--)
+        t[-1] = '\0';
+    if (!*line || *line == '#')
+        return false;
+    *name = line;
+    *val = NULL;
+    if ((eq = strchr(line, '='))) {
+        *eq = '\0';
+        *val = eq + 1;
+        while (**val == ' ' || **val == '\t')
+            ++*val;
+        for (char *t = eq; t > line && (t[-1] == ' ' || t[-1] == '\t'); t--)
             t[-1] = '\0';
-        if (!*line || *line == '#')
-            continue;
-        name = line;
-        if ((eq = strchr(line, '='))) {
-            *eq = '\0';
-            val = eq + 1;
-            while (*val == ' ' || *val == '\t')
-                val++;
-            for (char *t = eq; t > name && (t[-1] == ' ' || t[-1] == '\t'); t--)
-                t[-1] = '\0';
+    }
+    return true;
+}
+
+/* Whether name may stand in a config file; when not, why says so. */
+static bool conf_name_ok(const char *name, char *why, size_t whylen)
+{
+    if (strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name) || !*name ||
+        *name == '-') {
+        snprintf(why, whylen,
+                 "'%s' is not an option name; write e.g. 'listen = 127.0.0.1:9876' (long names "
+                 "without the dashes)",
+                 name);
+        return false;
+    }
+    if (!strcmp(name, "config") || !strcmp(name, "help") || !strcmp(name, "version")) {
+        snprintf(why, whylen, "'%s' cannot be set in a config file", name);
+        return false;
+    }
+    return true;
+}
+
+/* Whether the command line would take word alone; when not, why holds its message. */
+static bool conf_parses(char *word, char *why, size_t whylen)
+{
+    char *one[2] = {(char *)"lfepolld", word}, msg[384];
+    struct opt tmp;
+
+    if (parse(&tmp, 2, one, NULL, msg, sizeof(msg)) != OPT_ERROR)
+        return true;
+    snprintf(why, whylen, "%s", msg);
+    return false;
+}
+
+/* A config file's line as the command-line word in *word (malloc'd): "--name=value" for an
+ * option that takes a value; a flag is "name" or "name = true", and *word is NULL for one set
+ * false ("name = false") and for a blank line or a comment; full: there is no room for another.
+ * 0; -1 with why (what follows "FILE:LINE: "); -ENOMEM. */
+static int conf_line(char *line, bool full, char **word, char *why, size_t whylen)
+{
+    char *name, *val;
+    size_t wl;
+
+    *word = NULL;
+    if (strlen(line) > CONF_MAX_LINE) {
+        snprintf(why, whylen, "line longer than %d bytes", CONF_MAX_LINE);
+        return -1;
+    }
+    if (!conf_split(line, &name, &val))
+        return 0;
+    if (!conf_name_ok(name, why, whylen))
+        return -1;
+    if (full) {
+        snprintf(why, whylen, "more than %d options", CONF_MAX_OPTS);
+        return -1;
+    }
+    wl = strlen(name) + (val ? strlen(val) : 0) + 4;
+    if (!(*word = malloc(wl)))
+        return -ENOMEM;
+    snprintf(*word, wl, "--%s", name);
+    if (val && !takes_value(*word)) {
+        if (!conf_parses(*word, why, whylen)) /* not an option */
+            goto free_word;
+        if (!strcmp(val, "false") || !strcmp(val, "no") || !strcmp(val, "off")) {
+            free(*word);
+            *word = NULL;
+            return 0;
         }
-        if (strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name) || !*name ||
-            *name == '-') {
-            snprintf(err, errlen,
-                     "%s:%d: '%s' is not an option name; write e.g. 'listen = "
-                     "127.0.0.1:9876' (long names without the dashes)",
-                     path, lineno, name);
-            return -1;
+        if (strcmp(val, "true") && strcmp(val, "yes") && strcmp(val, "on")) {
+            snprintf(why, whylen, "'%s' is a flag: write '%s' or '%s = true'", name, name, name);
+            goto free_word;
         }
-        if (!strcmp(name, "config") || !strcmp(name, "help") || !strcmp(name, "version")) {
-            snprintf(err, errlen, "%s:%d: '%s' cannot be set in a config file", path, lineno, name);
-            return -1;
-        }
-        if (n == CONF_MAX_OPTS) {
-            snprintf(err, errlen, "%s:%d: more than %d options", path, lineno, CONF_MAX_OPTS);
-            return -1;
-        }
-        /* "--name=value" (the command line's own form) for an option that takes a value; a
-         * flag is "name" or "name = true", and "name = false" leaves it out. */
-        wl = strlen(name) + (val ? strlen(val) : 0) + 4;
-        word = malloc(wl);
-        if (!word) {
+    } else if (val) {
+        snprintf(*word, wl, "--%s=%s", name, val);
+    }
+    if (conf_parses(*word, why, whylen))
+        return 0;
+free_word:
+    free(*word);
+    *word = NULL;
+    return -1;
+}
+
+/* Reads the config file into conf_argv as command-line words ("--name=value", "--name"), each
+ * line checked as the command line checks it. Returns how many, or -1 with one line in err that
+ * names the file and the line. */
+static int conf_load(const char *path, char *err, size_t errlen)
+{
+    char why[CONF_MAX_LINE + 256], *word;
+    int n = 0, lineno = 0, rc;
+
+    if (conf_read(path, err, errlen) < 0)
+        return -1;
+    for (char *p = conf_text; *p;) {
+        lineno++;
+        rc = conf_line(conf_next(&p), n == CONF_MAX_OPTS, &word, why, sizeof(why));
+        if (rc == -ENOMEM) {
             snprintf(err, errlen, "--config %s: out of memory", path);
             return -1;
         }
-        snprintf(word, wl, "--%s", name);
-        one[1] = word;
-        if (val && !takes_value(word) &&
-            parse(&tmp, 2, one, NULL, why, sizeof(why)) == OPT_ERROR) { /* not an option */
-            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-            free(word);
-            return -1;
-        }
-        if (val && !takes_value(word)) {
-            if (!strcmp(val, "false") || !strcmp(val, "no") || !strcmp(val, "off")) {
-                free(word);
-                continue;
-            }
-            if (strcmp(val, "true") && strcmp(val, "yes") && strcmp(val, "on")) {
-                snprintf(err, errlen, "%s:%d: '%s' is a flag: write '%s' or '%s = true'", path,
-                         lineno, name, name, name);
-                free(word);
-                return -1;
-            }
-        } else if (val) {
-            snprintf(word, wl, "--%s=%s", name, val);
-        }
-        conf_argv[n++] = word;
-        one[1] = word;
-        if (parse(&tmp, 2, one, NULL, why, sizeof(why)) == OPT_ERROR) {
+        if (rc < 0) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
             return -1;
         }
+        if (word)
+            conf_argv[n++] = word;
     }
     return n;
 }
@@ -883,15 +773,17 @@ static bool is_opt(const char *a, const char *name)
 enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char *err, size_t errlen)
 {
     const char *path = NULL;
-    bool cli_listen = false;
+    bool cli_listen = false, cli_certs = false;
     char **merged = NULL;
     enum opt_result r;
     int n = 0, m = 0;
 
     conf_free();
     for (int i = 1; i < argc; i++) {
-        if (is_opt(argv[i], "--listen"))
+        if (is_opt(argv[i], "--listen") || is_opt(argv[i], "--listen-tls"))
             cli_listen = true;
+        if (is_opt(argv[i], "--tls-cert") || is_opt(argv[i], "--tls-key"))
+            cli_certs = true; /* the pairs are the command line's, as its addresses are */
         if (is_opt(argv[i], "--config")) {
             const char *v = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[i + 1] : "";
             if (path) {
@@ -916,7 +808,10 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
         merged[m++] = argv[0];
         /* the file first: what the command line says after it wins */
         for (int i = 0; i < n; i++)
-            if (!(cli_listen && is_opt(conf_argv[i], "--listen")))
+            if (!(cli_listen &&
+                  (is_opt(conf_argv[i], "--listen") || is_opt(conf_argv[i], "--listen-tls"))) &&
+                !(cli_certs &&
+                  (is_opt(conf_argv[i], "--tls-cert") || is_opt(conf_argv[i], "--tls-key"))))
                 merged[m++] = conf_argv[i];
         for (int i = 1; i < argc; i++)
             merged[m++] = argv[i];
@@ -924,6 +819,10 @@ enum opt_result opt_parse(struct opt *o, int argc, char **argv, FILE *out, char 
         argv = merged;
     }
     r = parse(o, argc, argv, out, err, errlen);
+    if (r == OPT_RUN) /* the options together, once all are read (not a config line alone) */
+        r = check_tls(o, err, errlen);
+    if (r == OPT_RUN)
+        r = check_tls_conf(o, err, errlen);
     free(merged); /* the words it held live on in conf_argv and argv */
 
     if (r == OPT_ERROR) /* the messages quote arguments, which may hold a newline */

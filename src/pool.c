@@ -3,6 +3,7 @@
 #include "pool.h"
 
 #include "sysc.h"
+#include "tls.h"
 
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -26,6 +27,7 @@ struct conn *conn_new(int fd, enum conn_kind kind)
     if (!c)
         return NULL;
     c->fd = fd;
+    c->phase = conn_first_phase(kind);
     if (kind == CONN_LUA)
         lconn_of(c)->sc.fd = fd;
     return c;
@@ -35,9 +37,11 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
                 struct worker *w)
 {
     /* The script hears the end of every connection it saw start, and of no other. */
-    if (s->lua && w && (c->flags & CONN_STARTED))
+    if (s->lua && w && conn_started(c))
         script_on_close(w->script, &lconn_of(c)->sc, why);
-    if (c->flags & (CONN_WRCLOSED | CONN_LINGER))
+    if (c->flags & CONN_PENDING)
+        __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
+    if (c->phase == CONN_PH_WRCLOSED || c->phase == CONN_PH_LINGER)
         __atomic_sub_fetch(&s->nwrclosed, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->table[c->fd], NULL, __ATOMIC_RELEASE);
     if (s->iplimit)
@@ -47,6 +51,10 @@ void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why
      * fd, or it was never made, so no other thread can be handed it,
      * and close() of the only reference to the socket removes it from the epoll set. One
      * syscall less per connection. */
+    if (c->ssl) { /* its close_notify first, if the handshake finished and nothing broke it */
+        tls_notify(c);
+        tls_free(c);
+    }
     sysc_close(c->fd);
     obuf_free(&c->out);
     if (s->lua)

@@ -16,6 +16,7 @@
 #include "opt.h"
 #include "script.h"
 #include "stats.h"
+#include "tls_conf.h"
 #include "topo.h"
 
 #define WORKER_BUF (64 * 1024) /* scratch read buffer per worker: one read per 64 KiB */
@@ -28,11 +29,12 @@
 struct server;
 struct group;
 
-/* One worker thread and everything it owns. Touched only by its thread, except st, svc, busy and
- * busy_since_ns, which others read. */
+/* One worker thread and everything it owns. Touched only by its thread, except st, svc, hs, busy
+ * and busy_since_ns, which others read. */
 struct worker {
     struct worker_stats st;  /* counters, written by this thread only */
     struct svc_hist svc;     /* service times, written by this thread only */
+    struct svc_hist hs;      /* TLS handshakes' times, first step to finish (this thread's) */
     struct server *srv;      /* the pool */
     struct group *g;         /* the group whose epoll fd this thread waits on */
     int idx;                 /* index within the group */
@@ -127,7 +129,21 @@ struct server {
                                   * accept threads, or the workers with --proxy-protocol) */
     int lflags[OPT_MAX_LFDS];    /* kept: each listener's file status flags as systemd passed
                                   * it (O_NONBLOCK is the socket's: put back before the close) */
+    struct tls_conf *tls;        /* the TLS listeners' configuration (main's), or NULL */
+    bool ltls[OPT_MAX_LFDS];     /* lfds[i] speaks TLS: its connections handshake first */
 };
+
+/* The phase a connection of kind serves from, after its header if it has one. */
+static inline enum conn_phase conn_first_phase(enum conn_kind kind)
+{
+    return kind == CONN_LUA ? CONN_PH_NEW : CONN_PH_SERVING;
+}
+
+/* Whether the script saw c start (on_connect ran): it hears c's end (on_close). Lua mode. */
+static inline bool conn_started(const struct conn *c)
+{
+    return c->phase == CONN_PH_SERVING || c->phase == CONN_PH_CLOSING || c->phase == CONN_PH_LINGER;
+}
 
 /* The registration of c in group g for events (EPOLLIN, EPOLLOUT, EPOLLRDHUP): in a solo group
  * level-triggered, remembered in c's CONN_REG_* bits (so a worker re-arms only when they
@@ -175,11 +191,12 @@ void *worker_main(void *arg);
 struct conn *conn_new(int fd, enum conn_kind kind);
 
 /* Ends connection c, owned by the calling thread, for why: the script of w hears it
- * (on_close, if it saw the connection start), the fd -> conn slot is cleared, the descriptor
- * closed, the memory freed, the live counts of the server and of g (when given) go down, and w's
- * closed counter (when given) goes up. w: the owning worker, or the worker whose state main
- * runs at stop; NULL in the accept thread. After this neither c nor its fd number is touched;
- * pending output is the caller's to write first. */
+ * (on_close, if it saw the connection start), the counts it is in go down (npending,
+ * nwrclosed, the live counts of the server and of g when given), the fd -> conn slot is
+ * cleared, the descriptor closed, its buffers and memory freed, and w's closed counter (when
+ * given) goes up. w: the owning worker, or the worker whose state main runs at stop; NULL in the
+ * accept thread. After this neither c nor its fd number is touched; pending output is the
+ * caller's to write first, or lost. */
 void conn_close(struct server *s, struct group *g, struct conn *c, enum conn_why why,
                 struct worker *w);
 

@@ -184,6 +184,19 @@ void report_write_metrics(struct server *s, FILE *f)
         snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
         metrics_svc(f, "lfepolld_service_seconds", lab, &h);
     }
+    if (s->tls) {
+        metrics_family(f, "lfepolld_tls_handshake_seconds", "histogram",
+                       "Per epoll group: TLS handshakes finished, from their first step (the "
+                       "first event of a handshaking connection) to the last, seconds.");
+        for (int gi = 0; gi < s->ngroups; gi++) {
+            struct svc_hist h = {0};
+
+            for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
+                stats_add_svc(&h, &s->groups[gi].workers[wi].hs);
+            snprintf(lab, sizeof(lab), "group=\"%d\"", gi);
+            metrics_svc(f, "lfepolld_tls_handshake_seconds", lab, &h);
+        }
+    }
     if (s->lua) {
         metrics_family(f, "lfepolld_lua_memory_bytes", "gauge",
                        "Memory of each worker's Lua state, bytes.");

@@ -119,15 +119,156 @@ static void assign_listeners(struct server *s)
     }
 }
 
+static int out_of_memory(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+}
+
+/* The accept threads' structs, each with its own dispatch, before any descriptor is open. */
+static int new_acceptors(struct server *s, int nacc)
+{
+    s->nacc = nacc;
+    s->acc = calloc64((size_t)nacc, sizeof(*s->acc));
+    if (!s->acc)
+        return -ENOMEM;
+    for (int i = 0; i < nacc; i++) {
+        struct acceptor *t = &s->acc[i];
+
+        t->srv = s;
+        t->idx = i;
+        t->epfd = t->wakefd = -1;
+        /* each thread its own round-robin, starting one group further than the last */
+        dispatch_init(&t->disp, s->opt->dispatch, (unsigned)s->plan->ngroups,
+                      ((uint64_t)getpid() + (uint64_t)i) * 2654435761u);
+        t->disp.next = (unsigned)i % (unsigned)s->plan->ngroups;
+    }
+    return 0;
+}
+
+/* The tables indexed by fd, as long as RLIMIT_NOFILE allows (at most 2^26 slots): the
+ * connections, and those the options ask for (client address slots, idle words). */
+static int new_tables(struct server *s, long max_conns)
+{
+    const struct opt *o = s->opt;
+    struct rlimit rl;
+
+    getrlimit(RLIMIT_NOFILE, &rl);
+    s->table_size =
+        rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 26) ? (1u << 26) : rl.rlim_cur;
+    /* calloc of a large table is mmap'd zero pages: untouched slots cost no memory. */
+    s->table = calloc(s->table_size, sizeof(*s->table));
+    if (o->max_per_ip && (!(s->iplimit = iplimit_new(max_conns)) ||
+                          !(s->ipslot = calloc(s->table_size, sizeof(*s->ipslot)))))
+        return -ENOMEM;
+    /* Lua's lingering close needs the sweeper's clock even without --idle-timeout */
+    s->idle_limit_ms = o->idle_ms ? o->idle_ms : LINGER_MS;
+    if ((o->idle_ms || s->lua || o->proxy || o->ntls) &&
+        !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
+        return -ENOMEM;
+    /* written by the sweep only, for the few connections it finds past their time */
+    if (o->idle_ms && !(s->idle_outq = calloc(s->table_size, sizeof(*s->idle_outq))))
+        return -ENOMEM;
+    return s->table ? 0 : -ENOMEM;
+}
+
+/* Worker wi of group g: its buffers and, in Lua mode, its own Lua state. */
+static int new_worker(struct server *s, struct group *g, int wi, char *err, size_t errlen)
+{
+    struct worker *w = &g->workers[wi];
+
+    w->srv = s;
+    w->g = g;
+    w->idx = wi;
+    w->buf = malloc(WORKER_BUF);
+    w->evs = calloc((size_t)s->opt->batch, sizeof(*w->evs));
+    if (!w->buf || !w->evs)
+        return out_of_memory(err, errlen);
+    if (s->lua) {
+        char name[24], why[512];
+
+        snprintf(name, sizeof(name), "%d.%d", g->idx, wi);
+        w->script = script_new(s->lua, name, &w->st, why, sizeof(why));
+        if (!w->script) {
+            snprintf(err, errlen, "worker %s: %s", name, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Group gi of the plan: its CPUs, its epoll set with the stop eventfd in it, its workers. */
+static int new_group(struct server *s, int gi, char *err, size_t errlen)
+{
+    struct group *g = &s->groups[gi];
+    int rc;
+
+    g->idx = gi;
+    g->nworkers = s->plan->nworkers[gi];
+    g->solo = g->nworkers == 1 && !s->opt->oneshot_always;
+    g->cpus = s->plan->cpus[gi];
+    CPU_OR(&s->all_cpus, &s->all_cpus, &g->cpus);
+    g->workers = calloc64((size_t)g->nworkers, sizeof(*g->workers));
+    if (!g->workers)
+        return out_of_memory(err, errlen);
+    g->epfd = epoll_create1(EPOLL_CLOEXEC);
+    g->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (g->epfd < 0 || g->stopfd < 0 || add_fd(g->epfd, g->stopfd, EPOLLIN, 0) < 0) {
+        snprintf(err, errlen, "group %d: epoll/eventfd: %s (raise ulimit -n?)", gi,
+                 strerror(errno));
+        return -1;
+    }
+    for (int wi = 0; wi < g->nworkers; wi++)
+        if ((rc = new_worker(s, g, wi, err, errlen)) < 0)
+            return rc;
+    return 0;
+}
+
+static int new_groups(struct server *s, char *err, size_t errlen)
+{
+    int rc;
+
+    s->groups = calloc64((size_t)s->ngroups, sizeof(*s->groups));
+    if (!s->groups)
+        return out_of_memory(err, errlen);
+    for (int gi = 0; gi < s->ngroups; gi++)
+        s->groups[gi].epfd = s->groups[gi].stopfd = -1; /* before anything can fail */
+    for (int gi = 0; gi < s->ngroups; gi++)
+        if ((rc = new_group(s, gi, err, errlen)) < 0)
+            return rc;
+    return 0;
+}
+
+/* Each accept thread's epoll set: its wake eventfd and the listeners assign_listeners gave it. */
+static int open_acceptors(struct server *s, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->nacc; i++) {
+        struct acceptor *t = &s->acc[i];
+
+        t->epfd = epoll_create1(EPOLL_CLOEXEC);
+        t->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->epfd < 0 || t->wakefd < 0 || add_fd(t->epfd, t->wakefd, EPOLLIN, ACCEPT_WAKE) < 0) {
+            snprintf(err, errlen, "accept thread %d: epoll/eventfd: %s", i, strerror(errno));
+            return -1;
+        }
+        for (int k = 0; k < t->nl; k++) {
+            if (add_fd(t->epfd, s->lfds[t->li[k]], EPOLLIN, (uint64_t)t->li[k]) < 0) {
+                snprintf(err, errlen, "accept thread %d: epoll_ctl: %s", i, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 struct server *server_new(const struct opt *o, const struct plan *p, const int *lfds, int nlisten,
                           int nacc, long max_conns, struct script_env *lua, char *err,
                           size_t errlen)
 {
     struct server *s = calloc64(1, sizeof(*s));
-    struct rlimit rl;
 
     if (!s) {
-        snprintf(err, errlen, "out of memory");
+        out_of_memory(err, errlen);
         return NULL;
     }
     pthread_mutex_init(&s->iplock, NULL);
@@ -140,107 +281,23 @@ struct server *server_new(const struct opt *o, const struct plan *p, const int *
         s->lua_connect_first = script_env_connect_first(lua);
     s->nlisten = nlisten;
     memcpy(s->lfds, lfds, sizeof(*lfds) * (size_t)nlisten);
-    s->nacc = nacc;
-    s->acc = calloc64((size_t)nacc, sizeof(*s->acc));
-    if (!s->acc) {
+    if (new_acceptors(s, nacc) < 0) {
         free(s);
-        snprintf(err, errlen, "out of memory");
+        out_of_memory(err, errlen);
         return NULL;
     }
-    for (int i = 0; i < nacc; i++) {
-        struct acceptor *t = &s->acc[i];
-
-        t->srv = s;
-        t->idx = i;
-        t->epfd = t->wakefd = -1;
-        /* each thread its own round-robin, starting one group further than the last */
-        dispatch_init(&t->disp, o->dispatch, (unsigned)p->ngroups,
-                      ((uint64_t)getpid() + (uint64_t)i) * 2654435761u);
-        t->disp.next = (unsigned)i % (unsigned)p->ngroups;
-    }
     CPU_ZERO(&s->all_cpus);
-
-    getrlimit(RLIMIT_NOFILE, &rl);
-    s->table_size =
-        rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 26) ? (1u << 26) : rl.rlim_cur;
-    /* calloc of a large table is mmap'd zero pages: untouched slots cost no memory. */
-    s->table = calloc(s->table_size, sizeof(*s->table));
-    if (o->max_per_ip && (!(s->iplimit = iplimit_new(max_conns)) ||
-                          !(s->ipslot = calloc(s->table_size, sizeof(*s->ipslot)))))
-        goto out_nomem;
-    /* Lua's lingering close needs the sweeper's clock even without --idle-timeout */
-    s->idle_limit_ms = o->idle_ms ? o->idle_ms : LINGER_MS;
-    if ((o->idle_ms || s->lua || o->proxy) && !(s->idle = calloc(s->table_size, sizeof(*s->idle))))
-        goto out_nomem;
-    /* written by the sweep only, for the few connections it finds past their time */
-    if (o->idle_ms && !(s->idle_outq = calloc(s->table_size, sizeof(*s->idle_outq))))
-        goto out_nomem;
-    s->groups = calloc64((size_t)s->ngroups, sizeof(*s->groups));
-    if (!s->table || !s->groups)
-        goto out_nomem;
-    for (int gi = 0; gi < s->ngroups; gi++)
-        s->groups[gi].epfd = s->groups[gi].stopfd = -1; /* before anything can fail */
-    for (int gi = 0; gi < s->ngroups; gi++) {
-        struct group *g = &s->groups[gi];
-
-        g->idx = gi;
-        g->nworkers = p->nworkers[gi];
-        g->solo = g->nworkers == 1 && !o->oneshot_always;
-        g->cpus = p->cpus[gi];
-        CPU_OR(&s->all_cpus, &s->all_cpus, &g->cpus);
-        g->workers = calloc64((size_t)g->nworkers, sizeof(*g->workers));
-        if (!g->workers)
-            goto out_nomem;
-        g->epfd = epoll_create1(EPOLL_CLOEXEC);
-        g->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (g->epfd < 0 || g->stopfd < 0 || add_fd(g->epfd, g->stopfd, EPOLLIN, 0) < 0) {
-            snprintf(err, errlen, "group %d: epoll/eventfd: %s (raise ulimit -n?)", gi,
-                     strerror(errno));
-            goto out_free;
-        }
-        for (int wi = 0; wi < g->nworkers; wi++) {
-            struct worker *w = &g->workers[wi];
-
-            w->srv = s;
-            w->g = g;
-            w->idx = wi;
-            w->buf = malloc(WORKER_BUF);
-            w->evs = calloc((size_t)o->batch, sizeof(*w->evs));
-            if (!w->buf || !w->evs)
-                goto out_nomem;
-            if (s->lua) {
-                char name[24], why[512];
-
-                snprintf(name, sizeof(name), "%d.%d", gi, wi);
-                w->script = script_new(lua, name, &w->st, why, sizeof(why));
-                if (!w->script) {
-                    snprintf(err, errlen, "worker %s: %s", name, why);
-                    goto out_free;
-                }
-            }
-        }
+    if (new_tables(s, max_conns) < 0) {
+        out_of_memory(err, errlen);
+        goto out_free;
     }
+    if (new_groups(s, err, errlen) < 0)
+        goto out_free;
     assign_listeners(s);
-    for (int i = 0; i < nacc; i++) {
-        struct acceptor *t = &s->acc[i];
-
-        t->epfd = epoll_create1(EPOLL_CLOEXEC);
-        t->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (t->epfd < 0 || t->wakefd < 0 || add_fd(t->epfd, t->wakefd, EPOLLIN, ACCEPT_WAKE) < 0) {
-            snprintf(err, errlen, "accept thread %d: epoll/eventfd: %s", i, strerror(errno));
-            goto out_free;
-        }
-        for (int k = 0; k < t->nl; k++) {
-            if (add_fd(t->epfd, lfds[t->li[k]], EPOLLIN, (uint64_t)t->li[k]) < 0) {
-                snprintf(err, errlen, "accept thread %d: epoll_ctl: %s", i, strerror(errno));
-                goto out_free;
-            }
-        }
-    }
+    if (open_acceptors(s, err, errlen) < 0)
+        goto out_free;
     return s;
 
-out_nomem:
-    snprintf(err, errlen, "out of memory");
 out_free:
     server_free(s);
     return NULL;
@@ -376,10 +433,10 @@ static uint64_t activity(struct server *s, bool *busy)
  * lack of time. */
 static bool flush_and_close(struct server *s, struct conn *c, long deadline, struct worker *runner)
 {
-    bool ask = now_ms() < deadline, told = ask || !(c->flags & CONN_STARTED) || !runner;
+    bool ask = now_ms() < deadline, told = ask || !conn_started(c) || !runner;
 
-    if (c->flags & CONN_PROXY)
-        obuf_free(&c->out); /* part of a PROXY header, not output */
+    if (c->phase == CONN_PH_PROXY || c->phase == CONN_PH_HANDSHAKE)
+        obuf_free(&c->out); /* part of a PROXY header, not output (a handshake has none) */
     while (obuf_len(&c->out)) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
         long left = deadline - now_ms();
@@ -387,16 +444,22 @@ static bool flush_and_close(struct server *s, struct conn *c, long deadline, str
 
         if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
             break;
-        w = send(c->fd, c->out.data + c->out.off, obuf_len(&c->out), MSG_NOSIGNAL);
-        if (w < 0 && errno != EAGAIN && errno != EINTR)
+        w = conn_write_some(c, c->out.data + c->out.off, obuf_len(&c->out));
+        if (w < 0)
             break;
         if (w > 0)
             obuf_consume(&c->out, (size_t)w);
     }
     /* a lingering one was the script's close: it only ends late */
-    conn_close(s, NULL, c, c->flags & CONN_LINGER ? CONN_WHY_CLOSED : CONN_WHY_SHUTDOWN,
+    conn_close(s, NULL, c, c->phase == CONN_PH_LINGER ? CONN_WHY_CLOSED : CONN_WHY_SHUTDOWN,
                ask ? runner : NULL);
     return told;
+}
+
+void server_set_tls(struct server *s, struct tls_conf *tls, const bool *ltls)
+{
+    s->tls = tls;
+    memcpy(s->ltls, ltls, sizeof(*ltls) * (size_t)s->nlisten);
 }
 
 void server_handover(struct server *s)
@@ -416,21 +479,15 @@ void server_listeners_kept(struct server *s)
         s->lflags[i] = -1;
 }
 
-int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
+/* Not a hand-over (where the listeners are the successor's now): every listener drops new
+ * SYNs, the accept threads take what the queues hold and what completes meanwhile, then
+ * the listeners close; a client that comes later is refused, none queued is reset. The
+ * filter is the socket's, not this process's: never on listeners a successor may serve,
+ * nor on those systemd keeps (its socket outlives us, queue and all: what waits there is
+ * the next start's, and a filter would drop every SYN it is ever sent). Sets how long the
+ * accept threads drain (s->drain_accept_ms, s->drain_min_ms): 0 where nothing was filtered. */
+static void refuse_new_syns(struct server *s, int timeout_ms)
 {
-    long deadline = now_ms() + timeout_ms;
-    uint64_t prev = 0;
-    int quiet = 0, wedged = 0;
-    long left, unasked = 0;
-    struct worker *runner = NULL; /* a joined worker whose Lua state main runs from here */
-    struct timespec until;
-
-    /* Not a hand-over (where the listeners are the successor's now): every listener drops new
-     * SYNs, the accept threads take what the queues hold and what completes meanwhile, then
-     * the listeners close; a client that comes later is refused, none queued is reset. The
-     * filter is the socket's, not this process's: never on listeners a successor may serve,
-     * nor on those systemd keeps (its socket outlives us, queue and all: what waits there is
-     * the next start's, and a filter would drop every SYN it is ever sent). */
     s->drain_accept_ms = s->drain_min_ms = 0;
     for (int i = 0, failed = 0; !s->handover && !s->shared && !s->kept && i < s->nlisten; i++) {
         int rc = s->lfds[i] >= 0 ? net_refuse_syns(s->lfds[i]) : 0;
@@ -448,37 +505,58 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
         want = timeout_ms < want ? timeout_ms : want;
         s->drain_accept_ms = want > s->drain_accept_ms ? want : s->drain_accept_ms;
     }
-    __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
-    s->next_sweep_ms = 0; /* the drain's sweeps (lingering connections) start now */
-    for (int gi = 0; s->handover && gi < s->ngroups; gi++) /* echo: end between requests */
-        for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
-            __atomic_store_n(&s->groups[gi].workers[wi].drain, 1, __ATOMIC_RELAXED);
-    script_env_stop(s->lua, deadline); /* Lua calls that wait end by the drain's deadline */
+}
+
+/* Wakes the accept threads (each sees draining, drains its queues as set above, and returns)
+ * and joins them, taking signals meanwhile where they drain queues (abort_wait, 10 ms a look:
+ * that takes up to DRAIN_ACCEPT_MS, and a signal left pending until the drain could not be told
+ * from one sent with the first). Returns whether a second stop signal came. */
+static bool join_acceptors(struct server *s, int (*abort_wait)(void))
+{
+    bool second = false, look = abort_wait && s->drain_accept_ms > 0; /* else they return now */
+
     for (int i = 0; i < s->nacc; i++)
         if (s->acc[i].started)
             pool_kick(s->acc[i].wakefd);
     for (int i = 0; i < s->nacc; i++)
         if (s->acc[i].started) {
-            pthread_join(s->acc[i].tid, NULL);
+            while (look && pthread_tryjoin_np(s->acc[i].tid, NULL) == EBUSY)
+                second |= abort_wait() != 0;
+            if (!look)
+                pthread_join(s->acc[i].tid, NULL);
             s->acc[i].started = false;
         }
-    for (int i = 0; i < s->nlisten; i++)
-        close_listener(s, i); /* new connections are refused from here on (or wait in systemd's) */
-    log_info("draining %ld connections (%ld with output pending), up to %d ms",
-             __atomic_load_n(&s->live, __ATOMIC_RELAXED),
-             __atomic_load_n(&s->npending, __ATOMIC_RELAXED), timeout_ms);
-    /* Quiet means: no connection left, or nothing pending, no worker busy, no connection a
-     * hand-over sent its FIN still open (its client may yet send what raced the FIN: it is read
-     * and counted, not reset by a close) and no event handled across two consecutive looks (an
-     * idle connection is closed below, losing nothing). */
+    return second;
+}
+
+/* A second stop signal: what the drain waits for ends now, Lua calls that wait too. Returns
+ * the new deadline. */
+static long second_signal(struct server *s)
+{
+    long now = now_ms();
+
+    log_warn("second stop signal: not waiting for in-flight work");
+    script_env_stop(s->lua, now);
+    return now;
+}
+
+/* Waits, 10 ms a look (abort_wait's), until the pool is quiet, deadline passes or a second
+ * signal comes. Quiet means: no connection left, or nothing pending, no worker busy, no
+ * connection a hand-over sent its FIN still open (its client may yet send what raced the FIN:
+ * it is read and counted, not reset by a close) and no event handled across two consecutive
+ * looks (an idle connection is closed after, losing nothing). Returns the deadline, now if a
+ * second signal came. */
+static long wait_quiet(struct server *s, long deadline, int (*abort_wait)(void))
+{
+    uint64_t prev = 0;
+    int quiet = 0;
+
     while (abort_wait && now_ms() < deadline) {
         bool busy;
         uint64_t ev;
 
         if (abort_wait()) { /* waits up to 10 ms; non-zero: a second signal */
-            log_warn("second stop signal: not waiting for in-flight work");
-            deadline = now_ms();
-            script_env_stop(s->lua, deadline); /* Lua calls waiting end now too */
+            deadline = second_signal(s);
             break;
         }
         ev = activity(s, &busy);
@@ -493,11 +571,21 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
         }
         prev = ev;
     }
+    return deadline;
+}
+
+/* Tells every worker to stop and joins each until the deadline plus STOP_GRACE_MS. A worker
+ * that does not come back (a callback stuck where the timeout cannot reach it: a finalizer
+ * under --lua-unsafe) must not hold the process: it is named, and left started (nothing it may
+ * touch is freed). Returns how many were left; *runner is a joined worker whose Lua state main
+ * may run from here (NULL in echo mode). */
+static int join_workers(struct server *s, long deadline, struct worker **runner)
+{
+    struct timespec until;
+    int wedged = 0;
+
     for (int gi = 0; gi < s->ngroups; gi++)
         pool_kick(s->groups[gi].stopfd);
-    /* A worker that does not come back (a callback stuck where the timeout cannot reach it:
-     * a finalizer under --lua-unsafe) must not hold the process: wait for it until the
-     * deadline plus STOP_GRACE_MS, then name it. */
     clock_gettime(CLOCK_REALTIME, &until);
     {
         long wait = (deadline > now_ms() ? deadline - now_ms() : 0) + STOP_GRACE_MS;
@@ -522,12 +610,18 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
                 continue; /* stays started: nothing it may touch is freed */
             }
             w->started = false;
-            if (!runner && s->lua)
-                runner = w;
+            if (!*runner && s->lua)
+                *runner = w;
         }
-    if (wedged) /* its connections may be in its hands: leave them to the exit */
-        return wedged;
-    left = __atomic_load_n(&s->live, __ATOMIC_RELAXED);
+    return wedged;
+}
+
+/* Every thread joined: each connection left gets its pending output (flush_and_close) and is
+ * closed. */
+static void close_connections(struct server *s, long deadline, struct worker *runner)
+{
+    long left = __atomic_load_n(&s->live, __ATOMIC_RELAXED), unasked = 0;
+
     if (runner)
         script_env_bind(runner->script); /* main runs on_close from here; the watchdog signals it */
     for (size_t fd = 0; fd < s->table_size && left > 0; fd++) {
@@ -545,6 +639,33 @@ int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
                  "timeout had passed",
                  unasked);
     __atomic_store_n(&s->live, 0, __ATOMIC_RELAXED);
+}
+
+int server_stop(struct server *s, int timeout_ms, int (*abort_wait)(void))
+{
+    long deadline = now_ms() + timeout_ms;
+    struct worker *runner = NULL; /* a joined worker whose Lua state main runs from here */
+    bool second;
+    int wedged;
+
+    refuse_new_syns(s, timeout_ms);
+    __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
+    s->next_sweep_ms = 0; /* the drain's sweeps (lingering connections) start now */
+    for (int gi = 0; s->handover && gi < s->ngroups; gi++) /* echo: end between requests */
+        for (int wi = 0; wi < s->groups[gi].nworkers; wi++)
+            __atomic_store_n(&s->groups[gi].workers[wi].drain, 1, __ATOMIC_RELAXED);
+    script_env_stop(s->lua, deadline); /* Lua calls that wait end by the drain's deadline */
+    second = join_acceptors(s, abort_wait);
+    for (int i = 0; i < s->nlisten; i++)
+        close_listener(s, i); /* new connections are refused from here on (or wait in systemd's) */
+    log_info("draining %ld connections (%ld with output pending), up to %d ms",
+             __atomic_load_n(&s->live, __ATOMIC_RELAXED),
+             __atomic_load_n(&s->npending, __ATOMIC_RELAXED), timeout_ms);
+    deadline = second ? second_signal(s) : wait_quiet(s, deadline, abort_wait);
+    wedged = join_workers(s, deadline, &runner);
+    if (wedged) /* its connections may be in its hands: leave them to the exit */
+        return wedged;
+    close_connections(s, deadline, runner);
     return 0;
 }
 

@@ -188,6 +188,96 @@ static int keep_listeners(const char *path, int *fds, int n)
     return kept;
 }
 
+/* Whether the directory of path (at a) is missing, then err says to create it: a connect() that
+ * says ENOENT means no instance there only when the directory is there. */
+static bool missing_dir(const char *path, const struct sockaddr_un *a, char *err, size_t errlen)
+{
+    char dir[sizeof(a->sun_path)];
+    char *slash;
+    struct stat st;
+
+    strcpy(dir, a->sun_path); /* path, which unix_addr found short enough */
+    slash = strrchr(dir, '/');
+    if (slash && slash != dir)
+        *slash = '\0';
+    else
+        strcpy(dir, slash ? "/" : ".");
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen,
+                 "--takeover %s: the directory %s does not exist; create it (e.g. "
+                 "RuntimeDirectory= under systemd)",
+                 path, dir);
+        return true;
+    }
+    return false;
+}
+
+/* Connects to the instance serving path at a. Returns 1 with *fd the connected socket, 0 when
+ * nobody serves path (no socket there, or a stale one), -1 with one line in err. */
+static int dial(const char *path, const struct sockaddr_un *a, int *fd, char *err, size_t errlen)
+{
+    struct timeval tv = {STEP_MS / 1000, 0};
+
+    *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0) {
+        snprintf(err, errlen, "--takeover: socket: %s", strerror(errno));
+        return -1;
+    }
+    /* A Unix connect waits while the instance's backlog is full: no longer than a step. */
+    setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(*fd, (const struct sockaddr *)a, sizeof(*a)) < 0) {
+        int e = errno;
+
+        close(*fd);
+        if (e == ENOENT && missing_dir(path, a, err, errlen))
+            return -1;
+        if (e == ENOENT || e == ECONNREFUSED)
+            return 0; /* nobody there: start afresh */
+        snprintf(err, errlen, "--takeover %s: cannot reach the running instance: %s", path,
+                 strerror(e));
+        return -1;
+    }
+    return 1;
+}
+
+/* Whether the process that listens at fd's other end runs as this process's uid or root (as of
+ * its listen(): an lfepolld's socket listens before --user); err says who it is when not. */
+static bool peer_trusted(int fd, const char *path, char *err, size_t errlen)
+{
+    struct ucred cr = {.uid = (uid_t)-1};
+    socklen_t crl = sizeof(cr);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && trusted(cr.uid, geteuid()))
+        return true;
+    snprintf(err, errlen,
+             "--takeover %s: the process serving it (pid %d) runs as uid %d, neither this "
+             "one's uid %d nor root: refused, nothing taken (only an instance started as "
+             "the same user, or root, may hand its listeners over)",
+             path, (int)cr.pid, (int)cr.uid, (int)geteuid());
+    return false;
+}
+
+/* The descriptors m carries (SCM_RIGHTS), the first max into fds, the others closed. Returns
+ * how many are in fds. */
+static int take_rights(struct msghdr *m, int *fds, int max)
+{
+    int n = 0;
+
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            int *got = (int *)CMSG_DATA(c);
+
+            for (int i = 0; i < k; i++) {
+                if (n < max)
+                    fds[n++] = got[i];
+                else
+                    close(got[i]);
+            }
+        }
+    return n;
+}
+
 int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, size_t errlen)
 {
     struct sockaddr_un a;
@@ -195,13 +285,9 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
     struct iovec iov = {.iov_base = head, .iov_len = sizeof(head) - 1};
     struct msghdr m = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-    struct timeval tv = {STEP_MS / 1000, 0};
-    struct ucred cr = {.uid = (uid_t)-1};
-    socklen_t crl = sizeof(cr);
     struct pollfd p;
-    struct cmsghdr *c;
     const char *what;
-    int fd, n = 0, want;
+    int fd, n, want, rc;
     ssize_t r;
 
     *conn = -1;
@@ -214,50 +300,10 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
         refuse_path(path, what, err, errlen);
         return -1;
     }
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "--takeover: socket: %s", strerror(errno));
-        return -1;
-    }
-    /* A Unix connect waits while the instance's backlog is full: no longer than a step. */
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-        int e = errno;
-
+    if ((rc = dial(path, &a, &fd, err, errlen)) <= 0)
+        return rc;
+    if (!peer_trusted(fd, path, err, errlen)) {
         close(fd);
-        if (e == ENOENT) {
-            char dir[sizeof(a.sun_path)];
-            char *slash;
-            struct stat st;
-
-            strcpy(dir, path);
-            slash = strrchr(dir, '/');
-            if (slash && slash != dir)
-                *slash = '\0';
-            else
-                strcpy(dir, slash ? "/" : ".");
-            if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                snprintf(err, errlen,
-                         "--takeover %s: the directory %s does not exist; create it (e.g. "
-                         "RuntimeDirectory= under systemd)",
-                         path, dir);
-                return -1;
-            }
-        }
-        if (e == ENOENT || e == ECONNREFUSED)
-            return 0; /* nobody there: start afresh */
-        snprintf(err, errlen, "--takeover %s: cannot reach the running instance: %s", path,
-                 strerror(e));
-        return -1;
-    }
-    /* Who listens there, as of its listen(): an lfepolld's socket listens before --user. */
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || !trusted(cr.uid, geteuid())) {
-        close(fd);
-        snprintf(err, errlen,
-                 "--takeover %s: the process serving it (pid %d) runs as uid %d, neither this "
-                 "one's uid %d nor root: refused, nothing taken (only an instance started as "
-                 "the same user, or root, may hand its listeners over)",
-                 path, (int)cr.pid, (int)cr.uid, (int)geteuid());
         return -1;
     }
     if (send(fd, HELLO, sizeof(HELLO) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(HELLO) - 1))
@@ -270,18 +316,7 @@ int takeover_receive(const char *path, int *fds, int max, int *conn, char *err, 
     r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (r <= 0)
         goto out_proto;
-    for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            int *got = (int *)CMSG_DATA(c);
-
-            for (int i = 0; i < k; i++) {
-                if (n < max)
-                    fds[n++] = got[i];
-                else
-                    close(got[i]);
-            }
-        }
+    n = take_rights(&m, fds, max);
     head[r] = '\0';
     if (!n && !strcmp(head, BUSY)) {
         close(fd);

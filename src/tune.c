@@ -9,6 +9,7 @@
 #include "file.h"
 #include "log.h"
 #include "net.h"
+#include "sysrestore.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -426,34 +429,80 @@ int tune_judge(const char *conf, const char *root, const char *name, struct tune
     return rc;
 }
 
+/* The value --apply-sysctl writes for k over cur: a has key gets the port appended, a bits key
+ * the bits added (clearing none the admin set), any other the recommendation. */
+static void apply_value(const struct tune_key *k, const char *cur, char *val, size_t len)
+{
+    if (k->check == TUNE_HAS && cur[0])
+        snprintf(val, len, "%s,%s", cur, k->value);
+    else if (k->check == TUNE_BITS)
+        snprintf(val, len, "%lld", strtoll(cur, NULL, 10) | strtoll(k->value, NULL, 10));
+    else
+        snprintf(val, len, "%s", k->value);
+}
+
+/* One key's write: through the undo record when there is one, so that what it held is saved
+ * (and fsync'd) first. 0, or -1 with why. */
+static int apply_write(const struct tune_ctx *ctx, const char *name, const char *val, char *why,
+                       size_t len)
+{
+    int rc;
+
+    if (ctx->undo_file)
+        return sysrestore_set(name, val, why, len);
+    rc = tune_write(ctx->root, name, val);
+    if (rc < 0)
+        snprintf(why, len, "%s", strerror(-rc));
+    return rc < 0 ? -1 : 0;
+}
+
+/* Whether root may write name: asked of the file when we are root; for another user's dry run
+ * (what root would set) every key is, unless the tree is mounted read-only (a container's). */
+static bool root_may_write(const struct tune_ctx *ctx, const char *name)
+{
+    struct statvfs vfs;
+
+    if (!(ctx->dry_run && ctx->not_root))
+        return writable(ctx->root, name);
+    return statvfs(ctx->root, &vfs) < 0 || !(vfs.f_flag & ST_RDONLY);
+}
+
+/* Whether --apply-sysctl sets k: a key it applies, present, not right and writable here (a
+ * read-only one, a container's /proc/sys, is left to its row). cur: what it holds; val: what to
+ * write. */
+static bool to_set(const struct tune_key *k, const struct tune_ctx *ctx, char *cur, size_t clen,
+                   char *val, size_t vlen)
+{
+    enum tune_status st;
+
+    if (!k->apply || tune_read(ctx->root, k->name, cur, clen) < 0)
+        return false;
+    st = tune_compare(k, cur, root_may_write(ctx, k->name));
+    if (st != TUNE_LOW && st != TUNE_HIGH)
+        return false;
+    apply_value(k, cur, val, vlen);
+    return true;
+}
+
 /* --apply-sysctl: writes the applied keys that are not right. A min key already above its
- * recommendation is left alone (sysctl -p would lower it); a has key gets the port appended.
- * Returns how many it set; *failed: how many it could not. */
-static int apply(FILE *out, const struct tune_key *keys, int n, const char *root, int *failed)
+ * recommendation is left alone (sysctl -p would lower it). Returns how many it set (or, dry, would
+ * set); *failed: how many it could not. */
+static int apply(FILE *out, const struct tune_key *keys, int n, const struct tune_ctx *ctx,
+                 int *failed)
 {
     int changed = 0;
 
     for (int i = 0; i < n; i++) {
         const struct tune_key *k = &keys[i];
-        char cur[256], val[400];
-        enum tune_status st;
-        int rc;
+        char cur[256], val[400], why[600];
 
-        if (!k->apply || tune_read(root, k->name, cur, sizeof(cur)) < 0)
+        if (!to_set(k, ctx, cur, sizeof(cur), val, sizeof(val)))
             continue;
-        st = tune_compare(k, cur, writable(root, k->name));
-        if (st != TUNE_LOW && st != TUNE_HIGH)
-            continue; /* right, or read-only here (a container's /proc/sys): its row says so */
-        if (k->check == TUNE_HAS && cur[0])
-            snprintf(val, sizeof(val), "%s,%s", cur, k->value);
-        else if (k->check == TUNE_BITS) /* add the bits, clear none the admin set */
-            snprintf(val, sizeof(val), "%lld",
-                     strtoll(cur, NULL, 10) | strtoll(k->value, NULL, 10));
-        else
-            snprintf(val, sizeof(val), "%s", k->value);
-        rc = tune_write(root, k->name, val);
-        if (rc < 0) {
-            fprintf(out, "cannot set %s = %s: %s\n", k->name, val, strerror(-rc));
+        if (ctx->dry_run) {
+            fprintf(out, "would set %s = %s (now %s)\n", k->name, val, cur[0] ? cur : "empty");
+            changed++;
+        } else if (apply_write(ctx, k->name, val, why, sizeof(why)) < 0) {
+            fprintf(out, "cannot set %s = %s: %s\n", k->name, val, why);
             (*failed)++;
         } else {
             fprintf(out, "set %s = %s (was %s)\n", k->name, val, cur[0] ? cur : "empty");
@@ -463,79 +512,166 @@ static int apply(FILE *out, const struct tune_key *keys, int n, const char *root
     return changed;
 }
 
-int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err, size_t errlen)
+/* Applies under the undo record: opened (keeping what an earlier apply saved), written to, kept.
+ * Returns what apply does, or -1 with err when the record cannot be opened (nothing set). */
+static int apply_recorded(FILE *out, const struct tune_key *keys, int n, const struct tune_ctx *ctx,
+                          int *failed, char *err, size_t errlen)
 {
-    struct tune_key *keys = calloc(TUNE_MAX_KEYS, sizeof(*keys));
-    const char *root = ctx->root;
-    char ns[64] = "?", cur[256], range[64], reserved[256];
+    char note[600];
+    int changed, want = 0;
+
+    for (int i = 0; i < n; i++) {
+        char cur[256], val[400];
+        want += to_set(&keys[i], ctx, cur, sizeof(cur), val, sizeof(val));
+    }
+    if (!ctx->undo_file || ctx->dry_run || !want) /* nothing to save: no record needed */
+        return apply(out, keys, n, ctx, failed);
+    if (sysrestore_open(ctx->undo_file, ctx->root, true, note, sizeof(note)) < 0) {
+        snprintf(err, errlen,
+                 "--apply-sysctl: nothing set: the undo record: %s (--undo-file names another)",
+                 note);
+        return -1;
+    }
+    if (note[0])
+        fprintf(out, "%s\n", note);
+    changed = apply(out, keys, n, ctx, failed);
+    if (sysrestore_keep(note, sizeof(note)) < 0)
+        fprintf(out, "the undo record: %s\n", note);
+    return changed;
+}
+
+/* The last lines of an apply: how long its values last, and how to undo them. */
+static void apply_epilogue(FILE *out, const struct tune_ctx *ctx, int changed)
+{
+    const char *file = ctx->conf_file && *ctx->conf_file ? ctx->conf_file : "sysctl.conf";
+    struct stat st;
+
+    if (ctx->dry_run)
+        fprintf(out, "dry run: nothing changed; %d key%s would be set\n", changed,
+                changed == 1 ? "" : "s");
+    fprintf(out,
+            "a value set with --apply-sysctl lasts until the next reboot; to keep sysctl.conf's "
+            "values, put the file in /etc/sysctl.d (read at boot): cp %s "
+            "/etc/sysctl.d/60-lfepoll.conf\n",
+            file);
+    if (!ctx->dry_run && ctx->undo_file && stat(ctx->undo_file, &st) == 0)
+        fprintf(out, "what it changed is saved in %s%s%s%s\n", ctx->undo_file,
+                ctx->undo_cmd ? ": " : "", ctx->undo_cmd ? ctx->undo_cmd : "",
+                ctx->undo_cmd ? " puts it back" : "");
+}
+
+int tune_undo(FILE *out, const char *root, const char *undo_file, char *err, size_t errlen)
+{
+    char note[600];
+    int n = sysrestore_open(undo_file, root, true, note, sizeof(note));
+
+    if (n < 0) {
+        snprintf(err, errlen, "%s", note);
+        return 1;
+    }
+    if (note[0])
+        fprintf(out, "%s\n", note);
+    if (n == 0) {
+        sysrestore_keep(note, sizeof(note)); /* an empty record: removed */
+        fprintf(out, "nothing to undo: %s holds no change of lfepolld --apply-sysctl\n", undo_file);
+        return 0;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        const char *key, *old;
+        char now[256], shown[256];
+
+        if (sysrestore_saved(i, &key, &old) < 0)
+            break;
+        if (tune_read(root, key, now, sizeof(now)) < 0)
+            snprintf(now, sizeof(now), "absent");
+        fold(shown, sizeof(shown), old, strlen(old));
+        fprintf(out, "put back %s = %s (was %s)\n", key, shown[0] ? shown : "empty",
+                now[0] ? now : "empty");
+    }
+    if (sysrestore_undo(err, errlen) < 0)
+        return 1;
+    fprintf(out, "undone: %d key%s put back; %s removed\n", n, n == 1 ? "" : "s", undo_file);
+    return 0;
+}
+
+/* What the report counts as it goes: the rows that need attention, and by which remedy. */
+struct tally {
+    int bad;         /* every row that is not ok, RLIMIT_NOFILE's too */
+    int applied;     /* low or high, of the keys sysctl.conf sets */
+    int checked;     /* low or high, of the keys it only checks */
+    int here;        /* missing or read-only here */
+    int here_host;   /* ... of them host-wide */
+    bool nofile_low; /* RLIMIT_NOFILE's hard limit is below NOFILE_WANT */
+};
+
+/* Where the report was made: the kernel, the network namespace, who ran it; then the columns. */
+static void report_header(FILE *out, const char *root)
+{
+    char ns[64] = "?";
     struct utsname u;
-    struct rlimit rl;
-    int n, bad = 0, bad_applied = 0, bad_checked = 0, bad_here = 0, here_host = 0, failed = 0;
-    const char *sudo = ctx->not_root ? "sudo " : "";
-    const char *apply_cmd = ctx->apply_cmd ? ctx->apply_cmd : "make sysctl-apply";
-    const char *file = ctx->conf_file ? ctx->conf_file : "sysctl.conf";
-    bool nofile_low;
-    long somaxconn, lo = 32768, hi = 60999, nr_open, reuse, delay;
     ssize_t nl;
 
-    if (!keys) {
-        snprintf(err, errlen, "out of memory");
-        return 2;
-    }
-    n = tune_parse(conf, keys, TUNE_MAX_KEYS, err, errlen);
-    if (n < 0) {
-        free(keys);
-        return 2;
-    }
-    if (ctx->apply && apply(out, keys, n, root, &failed) == 0 && !failed)
-        fprintf(out, "nothing to change\n");
     nl = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
     ns[nl > 0 ? nl : 1] = '\0';
     uname(&u);
     fprintf(out, "kernel %s, network namespace %s, uid %d: %s%s\n", u.release, ns, (int)getuid(),
             root, getuid() ? " (not root: nothing can be changed)" : "");
     fprintf(out, "%-36s %-24s %-24s %-9s %s\n", "key", "current", "recommended", "status", "scope");
-    for (int i = 0; i < n; i++) {
-        const struct tune_key *k = &keys[i];
-        struct tune_verdict v;
-        enum tune_status st;
+}
 
-        judge(k, root, &v);
-        st = v.st;
-        fprintf(out, "%-36s %-24s %-24s %-9s %s%s\n", k->name,
-                !v.have    ? "-"
-                : v.cur[0] ? v.cur
-                           : "(empty)",
-                v.want, tune_status_name[st], tune_scope_name[k->scope],
-                k->apply ? "" : ", check only");
-        if (st != TUNE_OK) {
-            bad++;
-            if (st != TUNE_MISSING && st != TUNE_READONLY)
-                *(k->apply ? &bad_applied : &bad_checked) += 1;
-            else {
-                bad_here++;
-                here_host += k->scope == TUNE_HOST;
-            }
-            fprintf(out, "    %s%s\n", k->why,
-                    st == TUNE_MISSING && k->scope == TUNE_HOST
-                        ? " [host-wide: absent in this namespace or kernel; set it on the host]"
-                        : "");
-        }
+/* A key's row, and under one that is not ok the reason it matters. */
+static void report_key(FILE *out, const struct tune_key *k, const char *root, struct tally *t)
+{
+    struct tune_verdict v;
+
+    judge(k, root, &v);
+    fprintf(out, "%-36s %-24s %-24s %-9s %s%s\n", k->name,
+            !v.have    ? "-"
+            : v.cur[0] ? v.cur
+                       : "(empty)",
+            v.want, tune_status_name[v.st], tune_scope_name[k->scope],
+            k->apply ? "" : ", check only");
+    if (v.st == TUNE_OK)
+        return;
+    t->bad++;
+    if (v.st != TUNE_MISSING && v.st != TUNE_READONLY) {
+        *(k->apply ? &t->applied : &t->checked) += 1;
+    } else {
+        t->here++;
+        t->here_host += k->scope == TUNE_HOST;
     }
-    getrlimit(RLIMIT_NOFILE, &rl);
-    snprintf(cur, sizeof(cur), "%llu soft, %llu hard", (unsigned long long)rl.rlim_cur,
-             (unsigned long long)rl.rlim_max);
+    fprintf(out, "    %s%s\n", k->why,
+            v.st == TUNE_MISSING && k->scope == TUNE_HOST
+                ? " [host-wide: absent in this namespace or kernel; set it on the host]"
+                : "");
+}
+
+/* The process's row: descriptors, one per connection. */
+static void report_nofile(FILE *out, const struct rlimit *rl, struct tally *t)
+{
+    char cur[256];
+
+    snprintf(cur, sizeof(cur), "%llu soft, %llu hard", (unsigned long long)rl->rlim_cur,
+             (unsigned long long)rl->rlim_max);
     fprintf(out, "%-36s %-24s >= %-21ld %-9s process\n", "RLIMIT_NOFILE (ulimit -n)", cur,
-            NOFILE_WANT, rl.rlim_max >= (rlim_t)NOFILE_WANT ? "ok" : "low");
-    nofile_low = rl.rlim_max < (rlim_t)NOFILE_WANT;
-    if (nofile_low) {
-        bad++;
+            NOFILE_WANT, rl->rlim_max >= (rlim_t)NOFILE_WANT ? "ok" : "low");
+    t->nofile_low = rl->rlim_max < (rlim_t)NOFILE_WANT;
+    if (t->nofile_low) {
+        t->bad++;
         fprintf(out, "    descriptors per process: one per connection; raise the hard limit "
                      "(limits.conf nofile, systemd LimitNOFILE=) and lfepolld/lfbench raise "
                      "the soft one\n");
     }
+}
 
-    /* What the values add up to. */
+/* What the values add up to: the accept queue, the client's connection rate, the descriptors,
+ * and whether the listen port is exposed to outgoing connect()s. */
+static void report_ceilings(FILE *out, const struct tune_ctx *ctx, const struct rlimit *rl)
+{
+    const char *root = ctx->root;
+    char range[64], reserved[256];
+    long somaxconn, lo = 32768, hi = 60999, nr_open, reuse, delay;
+
     somaxconn = read_long(root, "net.core.somaxconn", -1);
     nr_open = read_long(root, "fs.nr_open", -1);
     reuse = read_long(root, "net.ipv4.tcp_tw_reuse", 2);
@@ -562,49 +698,94 @@ int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *e
     fprintf(out,
             "  descriptors: lfepolld can hold about %llu connections (RLIMIT_NOFILE hard); "
             "fs.nr_open %ld caps how far ulimit -n can go\n",
-            (unsigned long long)(rl.rlim_max > 32 ? rl.rlim_max - 32 : 0), nr_open);
+            (unsigned long long)(rl->rlim_max > 32 ? rl->rlim_max - 32 : 0), nr_open);
     if (tune_port_exposed(ctx->port, range, reserved))
         fprintf(out,
                 "  listen port %d is inside the ephemeral range %s and not reserved: an outgoing "
                 "connect() can take it while lfepolld is down (net.ipv4.ip_local_reserved_ports)\n",
                 ctx->port, range);
-    /* One count, then its parts, each with its remedy: the parts add up to the count. */
-    if (bad)
-        fprintf(out, "%d of %d need attention:\n", bad, n + 1);
+}
+
+/* One count of the nrows rows, then its parts, each with its remedy: the parts add up to it. */
+static void report_summary(FILE *out, int nrows, const struct tune_ctx *ctx, const struct tally *t)
+{
+    const char *sudo = ctx->not_root ? "sudo " : "";
+    const char *apply_cmd = ctx->apply_cmd ? ctx->apply_cmd : "make sysctl-apply";
+    const char *file = ctx->conf_file ? ctx->conf_file : "sysctl.conf";
+    int here_ns = t->here - t->here_host;
+
+    if (t->bad)
+        fprintf(out, "%d of %d need attention:\n", t->bad, nrows);
     else
-        fprintf(out, "all %d ok\n", n + 1);
-    if (bad_applied && *file)
+        fprintf(out, "all %d ok\n", nrows);
+    if (t->applied && *file)
         fprintf(out, "  %d that sysctl.conf sets: %s%s (or %ssysctl -p %s), then check again\n",
-                bad_applied, sudo, apply_cmd, sudo, file);
-    else if (bad_applied)
-        fprintf(out, "  %d that sysctl.conf sets: %s%s, then check again\n", bad_applied, sudo,
+                t->applied, sudo, apply_cmd, sudo, file);
+    else if (t->applied)
+        fprintf(out, "  %d that sysctl.conf sets: %s%s, then check again\n", t->applied, sudo,
                 apply_cmd);
-    if (bad_checked)
+    if (t->checked)
         fprintf(out,
                 "  %d that sysctl.conf only checks, changed from what it expects: put %s back "
                 "with sysctl -w KEY=VALUE\n",
-                bad_checked, bad_checked == 1 ? "it" : "them");
+                t->checked, t->checked == 1 ? "it" : "them");
     /* Not root: read-only may only mean "not yours". Root: a host-wide key absent from a
      * network namespace, or a /proc/sys that a container mounted read-only. */
-    if (bad_here && ctx->not_root)
+    if (t->here && ctx->not_root)
         fprintf(out,
                 "  %d read-only or absent here: set %s as root (sudo %s), or on the host for a "
                 "host-wide key\n",
-                bad_here, bad_here == 1 ? "it" : "them", apply_cmd);
-    if (here_host && !ctx->not_root)
-        fprintf(out, "  %d host-wide, read-only or absent here: set %s on the host\n", here_host,
-                here_host == 1 ? "it" : "them");
-    if (bad_here - here_host && !ctx->not_root)
+                t->here, t->here == 1 ? "it" : "them", apply_cmd);
+    if (t->here_host && !ctx->not_root)
+        fprintf(out, "  %d host-wide, read-only or absent here: set %s on the host\n", t->here_host,
+                t->here_host == 1 ? "it" : "them");
+    if (here_ns && !ctx->not_root)
         fprintf(out,
                 "  %d read-only here even for root: set %s from outside this container (its "
                 "runtime's sysctl setting)\n",
-                bad_here - here_host, bad_here - here_host == 1 ? "it" : "them");
-    if (nofile_low)
+                here_ns, here_ns == 1 ? "it" : "them");
+    if (t->nofile_low)
         fprintf(out, "  1 RLIMIT_NOFILE: raise the hard limit (its row says how)\n");
+}
+
+int tune_report(FILE *out, const char *conf, const struct tune_ctx *ctx, char *err, size_t errlen)
+{
+    struct tune_key *keys = calloc(TUNE_MAX_KEYS, sizeof(*keys));
+    struct tally t = {0};
+    struct rlimit rl;
+    int n, failed = 0, changed = 0;
+
+    if (!keys) {
+        snprintf(err, errlen, "out of memory");
+        return 2;
+    }
+    n = tune_parse(conf, keys, TUNE_MAX_KEYS, err, errlen);
+    if (n < 0) {
+        free(keys);
+        return 2;
+    }
+    if (ctx->apply) {
+        changed = apply_recorded(out, keys, n, ctx, &failed, err, errlen);
+        if (changed < 0) {
+            free(keys);
+            return 2;
+        }
+        if (changed == 0 && !failed)
+            fprintf(out, "nothing to change\n");
+    }
+    report_header(out, ctx->root);
+    for (int i = 0; i < n; i++)
+        report_key(out, &keys[i], ctx->root, &t);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    report_nofile(out, &rl, &t);
+    report_ceilings(out, ctx, &rl);
+    report_summary(out, n + 1, ctx, &t);
+    if (ctx->apply)
+        apply_epilogue(out, ctx, changed);
     free(keys);
-    if (ctx->apply && (failed || bad_applied))
+    if (ctx->apply && !ctx->dry_run && (failed || t.applied))
         return 3;
-    return bad ? 1 : 0;
+    return t.bad ? 1 : 0;
 }
 
 char *tune_conf_read(const char *path, char *why, size_t whylen)

@@ -5,6 +5,7 @@
 #include "pool.h"
 #include "proxy.h"
 #include "sysc.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -15,6 +16,13 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Whether c's deadline runs from a date of its own, not from its last event: a lingering one's
+ * from its window's start, a PROXY header's from its accept (idle.c). */
+static inline bool conn_dated(const struct conn *c)
+{
+    return c->phase == CONN_PH_LINGER || c->phase == CONN_PH_PROXY || c->phase == CONN_PH_HANDSHAKE;
+}
 
 /* At most one line a second per worker for a failure that could come in a flood (the counters
  * say how many). Thread-local rather than in struct worker: it is this file's business only. */
@@ -117,8 +125,99 @@ static int proxy_read(struct worker *w, struct conn *c, const struct conn_io *io
         return 0;
     }
     obuf_free(&c->out);
-    c->flags &= ~CONN_PROXY;
+    if (c->flags & CONN_TLS) { /* its handshake's deadline runs from here */
+        struct timespec t;
+
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+        c->phase = CONN_PH_HANDSHAKE;
+        idle_redate(w->srv, c->fd,
+                    idle_handshake_date(w->srv, t.tv_sec * 1000L + t.tv_nsec / 1000000));
+    } else {
+        c->phase = conn_first_phase(w->srv->lua ? CONN_LUA : CONN_ECHO);
+    }
     return proxy_admit(w, c, &h) ? 1 : -1;
+}
+
+/* Words for a failed handshake's log line. */
+static const char *fail_words(enum tls_fail why)
+{
+    switch (why) {
+    case TLS_FAIL_HTTP:
+        return "a plain HTTP request on a TLS port";
+    case TLS_FAIL_CLIENT_CERT:
+        return "its client certificate is missing or refused";
+    case TLS_FAIL_NOMEM:
+        return "out of memory";
+    default:
+        return "not TLS, or nothing the server can agree to";
+    }
+}
+
+/* Counts a failed handshake by its reason; a reset is churn, the others get a line (at most a
+ * second per worker). */
+static void count_failed(struct worker *w, struct conn *c, enum tls_fail why)
+{
+    char name[64];
+
+    switch (why) {
+    case TLS_FAIL_RESET:
+        STAT_ADD(&w->st, tls_fail_reset, 1);
+        return;
+    case TLS_FAIL_HTTP:
+        STAT_ADD(&w->st, tls_fail_http, 1);
+        break;
+    case TLS_FAIL_CLIENT_CERT:
+        STAT_ADD(&w->st, tls_fail_client_cert, 1);
+        break;
+    case TLS_FAIL_NOMEM:
+        STAT_ADD(&w->st, err_nomem, 1);
+        break;
+    default:
+        STAT_ADD(&w->st, tls_fail_protocol, 1);
+    }
+    if (log_now()) {
+        net_peer_name(c->fd, name, sizeof(name));
+        log_warn("connection from %s: TLS handshake failed: %s; closed (at most one such line "
+                 "a second per worker: the tls_fail_* counters count them)",
+                 name, fail_words(why));
+    }
+}
+
+/* TLS: one step of c's handshake, its state made at the first. Returns the events to wait for
+ * (the library's want-read or want-write), or 0 to close it (counted). Finished, c serves:
+ * phase SERVING (Lua: NEW, on_connect next), and the return is EPOLLIN (what came with the
+ * client's last flight is read in the same event). */
+static uint32_t handshake(struct worker *w, struct conn *c)
+{
+    enum tls_fail why = TLS_FAIL_PROTOCOL;
+    struct timespec t;
+
+    if (!c->ssl) {
+        if (tls_attach(c, tls_conf_ctx(w->srv->tls)) < 0) {
+            count_failed(w, c, TLS_FAIL_NOMEM);
+            return 0;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        c->tls_start_ns = t.tv_sec * 1000000000LL + t.tv_nsec;
+    }
+    switch (tls_handshake(c, &why)) {
+    case TLS_DONE:
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        svc_record(&w->hs, (uint64_t)(t.tv_sec * 1000000000LL + t.tv_nsec - c->tls_start_ns));
+        if (tls_resumed(c))
+            STAT_ADD(&w->st, tls_resumed, 1);
+        else
+            STAT_ADD(&w->st, tls_full, 1);
+        c->phase = conn_first_phase(w->srv->lua ? CONN_LUA : CONN_ECHO);
+        return EPOLLIN;
+    case TLS_WANT_READ:
+        return EPOLLIN | EPOLLRDHUP;
+    case TLS_WANT_WRITE:
+        return EPOLLOUT;
+    default:
+        count_failed(w, c, why);
+        return 0;
+    }
 }
 
 /* Echo during a hand-over (--takeover). A connection that has just been echoed to, whose every
@@ -139,10 +238,10 @@ static uint32_t drain_echo(struct worker *w, struct conn *c, uint32_t events,
 
     setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
     want = conn_echo(c, events, io);
-    if (want == (EPOLLIN | EPOLLRDHUP) && w->st.bytes_out != out &&
+    if (want == (EPOLLIN | EPOLLRDHUP) && w->st.bytes_out != out && !tls_has_pending(c) &&
         recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN &&
-        shutdown(c->fd, SHUT_WR) == 0) {
-        c->flags |= CONN_WRCLOSED;
+        (tls_notify(c), shutdown(c->fd, SHUT_WR) == 0)) { /* TLS: its close_notify, then FIN */
+        c->phase = CONN_PH_WRCLOSED;
         __atomic_add_fetch(&w->srv->nwrclosed, 1, __ATOMIC_RELAXED);
         STAT_ADD(&w->st, drain_closed, 1);
     } else if (want) {
@@ -161,7 +260,8 @@ static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
     if (events & EPOLLERR)
         return 0;
     for (int i = 0; i < CONN_READS_PER_EVENT; i++) {
-        ssize_t n = conn_read_some(c, io->buf, io->bufsize);
+        /* TLS too: what came after its close_notify is dropped unread */
+        ssize_t n = conn_read_raw(c, io->buf, io->bufsize);
 
         if (n < 0 || (c->flags & CONN_RDCLOSED))
             return 0;
@@ -176,59 +276,18 @@ static uint32_t drain_discard(struct worker *w, struct conn *c, uint32_t events,
     return EPOLLIN | EPOLLRDHUP;
 }
 
-/* Handles one event of c, owned by w. Returns CLOCK_MONOTONIC ns just before the re-arm (the
- * end of the event's service time, and the time --idle-timeout counts from), or 0 when the
- * connection was closed (the caller reads the clock). */
-static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io)
+/* Re-arms c, owned by w, for want (not 0): its idle date first, then the registration; a
+ * failed re-arm closes it. Returns CLOCK_MONOTONIC ns just before the re-arm (the end of the
+ * event's service time, and the time --idle-timeout counts from), or 0 when c was closed. */
+static int64_t rearm(struct worker *w, struct conn *c, uint32_t want)
 {
     struct server *s = w->srv;
-    bool had, has, armed;
-    enum conn_why why = CONN_WHY_EOF;
-    uint32_t want;
     struct epoll_event ev;
     struct timespec t;
     int64_t end;
-    int fd = c->fd, pr; /* after the re-arm, c belongs to whichever worker epoll hands it to */
+    int fd = c->fd; /* after the re-arm, c belongs to whichever worker epoll hands it to */
+    bool armed;
 
-    STAT_ADD(&w->st, events, 1);
-    if (!(c->flags & CONN_SEEN)) {
-        c->flags |= CONN_SEEN;
-        STAT_ADD(&w->st, accepted, 1);
-    }
-    if ((c->flags & CONN_PROXY) && (pr = proxy_read(w, c, io)) <= 0) {
-        /* Its header is not whole yet (nothing is pending output), or it ends here. */
-        if (pr < 0) {
-            obuf_free(&c->out);
-            conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
-            return 0;
-        }
-        had = has = false;
-        want = EPOLLIN | EPOLLRDHUP;
-        goto rearm;
-    }
-    had = obuf_len(&c->out) != 0;
-    if (s->lua) {
-        uint32_t was = c->flags;
-
-        want = lconn_event(lconn_of(c), events, io, w->script, &w->lout, &why);
-        if (c->flags & ~was & CONN_LINGER) /* its FIN went: the drain waits for its end too */
-            __atomic_add_fetch(&s->nwrclosed, 1, __ATOMIC_RELAXED);
-    } else if (c->flags & CONN_WRCLOSED)
-        want = drain_discard(w, c, events, io);
-    else if (__atomic_load_n(&w->drain, __ATOMIC_RELAXED))
-        want = drain_echo(w, c, events, io);
-    else
-        want = conn_echo(c, events, io);
-    has = obuf_len(&c->out) != 0;
-    if (!want) {
-        if (had)
-            __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
-        conn_close(s, w->g, c, why, w);
-        return 0;
-    }
-    if (had != has)
-        __atomic_add_fetch(&s->npending, has ? 1 : -1, __ATOMIC_RELAXED);
-rearm:
     /* for the idle sweep: input it will not read is no event of its (published by the arm) */
     c->flags = (c->flags & ~CONN_NOREAD) | (want & EPOLLIN ? 0 : CONN_NOREAD);
     /* What the registration will ask, in c->flags (CONN_REG_*) too: written before the idle
@@ -238,14 +297,20 @@ rearm:
         ev.events = pool_arm_events(w->g, c, want);
     clock_gettime(CLOCK_MONOTONIC, &t); /* one vDSO read an event, for both uses */
     end = t.tv_sec * 1000000000LL + t.tv_nsec;
-    if (c->flags & CONN_LINGER) /* dated by its window's start, not by this event: what the
-                                 * peer keeps sending cannot stretch it (lconn.c) */
+    switch (c->phase) {
+    case CONN_PH_LINGER: /* dated by its window's start, not by this event: what the peer keeps
+                          * sending cannot stretch it (lconn.c) */
         idle_arm(s, fd, idle_linger_date(s, lconn_of(c)->linger_ms));
-    else if (c->flags & CONN_PROXY) /* its header's deadline runs from the accept: a header
-                                     * trickled a byte at a time cannot stretch it */
+        break;
+    case CONN_PH_PROXY:     /* its header's deadline runs from the accept: a header trickled a byte
+                             * at a time cannot stretch it */
+    case CONN_PH_HANDSHAKE: /* nor can a handshake trickled so stretch its own */
         idle_rearm(s, fd);
-    else if (s->opt->idle_ms)
-        idle_arm(s, fd, (long)(end / 1000000));
+        break;
+    default:
+        if (s->opt->idle_ms)
+            idle_arm(s, fd, (long)(end / 1000000));
+    }
     if (armed)
         return end; /* level-triggered and already waiting for want: no re-arm */
     ev.data.ptr = c;
@@ -258,12 +323,8 @@ rearm:
         if (log_now())
             log_warn("worker %d.%d: epoll_ctl(MOD) on fd %d: %s; connection closed", w->g->idx,
                      w->idx, fd, strerror(errno));
-        if (has)
-            __atomic_sub_fetch(&s->npending, 1, __ATOMIC_RELAXED);
         if (s->idle)
             idle_take(s, fd); /* published as armed: the sweeper may hold it this instant */
-        if (c->flags & CONN_PROXY)
-            obuf_free(&c->out);
         conn_close(s, w->g, c, CONN_WHY_IO_ERROR, w);
         return 0;
     }
@@ -271,20 +332,103 @@ rearm:
     return end;
 }
 
+/* After the handler: c is closed for why when it wants nothing more, otherwise the pending
+ * count follows its output (CONN_PENDING; a PROXY header's part is none) and it is re-armed for
+ * want. Returns as rearm. */
+static int64_t settle(struct worker *w, struct conn *c, uint32_t want, enum conn_why why)
+{
+    bool has = obuf_len(&c->out) && c->phase != CONN_PH_PROXY;
+
+    if (!want) {
+        conn_close(w->srv, w->g, c, why, w);
+        return 0;
+    }
+    if (has != !!(c->flags & CONN_PENDING)) {
+        c->flags ^= CONN_PENDING;
+        __atomic_add_fetch(&w->srv->npending, has ? 1 : -1, __ATOMIC_RELAXED);
+    }
+    return rearm(w, c, want);
+}
+
+/* A Lua connection's event. Returns the events to re-arm with, or 0 (*why set). */
+static uint32_t lua_event(struct worker *w, struct conn *c, uint32_t events,
+                          const struct conn_io *io, enum conn_why *why)
+{
+    enum conn_phase was = c->phase;
+    uint32_t want = lconn_event(lconn_of(c), events, io, w->script, &w->lout, why);
+
+    /* its FIN went: the drain waits for its end too */
+    if (c->phase == CONN_PH_LINGER && was != CONN_PH_LINGER)
+        __atomic_add_fetch(&w->srv->nwrclosed, 1, __ATOMIC_RELAXED);
+    return want;
+}
+
+/* Handles one event of c, owned by w. Returns as rearm: 0 when the connection was closed (the
+ * caller reads the clock). */
+static int64_t handle(struct worker *w, struct conn *c, uint32_t events, const struct conn_io *io)
+{
+    enum conn_why why = CONN_WHY_EOF;
+    uint32_t want;
+    int pr;
+
+    STAT_ADD(&w->st, events, 1);
+    if (!(c->flags & CONN_SEEN)) {
+        c->flags |= CONN_SEEN;
+        STAT_ADD(&w->st, accepted, 1);
+    }
+    switch (c->phase) {
+    case CONN_PH_PROXY:
+        if ((pr = proxy_read(w, c, io)) < 0) {
+            conn_close(w->srv, w->g, c, CONN_WHY_IO_ERROR, w);
+            return 0;
+        }
+        if (pr == 0) { /* its header is not whole yet; once it is, what came after it is
+                        * served in the same event */
+            want = EPOLLIN | EPOLLRDHUP;
+            break;
+        }
+        /* fall through */
+    case CONN_PH_HANDSHAKE:
+        if (c->phase == CONN_PH_HANDSHAKE) {
+            want = handshake(w, c);
+            if (!want || c->phase == CONN_PH_HANDSHAKE) {
+                why = CONN_WHY_IO_ERROR; /* when it closes */
+                break;
+            }
+            events = EPOLLIN; /* finished: serve what came with it */
+        }
+        /* fall through */
+    case CONN_PH_NEW:
+    case CONN_PH_SERVING:
+    case CONN_PH_CLOSING:
+    case CONN_PH_LINGER:
+        if (w->srv->lua)
+            want = lua_event(w, c, events, io, &why);
+        else if (__atomic_load_n(&w->drain, __ATOMIC_RELAXED))
+            want = drain_echo(w, c, events, io);
+        else
+            want = conn_echo(c, events, io);
+        break;
+    default: /* CONN_PH_WRCLOSED */
+        want = drain_discard(w, c, events, io);
+    }
+    return settle(w, c, want, why);
+}
+
 /* A connection the sweeper shut down for --idle-timeout: whatever it still had pending goes (its
  * client read nothing for that long, or sent nothing). One still waiting for its PROXY header
- * had none whole by its deadline: counted as a bad header. */
+ * had none whole by its deadline: counted as a bad header. A lingering one was the script's
+ * close; its end comes late, not for idleness. */
 static void close_idle(struct worker *w, struct conn *c)
 {
+    enum conn_why why = CONN_WHY_IDLE;
     char name[64];
 
-    if (obuf_len(&c->out) && !(c->flags & CONN_PROXY))
-        __atomic_sub_fetch(&w->srv->npending, 1, __ATOMIC_RELAXED);
-    obuf_free(&c->out);
     STAT_ADD(&w->st, events, 1);
     if (!(c->flags & CONN_SEEN))
         STAT_ADD(&w->st, accepted, 1);
-    if (c->flags & CONN_PROXY) {
+    switch (c->phase) {
+    case CONN_PH_PROXY:
         STAT_ADD(&w->st, proxy_bad, 1);
         if (log_now()) {
             net_peer_name(c->fd, name, sizeof(name));
@@ -292,11 +436,24 @@ static void close_idle(struct worker *w, struct conn *c)
                      "closed (at most one such line a second per worker: proxy_bad counts them)",
                      name, idle_header_span(w->srv));
         }
-    } else if (!(c->flags & CONN_LINGER)) {
+        break;
+    case CONN_PH_LINGER:
+        why = CONN_WHY_CLOSED;
+        break;
+    case CONN_PH_HANDSHAKE:
+        STAT_ADD(&w->st, tls_fail_timeout, 1);
+        if (log_now()) {
+            net_peer_name(c->fd, name, sizeof(name));
+            log_warn("connection from %s: no TLS handshake finished within %d ms of its start; "
+                     "closed (at most one such line a second per worker: tls_fail_timeout "
+                     "counts them)",
+                     name, idle_handshake_span(w->srv));
+        }
+        break;
+    default:
         STAT_ADD(&w->st, idle_closed, 1);
     }
-    /* A lingering one was the script's close; its end comes late, not for idleness. */
-    conn_close(w->srv, w->g, c, c->flags & CONN_LINGER ? CONN_WHY_CLOSED : CONN_WHY_IDLE, w);
+    conn_close(w->srv, w->g, c, why, w);
 }
 
 /* Before a Lua callback waits (lfe.sleep, a socket): the events this worker took in the same
@@ -324,7 +481,7 @@ static void give_back_rest(void *arg)
             uint64_t v = __atomic_load_n(&s->idle[c->fd], __ATOMIC_ACQUIRE);
             struct timespec now;
 
-            if ((v & 3) == IDLE_ARMED && (c->flags & (CONN_LINGER | CONN_PROXY))) {
+            if ((v & 3) == IDLE_ARMED && conn_dated(c)) {
                 /* lingering, or reading its header: dated by its window or its accept, not by
                  * its events (handle) */
             } else if ((v & 3) == IDLE_ARMED) {
@@ -402,8 +559,7 @@ void *worker_main(void *arg)
             __atomic_store_n(&w->busy_since_ns, last, __ATOMIC_RELAXED);
             /* Without --idle-timeout only a lingering connection and a PROXY header are
              * watched (and armed) */
-            end = s->idle && (s->opt->idle_ms || (c->flags & (CONN_LINGER | CONN_PROXY))) &&
-                          idle_take(s, c->fd)
+            end = s->idle && (s->opt->idle_ms || conn_dated(c)) && idle_take(s, c->fd)
                       ? (close_idle(w, c), 0)
                       : handle(w, c, e->events, &io);
             if (!end) { /* closed: no re-arm read the clock */

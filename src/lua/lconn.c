@@ -1,5 +1,6 @@
 /* lconn: a connection served by a Lua script: framing, callbacks, replies. */
 #include "script.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <linux/sockios.h>
@@ -39,7 +40,7 @@ static int emit(struct lconn *lc, struct outbuf *out, const struct conn_io *io)
     if (!out->len)
         return 0;
     if (obuf_len(&c->out) == 0) {
-        ssize_t w = conn_send_some(c->fd, out->data, out->len);
+        ssize_t w = conn_write_some(c, out->data, out->len);
 
         if (w < 0) {
             rc = (int)w;
@@ -165,8 +166,8 @@ static bool close_would_reset(const struct lconn *lc)
 {
     char b;
 
-    return obuf_len(&lc->in) || recv(lc->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0 ||
-           unacked(lc->c.fd) > 0;
+    return obuf_len(&lc->in) || tls_has_pending(&lc->c) ||
+           recv(lc->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0 || unacked(lc->c.fd) > 0;
 }
 
 /* Reads and drops what the peer sent, at most CONN_READS_PER_EVENT reads. Returns 0 (the
@@ -176,7 +177,9 @@ static int drop_input(struct lconn *lc, const struct conn_io *io)
     struct conn *c = &lc->c;
 
     for (int i = 0; i < CONN_READS_PER_EVENT && !(c->flags & CONN_RDCLOSED); i++) {
-        ssize_t n = conn_read_some(c, io->buf, io->bufsize);
+        /* TLS, lingering: after its close_notify what comes is dropped unread */
+        ssize_t n = c->phase == CONN_PH_LINGER ? conn_read_raw(c, io->buf, io->bufsize)
+                                               : conn_read_some(c, io->buf, io->bufsize);
 
         if (n <= 0)
             return (int)n;
@@ -215,11 +218,12 @@ static uint32_t linger_start(struct lconn *lc, uint32_t events, const struct con
     struct conn *c = &lc->c;
     struct timespec ts;
 
+    tls_notify(c); /* TLS: its close_notify goes before the FIN */
     if (shutdown(c->fd, SHUT_WR) < 0) {
         *end = CONN_WHY_CLOSED;
         return 0;
     }
-    c->flags |= CONN_LINGER;
+    c->phase = CONN_PH_LINGER;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     lc->linger_since = lc->linger_ms = ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
     lc->linger_outq = unacked(c->fd);
@@ -235,43 +239,89 @@ void lconn_release(struct lconn *lc)
     script_conn_release(&lc->sc);
 }
 
-uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
-                     struct outbuf *out, enum conn_why *end)
+/* Ends the event: replies to earlier requests go out if the socket takes them now (not after a
+ * reset or an I/O error); conn_close then tells the script why the connection ends. */
+static uint32_t finish(struct lconn *lc, struct outbuf *out, const struct conn_io *io,
+                       enum conn_why why, enum conn_why *end)
+{
+    out->len = 0;
+    if (obuf_len(&lc->c.out) && why != CONN_WHY_RESET && why != CONN_WHY_IO_ERROR)
+        conn_flush(&lc->c, io);
+    *end = why;
+    return 0;
+}
+
+/* EPOLLERR: the socket's error ends the connection. */
+static uint32_t failed(struct lconn *lc, struct outbuf *out, const struct conn_io *io,
+                       enum conn_why *end)
+{
+    return finish(lc, out, io, conn_why_io(conn_sock_error(&lc->c, io)), end);
+}
+
+/* Writes what is pending. Returns CONN_WHY_NONE, or why the connection ends (the write failed). */
+static enum conn_why flush(struct conn *c, const struct conn_io *io)
+{
+    int rc = obuf_len(&c->out) ? conn_flush(c, io) : 0;
+
+    if (rc == 0)
+        return CONN_WHY_NONE;
+    conn_count_error(-rc, io);
+    return conn_why_io(-rc);
+}
+
+/* The first event (CONN_PH_NEW): the framing is fixed and on_connect runs. Returns
+ * CONN_WHY_NONE, or why on_connect ends the connection. */
+static enum conn_why start(struct lconn *lc, struct script *sc, struct outbuf *out)
+{
+    enum script_rc r;
+
+    lc->c.phase = CONN_PH_SERVING;
+    lc->sc.ssl = lc->c.ssl; /* the handshake, if any, finished before this first event */
+    lc->fr = *script_framing(sc);
+    r = script_on_connect(sc, &lc->sc, out);
+    return r == SCRIPT_OK ? CONN_WHY_NONE : rc_reason(r);
+}
+
+/* The frames of the n bytes just read into io->buf: after those held in lc->in, or straight
+ * from the buffer, what is left of them kept in lc->in. */
+static void take(struct lconn *lc, size_t n, const struct conn_io *io, struct script *sc,
+                 struct outbuf *out, enum conn_why *why)
+{
+    size_t scanned = 0, used;
+
+    if (obuf_len(&lc->in)) {
+        if (obuf_append(&lc->in, io->buf, n) < 0) {
+            STAT_ADD(io->st, err_nomem, 1);
+            *why = CONN_WHY_MEMORY;
+        } else {
+            run_buffered(lc, io, sc, out, why);
+        }
+        return;
+    }
+    used = run_frames(lc, io->buf, n, &scanned, io, sc, out, why);
+    if (!*why && used < n) {
+        if (obuf_append(&lc->in, io->buf + used, n - used) < 0) {
+            STAT_ADD(io->st, err_nomem, 1);
+            *why = CONN_WHY_MEMORY;
+        }
+        lc->scanned = scanned; /* of the bytes now at the start of lc->in */
+    }
+}
+
+/* Reads requests and runs their frames: at most CONN_READS_PER_EVENT reads, while nothing ends
+ * the connection (*why), its input lasts and its replies stay under --max-pending. Returns false
+ * when a read or a write failed (*why set): the event ends there. */
+static bool read_requests(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                          struct script *sc, struct outbuf *out, enum conn_why *why)
 {
     struct conn *c = &lc->c;
-    enum conn_why why = CONN_WHY_NONE;
-    int rc;
 
-    out->len = 0;
-    if (c->flags & CONN_LINGER)
-        return linger(lc, events, io, end);
-    if (events & EPOLLERR) {
-        /* Before the first event the script has not seen it: conn_close tells it nothing. */
-        why = conn_why_io(conn_sock_error(c, io));
-        goto finish;
-    }
-    if (!(c->flags & CONN_STARTED)) {
-        enum script_rc r;
-
-        c->flags |= CONN_STARTED;
-        lc->fr = *script_framing(sc);
-        r = script_on_connect(sc, &lc->sc, out);
-        if (r != SCRIPT_OK)
-            why = rc_reason(r);
-    }
-    if (obuf_len(&c->out) && (rc = conn_flush(c, io)) < 0) {
-        conn_count_error(-rc, io);
-        why = conn_why_io(-rc);
-        goto finish;
-    }
-    if (!why && !(c->flags & CONN_CLOSING))
-        run_buffered(lc, io, sc, out, &why);
-    if (!emit_ok(lc, out, io, &why))
-        goto finish;
     /* Only EPOLLOUT (on_connect first, or a flush): the re-arm reports input when it comes. */
-    for (int i = 0;
-         i < CONN_READS_PER_EVENT && !why && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) &&
-         !(c->flags & (CONN_RDCLOSED | CONN_CLOSING));
+    /* TLS: plaintext it holds already, or a read that waited for room, is input too */
+    if (tls_has_pending(c) || (c->flags & CONN_TLS_WOUT))
+        events |= EPOLLIN;
+    for (int i = 0; i < CONN_READS_PER_EVENT && !*why &&
+                    (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) && !(c->flags & CONN_RDCLOSED);
          i++) {
         size_t want = io->bufsize;
         ssize_t n;
@@ -283,95 +333,136 @@ uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io
         n = conn_read_some(c, io->buf, want);
         if (n < 0) {
             conn_count_error((int)-n, io);
-            why = conn_why_io((int)-n);
-            goto finish;
+            *why = conn_why_io((int)-n);
+            return false;
         }
         if (n == 0)
             break; /* nothing now, or the end of input (CONN_RDCLOSED) */
         STAT_ADD(io->st, reads, 1);
         STAT_ADD(io->st, bytes_in, (uint64_t)n);
-        if (obuf_len(&lc->in)) {
-            if (obuf_append(&lc->in, io->buf, (size_t)n) < 0) {
-                STAT_ADD(io->st, err_nomem, 1);
-                why = CONN_WHY_MEMORY;
-            } else {
-                run_buffered(lc, io, sc, out, &why);
-            }
-        } else {
-            size_t scanned = 0,
-                   used = run_frames(lc, io->buf, (size_t)n, &scanned, io, sc, out, &why);
-
-            if (!why && used < (size_t)n) {
-                if (obuf_append(&lc->in, io->buf + used, (size_t)n - used) < 0) {
-                    STAT_ADD(io->st, err_nomem, 1);
-                    why = CONN_WHY_MEMORY;
-                }
-                lc->scanned = scanned; /* of the bytes now at the start of lc->in */
-            }
-        }
-        if (!emit_ok(lc, out, io, &why))
-            goto finish;
-        if ((size_t)n < want && !(events & EPOLLRDHUP))
-            break;
+        take(lc, (size_t)n, io, sc, out, why);
+        if (!emit_ok(lc, out, io, why))
+            return false;
+        if ((size_t)n < want && !(events & EPOLLRDHUP) && !c->ssl)
+            break; /* (TLS returns a record a read: it reads on until none is left) */
     }
-    if ((c->flags & CONN_RDCLOSED) && !why && !(c->flags & CONN_CLOSING) &&
-        obuf_len(&c->out) + out->len < io->max_pending) {
-        /* End of input: whole frames left run now; a last line without its delimiter is a
-         * line too. Anything else left is an incomplete frame the peer never finished. */
+    return true;
+}
+
+/* The peer's end of input: the whole frames left run now; a last line without its delimiter is
+ * a line too. Anything else left is an incomplete frame the peer never finished. */
+static void end_of_input(struct lconn *lc, const struct conn_io *io, struct script *sc,
+                         struct outbuf *out, enum conn_why *why)
+{
+    size_t len;
+    enum script_rc r;
+
+    run_buffered(lc, io, sc, out, why);
+    if (*why || lc->fr.kind != FRAME_LINE || !obuf_len(&lc->in) ||
+        obuf_len(&lc->c.out) + out->len >= io->max_pending)
+        return;
+    len = obuf_len(&lc->in);
+    if (len > lc->fr.max_frame) {
+        STAT_ADD(io->st, frames_big, 1);
+        *why = CONN_WHY_FRAME_TOO_BIG;
+        return;
+    }
+    if (lc->fr.strip_cr && lc->in.data[lc->in.off + len - 1] == '\r')
+        len--;
+    r = script_on_data(sc, &lc->sc, lc->in.data + lc->in.off, len, out);
+    obuf_consume(&lc->in, obuf_len(&lc->in));
+    lc->scanned = 0;
+    if (r != SCRIPT_OK)
+        *why = rc_reason(r);
+}
+
+/* CONN_PH_CLOSING, after its writes: the replies go first, its input dropped meanwhile (the
+ * script wants no more); then the close, or the lingering one when a close now could cost the
+ * peer replies. */
+static uint32_t wind_down(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                          struct outbuf *out, enum conn_why *end)
+{
+    struct conn *c = &lc->c;
+    int rc;
+
+    if (obuf_len(&c->out)) {
+        if (c->flags & CONN_RDCLOSED)
+            return EPOLLOUT; /* the peer's end came: nothing more to read */
+        if ((rc = drop_input(lc, io)) < 0) {
+            conn_count_error(-rc, io);
+            return finish(lc, out, io, conn_why_io(-rc), end);
+        }
+        return c->flags & CONN_RDCLOSED ? EPOLLOUT : EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+    }
+    if (!(c->flags & CONN_RDCLOSED) && close_would_reset(lc))
+        return linger_start(lc, events, io, end);
+    return finish(lc, out, io, CONN_WHY_CLOSED, end);
+}
+
+/* An event of a connection the script closed (CONN_PH_CLOSING). */
+static uint32_t closing(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                        struct outbuf *out, enum conn_why *end)
+{
+    enum conn_why why;
+
+    if (events & EPOLLERR)
+        return failed(lc, out, io, end);
+    if ((why = flush(&lc->c, io)))
+        return finish(lc, out, io, why, end);
+    return wind_down(lc, events, io, out, end);
+}
+
+/* An event of a connection being served (CONN_PH_SERVING): its pending replies go first, then
+ * the frames held back, then what the socket has; then its re-arm or its end. why: set when
+ * on_connect, just run, ended it. */
+static uint32_t serve(struct lconn *lc, uint32_t events, const struct conn_io *io,
+                      struct script *sc, struct outbuf *out, enum conn_why why, enum conn_why *end)
+{
+    struct conn *c = &lc->c;
+    enum conn_why failed_write;
+
+    if (events & EPOLLERR)
+        return failed(lc, out, io, end);
+    if ((failed_write = flush(c, io)))
+        return finish(lc, out, io, failed_write, end);
+    if (!why)
         run_buffered(lc, io, sc, out, &why);
-        if (!why && lc->fr.kind == FRAME_LINE && obuf_len(&lc->in) &&
-            obuf_len(&c->out) + out->len < io->max_pending) {
-            size_t len = obuf_len(&lc->in);
-            enum script_rc r;
-
-            if (len > lc->fr.max_frame) {
-                STAT_ADD(io->st, frames_big, 1);
-                why = CONN_WHY_FRAME_TOO_BIG;
-            } else {
-                if (lc->fr.strip_cr && lc->in.data[lc->in.off + len - 1] == '\r')
-                    len--;
-                r = script_on_data(sc, &lc->sc, lc->in.data + lc->in.off, len, out);
-                obuf_consume(&lc->in, obuf_len(&lc->in));
-                lc->scanned = 0;
-                if (r != SCRIPT_OK)
-                    why = rc_reason(r);
-            }
-        }
-    }
+    if (!emit_ok(lc, out, io, &why) || !read_requests(lc, events, io, sc, out, &why))
+        return finish(lc, out, io, why, end);
+    if ((c->flags & CONN_RDCLOSED) && !why && obuf_len(&c->out) + out->len < io->max_pending)
+        end_of_input(lc, io, sc, out, &why);
     if (!emit_ok(lc, out, io, &why))
-        goto finish;
+        return finish(lc, out, io, why, end);
     if (why == CONN_WHY_CLOSED) {
-        c->flags |= CONN_CLOSING;
-        why = CONN_WHY_NONE;
+        c->phase = CONN_PH_CLOSING;
+        return wind_down(lc, events, io, out, end);
     }
     if (why)
-        goto finish;
-    if (c->flags & (CONN_CLOSING | CONN_RDCLOSED)) {
-        /* Closing (the script's close, or the peer's end of input): replies first. With
-         * nothing pending, every whole frame has run (nothing held it back). */
-        if (obuf_len(&c->out)) {
-            if ((c->flags & (CONN_CLOSING | CONN_RDCLOSED)) != CONN_CLOSING)
-                return EPOLLOUT;                 /* the peer's end came: nothing more to read */
-            if ((rc = drop_input(lc, io)) < 0) { /* the script closed: its input goes */
-                conn_count_error(-rc, io);
-                why = conn_why_io(-rc);
-                goto finish;
-            }
-            return c->flags & CONN_RDCLOSED ? EPOLLOUT : EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-        }
-        if ((c->flags & (CONN_CLOSING | CONN_RDCLOSED)) == CONN_CLOSING && close_would_reset(lc))
-            return linger_start(lc, events, io, end);
-        why = c->flags & CONN_CLOSING ? CONN_WHY_CLOSED : CONN_WHY_EOF;
-        goto finish;
-    }
+        return finish(lc, out, io, why, end);
+    /* The peer's end of input: replies first. With nothing pending, every whole frame has run
+     * (nothing held it back). */
+    if (c->flags & CONN_RDCLOSED)
+        return obuf_len(&c->out) ? EPOLLOUT : finish(lc, out, io, CONN_WHY_EOF, end);
     return conn_rearm_events(c, io);
+}
 
-finish:
-    /* Replies to earlier requests go out if the socket takes them now; conn_close then tells
-     * the script why the connection ends. */
+uint32_t lconn_event(struct lconn *lc, uint32_t events, const struct conn_io *io, struct script *sc,
+                     struct outbuf *out, enum conn_why *end)
+{
+    enum conn_why why = CONN_WHY_NONE;
+
     out->len = 0;
-    if (obuf_len(&c->out) && why != CONN_WHY_RESET && why != CONN_WHY_IO_ERROR)
-        conn_flush(c, io);
-    *end = why;
-    return 0;
+    switch (lc->c.phase) {
+    case CONN_PH_NEW:
+        if (events & EPOLLERR) /* the script has not seen it start: conn_close tells it nothing */
+            return failed(lc, out, io, end);
+        why = start(lc, sc, out);
+        /* fall through */
+    case CONN_PH_SERVING:
+        return serve(lc, events, io, sc, out, why, end);
+    case CONN_PH_CLOSING:
+        return closing(lc, events, io, out, end);
+    default: /* CONN_PH_LINGER (PROXY and WRCLOSED are the worker's) */
+        return linger(lc, events, io, end);
+    }
 }

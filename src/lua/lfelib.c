@@ -5,7 +5,8 @@
  *
  * The conn object is a fresh userdata per callback, dead once it returns (script.c clears its
  * c): a conn stashed in a global raises an error instead of writing to some other connection.
- * Its methods are a luaL_Reg table; its fields (ctx, id, peer) are read by __index after them.
+ * Its methods are a luaL_Reg table; its fields (ctx, id, peer, tls) are read by __index after
+ * them.
  *
  * The sandbox (without --lua-unsafe): base without dofile/loadfile, string, table, math, utf8,
  * os.time and os.clock; load takes text chunks only and string.dump is gone (bytecode is
@@ -21,6 +22,7 @@
 #include "lstop.h"
 #include "net.h"
 #include "shdict.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -101,8 +103,36 @@ static int get_peer(lua_State *L, struct cud *u)
 {
     char peer[64];
 
-    script_conn_peer(u->c, peer, sizeof(peer));
+    net_client_name(u->c->fd, u->c->peer, peer, sizeof(peer));
     lua_pushstring(L, peer);
+    return 1;
+}
+
+/* conn.tls: nil over plain TCP; else a new table each read (changing it changes nothing). */
+static int get_tls(lua_State *L, struct cud *u)
+{
+    struct tls_facts f;
+
+    if (!u->c->ssl) {
+        lua_pushnil(L);
+        return 1;
+    }
+    tls_facts(u->c->ssl, &f);
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, f.version);
+    lua_setfield(L, -2, "version");
+    lua_pushstring(L, f.cipher);
+    lua_setfield(L, -2, "cipher");
+    lua_pushstring(L, f.sni); /* nil when the client named no server */
+    lua_setfield(L, -2, "sni");
+    if (f.alpn) {
+        lua_pushlstring(L, (const char *)f.alpn, f.alpn_len);
+        lua_setfield(L, -2, "alpn");
+    }
+    if (f.subject[0]) {
+        lua_pushstring(L, f.subject);
+        lua_setfield(L, -2, "client_subject");
+    }
     return 1;
 }
 
@@ -110,7 +140,7 @@ static int get_peer(lua_State *L, struct cud *u)
 static const struct {
     const char *name;
     int (*get)(lua_State *L, struct cud *u);
-} conn_fields[] = {{"ctx", get_ctx}, {"id", get_id}, {"peer", get_peer}};
+} conn_fields[] = {{"ctx", get_ctx}, {"id", get_id}, {"peer", get_peer}, {"tls", get_tls}};
 
 static const luaL_Reg conn_methods[] = {{"send", l_send}, {"close", l_close}, {NULL, NULL}};
 

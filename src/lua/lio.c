@@ -397,51 +397,99 @@ static bool parse_host(const char *host, int port, struct sockaddr_storage *ss, 
     return false;
 }
 
-static int l_connect(lua_State *L)
+/* lfe.connect's options (argument 3: a table, or nothing): its connect timeout in ms, timeout
+ * when none is given. Raises on an unknown option or a bad value. */
+static long connect_timeout(lua_State *L, long timeout)
 {
-    struct script *sc = waiting_allowed(L, "lfe.connect");
-    size_t hlen;
-    const char *host = luaL_checklstring(L, 1, &hlen);
-    lua_Integer port = luaL_checkinteger(L, 2);
-    long timeout = sc->env->o.io_timeout_ms, deadline;
-    struct sockaddr_storage ss;
-    socklen_t alen;
-    struct lsock *s;
-    int fd, one = 1, err = 0;
-    socklen_t el = sizeof(err);
-    enum wait_rc rc;
+    if (lua_isnoneornil(L, 3))
+        return timeout;
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
 
-    if (port < 1 || port > 65535)
-        return luaL_error(L, "lfe.connect: port %I is out of range (1 to 65535)", port);
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        lua_pushnil(L);
-        while (lua_next(L, 3)) {
-            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-
-            if (strcmp(k, "timeout"))
-                return luaL_error(L, "lfe.connect: unknown option '%s' (the options: timeout)", k);
-            if (lua_type(L, -1) != LUA_TNUMBER)
-                return luaL_error(L, "lfe.connect: timeout must be a number of seconds, not a %s",
-                                  luaL_typename(L, -1));
-            timeout = seconds_ms(L, lua_gettop(L), "lfe.connect: timeout");
-            lua_pop(L, 1);
-        }
+        if (strcmp(k, "timeout"))
+            return luaL_error(L, "lfe.connect: unknown option '%s' (the options: timeout)", k);
+        if (lua_type(L, -1) != LUA_TNUMBER)
+            return luaL_error(L, "lfe.connect: timeout must be a number of seconds, not a %s",
+                              luaL_typename(L, -1));
+        timeout = seconds_ms(L, lua_gettop(L), "lfe.connect: timeout");
+        lua_pop(L, 1);
     }
-    if (strlen(host) != hlen || !parse_host(host, (int)port, &ss, &alen))
-        return luaL_error(L,
-                          "lfe.connect: '%s' is not a numeric IPv4 or IPv6 address or localhost "
-                          "(a name lookup would block the worker)",
-                          host);
-    s = lua_newuserdatauv(L, sizeof(*s), 0); /* before any descriptor: it may raise */
+    return timeout;
+}
+
+/* Pushes a socket object for addr, with no descriptor yet. Raises on memory: make it before
+ * any descriptor. */
+static struct lsock *push_sock(lua_State *L, struct script *sc, const struct sockaddr_storage *addr,
+                               socklen_t alen)
+{
+    struct lsock *s = lua_newuserdatauv(L, sizeof(*s), 0);
+
     memset(s, 0, sizeof(*s));
     s->fd = -1;
     luaL_setmetatable(L, LIO_MT);
     s->sc = sc;
     s->seq = __atomic_load_n(&sc->seq, __ATOMIC_RELAXED);
     s->timeout_ms = sc->env->o.io_timeout_ms;
-    s->addr = ss;
+    s->addr = *addr;
     s->alen = alen;
+    return s;
+}
+
+/* Connects s, at the top of the stack, to its address on a new descriptor, waiting at most
+ * timeout ms. Returns 1 (s is the result), or 2 with nil and the error pushed and s closed. */
+static int dial(lua_State *L, struct script *sc, struct lsock *s, long timeout)
+{
+    int fd, one = 1, err = 0;
+    socklen_t el = sizeof(err);
+    enum wait_rc rc;
+
+    fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return fail(L, errstr(errno));
+    sock_link(sc, s, fd); /* from here the callback's end closes it, should the wait raise */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *)&s->addr, s->alen) < 0 && errno != EINPROGRESS) {
+        err = errno;
+        sock_close(s);
+        return fail(L, errstr(err));
+    }
+    rc = wait_fd(L, sc, fd, POLLOUT, mono_ms() + timeout);
+    if (rc != W_READY) {
+        sock_close(s);
+        return fail(L, wait_err(rc));
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+        err = errno;
+    if (err) {
+        sock_close(s);
+        return fail(L, errstr(err));
+    }
+    return 1;
+}
+
+static int l_connect(lua_State *L)
+{
+    struct script *sc = waiting_allowed(L, "lfe.connect");
+    size_t hlen;
+    const char *host = luaL_checklstring(L, 1, &hlen);
+    lua_Integer port = luaL_checkinteger(L, 2);
+    struct sockaddr_storage ss;
+    socklen_t alen;
+    struct lsock *s;
+    long timeout;
+    int fd;
+
+    if (port < 1 || port > 65535)
+        return luaL_error(L, "lfe.connect: port %I is out of range (1 to 65535)", port);
+    timeout = connect_timeout(L, sc->env->o.io_timeout_ms);
+    if (strlen(host) != hlen || !parse_host(host, (int)port, &ss, &alen))
+        return luaL_error(L,
+                          "lfe.connect: '%s' is not a numeric IPv4 or IPv6 address or localhost "
+                          "(a name lookup would block the worker)",
+                          host);
+    s = push_sock(L, sc, &ss, alen);
     if (sc->nsocks >= SCRIPT_SOCKS_MAX) {
         lua_pushnil(L);
         lua_pushfstring(L,
@@ -455,29 +503,7 @@ static int l_connect(lua_State *L)
         sock_link(sc, s, fd);
         return 1;
     }
-    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return fail(L, errstr(errno));
-    sock_link(sc, s, fd); /* from here the callback's end closes it, should the wait raise */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(fd, (struct sockaddr *)&ss, alen) < 0 && errno != EINPROGRESS) {
-        err = errno;
-        sock_close(s);
-        return fail(L, errstr(err));
-    }
-    deadline = mono_ms() + timeout;
-    rc = wait_fd(L, sc, fd, POLLOUT, deadline);
-    if (rc != W_READY) {
-        sock_close(s);
-        return fail(L, wait_err(rc));
-    }
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
-        err = errno;
-    if (err) {
-        sock_close(s);
-        return fail(L, errstr(err));
-    }
-    return 1;
+    return dial(L, sc, s, timeout);
 }
 
 static int l_sock_send(lua_State *L)
@@ -570,34 +596,95 @@ static void partial(lua_State *L, struct lsock *s, size_t have)
     take(L, s, have, 0);
 }
 
-static int l_sock_receive(lua_State *L)
-{
-    struct lsock *s = check_sock(L, "sock:receive");
-    enum { BYTES, LINE, ALL } mode = LINE;
-    size_t want = 0;
-    long deadline;
+enum recv_mode { RECV_BYTES, RECV_LINE, RECV_ALL };
 
+/* sock:receive's pattern (argument 2): a byte count (into *want), '*l' (the default) or '*a'.
+ * Raises on anything else. */
+static enum recv_mode receive_pattern(lua_State *L, size_t *want)
+{
     if (lua_type(L, 2) == LUA_TNUMBER) {
         lua_Integer n = luaL_checkinteger(L, 2);
 
         if (n < 0 || n > (lua_Integer)LIO_RECV_MAX)
             return luaL_error(L, "sock:receive: %I bytes is out of range (0 to %d)", n,
                               (int)LIO_RECV_MAX);
-        mode = BYTES;
-        want = (size_t)n;
-    } else if (!lua_isnoneornil(L, 2)) {
+        *want = (size_t)n;
+        return RECV_BYTES;
+    }
+    if (!lua_isnoneornil(L, 2)) {
         const char *pat = luaL_checkstring(L, 2);
 
-        if (!strcmp(pat, "*l") || !strcmp(pat, "l"))
-            mode = LINE;
-        else if (!strcmp(pat, "*a") || !strcmp(pat, "a"))
-            mode = ALL;
-        else
+        if (!strcmp(pat, "*a") || !strcmp(pat, "a"))
+            return RECV_ALL;
+        if (strcmp(pat, "*l") && strcmp(pat, "l"))
             return luaL_error(L,
                               "sock:receive: '%s' is not a pattern; use a byte count, '*l' "
                               "(a line) or '*a' (everything until the peer closes)",
                               pat);
     }
+    return RECV_LINE;
+}
+
+/* Answers the receive from what is buffered, if it can: pushes the result (or, past a bound,
+ * closes the socket and pushes nil, the error) and returns its count; 0 when more bytes are
+ * needed. */
+static int receive_buffered(lua_State *L, struct lsock *s, enum recv_mode mode, size_t want)
+{
+    size_t have = s->len - s->off;
+
+    if (mode == RECV_BYTES && have >= want) {
+        take(L, s, want, 0);
+        return 1;
+    }
+    if (mode == RECV_LINE) {
+        char *nl = have ? memchr(s->buf + s->off, '\n', have) : NULL;
+
+        if (nl) {
+            size_t n = (size_t)(nl - (s->buf + s->off));
+
+            take(L, s, n && nl[-1] == '\r' ? n - 1 : n, n && nl[-1] == '\r' ? 2 : 1);
+            return 1;
+        }
+        if (have > LIO_LINE_MAX) {
+            sock_close(s);
+            return fail(L, "line too long");
+        }
+    }
+    if (mode == RECV_ALL && have > LIO_RECV_MAX) {
+        sock_close(s);
+        return fail(L, "too much data");
+    }
+    return 0;
+}
+
+/* The receive's read returned r, the end of the stream (0) or an error (-errno) other than
+ * EAGAIN: '*a' returns what came before the end; otherwise nil, the error and the partial
+ * result. The socket is closed either way. */
+static int receive_ended(lua_State *L, struct lsock *s, enum recv_mode mode, size_t have, int r)
+{
+    if (r == -ENOMEM) {
+        /* no room for the partial result either: it goes with the socket */
+        sock_close(s);
+        return fail(L, "not enough memory (the receive buffer counts in --lua-mem-mb)");
+    }
+    if (r == 0 && mode == RECV_ALL) {
+        take(L, s, have, 0);
+        return 1;
+    }
+    lua_pushnil(L);
+    lua_pushstring(L, r == 0 ? "closed" : errstr(-r));
+    partial(L, s, have);
+    sock_close(s);
+    return 3;
+}
+
+static int l_sock_receive(lua_State *L)
+{
+    struct lsock *s = check_sock(L, "sock:receive");
+    size_t want = 0;
+    enum recv_mode mode = receive_pattern(L, &want);
+    long deadline;
+
     if (!s)
         return fail(L, "closed");
     deadline = mono_ms() + s->timeout_ms;
@@ -606,47 +693,13 @@ static int l_sock_receive(lua_State *L)
         enum wait_rc rc;
         int r;
 
-        if (mode == BYTES && have >= want) {
-            take(L, s, want, 0);
-            return 1;
-        }
-        if (mode == LINE) {
-            char *nl = have ? memchr(s->buf + s->off, '\n', have) : NULL;
-
-            if (nl) {
-                size_t n = (size_t)(nl - (s->buf + s->off));
-
-                take(L, s, n && nl[-1] == '\r' ? n - 1 : n, n && nl[-1] == '\r' ? 2 : 1);
-                return 1;
-            }
-            if (have > LIO_LINE_MAX) {
-                sock_close(s);
-                return fail(L, "line too long");
-            }
-        }
-        if (mode == ALL && have > LIO_RECV_MAX) {
-            sock_close(s);
-            return fail(L, "too much data");
-        }
+        if ((r = receive_buffered(L, s, mode, want)) > 0)
+            return r;
         r = fill(L, s, 16384);
         if (r > 0)
             continue;
-        if (r == -ENOMEM) {
-            /* no room for the partial result either: it goes with the socket */
-            sock_close(s);
-            return fail(L, "not enough memory (the receive buffer counts in --lua-mem-mb)");
-        }
-        if (r == 0 || (r < 0 && r != -EAGAIN && r != -EWOULDBLOCK)) {
-            if (r == 0 && mode == ALL) {
-                take(L, s, have, 0);
-                return 1;
-            }
-            lua_pushnil(L);
-            lua_pushstring(L, r == 0 ? "closed" : errstr(-r));
-            partial(L, s, have);
-            sock_close(s);
-            return 3;
-        }
+        if (r != -EAGAIN && r != -EWOULDBLOCK)
+            return receive_ended(L, s, mode, have, r);
         if ((rc = wait_fd(L, s->sc, s->fd, POLLIN, deadline)) != W_READY) {
             s->dirty = true;
             lua_pushnil(L);

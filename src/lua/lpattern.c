@@ -456,6 +456,47 @@ static const char *close_capture(struct mstate *ms, const char *s, const char *p
     return r;
 }
 
+/* The escapes that are items of their own at p (p[0] is '%'): %bxy, %f[set], %1-%9. Returns
+ * false for a class such as %a; true when p[1] names one of them: then *s is where the subject
+ * goes on after it (NULL: no match here) and *p where the pattern does. */
+static bool match_escape(struct mstate *ms, const char **s, const char **p)
+{
+    const char *ep, *at = *s, *pat = *p;
+    char prev;
+
+    switch (pat[1]) {
+    case 'b':
+        *s = balance(ms, at, pat + 2);
+        *p = pat + 4;
+        return true;
+    case 'f':
+        pat += 2;
+        if (*pat != '[')
+            luaL_error(ms->L, "missing '[' after '%%f' in pattern");
+        ep = class_end(ms, pat);
+        prev = at == ms->src ? '\0' : at[-1];
+        /* *at at the end is the subject's '\0': a frontier there sees a '\0' after */
+        if (set_has(uchar(prev), pat, ep - 1) || !set_has(uchar(*at), pat, ep - 1))
+            *s = NULL;
+        *p = ep;
+        return true;
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9':
+        *s = backref(ms, at, uchar(pat[1]));
+        *p = pat + 2;
+        return true;
+    }
+    return false;
+}
+
 /* Where a match of p..p_end starting at s ends, or NULL. */
 static const char *match(struct mstate *ms, const char *s, const char *p)
 {
@@ -484,46 +525,11 @@ static const char *match(struct mstate *ms, const char *s, const char *p)
                 s = NULL;
             goto out;
         case ESC:
-            switch (p[1]) {
-            case 'b':
-                s = balance(ms, s, p + 2);
-                if (!s)
-                    goto out;
-                p += 4;
-                continue;
-            case 'f': {
-                char prev;
-
-                p += 2;
-                if (*p != '[')
-                    luaL_error(ms->L, "missing '[' after '%%f' in pattern");
-                ep = class_end(ms, p);
-                prev = s == ms->src ? '\0' : s[-1];
-                /* *s at the end is the subject's '\0': a frontier there sees a '\0' after */
-                if (set_has(uchar(prev), p, ep - 1) || !set_has(uchar(*s), p, ep - 1)) {
-                    s = NULL;
-                    goto out;
-                }
-                p = ep;
-                continue;
-            }
-            case '0':
-            case '1':
-            case '2':
-            case '3':
-            case '4':
-            case '5':
-            case '6':
-            case '7':
-            case '8':
-            case '9':
-                s = backref(ms, s, uchar(p[1]));
-                if (!s)
-                    goto out;
-                p += 2;
-                continue;
-            }
-            break; /* a class such as %a */
+            if (!match_escape(ms, &s, &p))
+                break; /* a class such as %a */
+            if (!s)
+                goto out;
+            continue;
         }
         ep = class_end(ms, p); /* a single-character class, then maybe '*', '+', '-' or '?' */
         if (!single_match(ms, s, p, ep)) {

@@ -1,5 +1,5 @@
-/* script_int: what the Lua bridge's files share (script.c, script_env.c, lfelib.c, ctx.c); not
- * for the rest of the daemon, which sees script.h only. */
+/* script_int: what the Lua bridge's files share (script.c, lstate.c, script_env.c, lfelib.c,
+ * ctx.c, ...); not for the rest of the daemon, which sees script.h only. */
 #ifndef LFE_SCRIPT_INT_H
 #define LFE_SCRIPT_INT_H
 
@@ -127,7 +127,7 @@ void script_env_src_put(struct script_env *e, struct src *s);
 int script_env_register(struct script_env *e, struct script *sc);
 void script_env_unregister(struct script_env *e, struct script *sc);
 
-/* --- script.c: states --- */
+/* --- lstate.c: states --- */
 
 /* Builds a state from s (sc NULL: a scratch state, to check a source). NULL with err. */
 struct lstate *lstate_new(struct script_env *e, struct script *sc, const struct src *s, char *err,

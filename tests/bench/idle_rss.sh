@@ -2,6 +2,7 @@
 # Bytes of server memory per idle connection: lfepolld's RSS with N idle connections minus its
 # RSS with none, divided by N. Kernel socket memory is not in RSS (see /proc/net/sockstat).
 #   tests/bench/idle_rss.sh [N=10000] [extra lfepolld options...]
+# Over TLS, beside nginx and the TLS peers: PARTS=idle tests/bench/tls_server.sh (docs/bench.md).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 n=${1:-10000}; shift || true

@@ -50,3 +50,68 @@ interleave() {
         done
     done
 }
+
+# tls_certs DIR: a CA and a server certificate it signed (ECDSA P-256, names localhost and
+# 127.0.0.1) made now with the openssl CLI: DIR/ca.pem, DIR/srv.pem, DIR/srv.key.
+tls_certs() {
+    local d=$1
+    openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj /CN=lfepoll-bench-ca -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null &&
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+            -keyout "$d/srv.key" -out "$d/srv.csr" 2>/dev/null &&
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$d/srv.ext" &&
+        openssl x509 -req -in "$d/srv.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+            -days 2 -extfile "$d/srv.ext" -out "$d/srv.pem" 2>/dev/null ||
+        { echo "tls_certs: the openssl CLI could not make the certificates (apt-get install openssl)" >&2; return 1; }
+}
+
+# nginx_stream_module: prints the line that loads nginx's stream module, for a configuration of
+# one's own; a line on stderr and 1 when libnginx-mod-stream is not installed.
+nginx_stream_module() {
+    local m=/usr/lib/nginx/modules/ngx_stream_module.so
+    [ -r $m ] && { echo "load_module $m;"; return 0; }
+    echo "nginx's stream module is not installed (apt-get install libnginx-mod-stream)" >&2
+    return 1
+}
+
+# nginx_start DIR CPUS PORT: nginx in the foreground of a background job, on CPUS (taskset -c;
+# empty: anywhere), with DIR/nginx.conf (which writes its pid, logs and temp files under DIR);
+# waits until PORT listens. Sets NGINX_PID; nginx_stop ends it.
+nginx_start() {
+    command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)" >&2; return 1; }
+    ${2:+taskset -c "$2"} nginx -p "$1" -c "$1/nginx.conf" -e "$1/error.log" 2>>"$1/error.log" &
+    NGINX_PID=$!
+    wait_listening "$3" && return 0
+    echo "nginx did not listen on 127.0.0.1:$3: $(tail -n1 "$1/error.log")" >&2
+    nginx_stop
+    return 1
+}
+nginx_stop() {
+    [ -n "${NGINX_PID:-}" ] || return 0
+    kill "$NGINX_PID" 2>/dev/null || true
+    wait "$NGINX_PID" 2>/dev/null || true
+    NGINX_PID=
+}
+
+# nginx_conf_head DIR [WORKERS]: the top of a configuration that keeps everything under DIR
+# (WORKERS, 1 by default: one process whose CPU a script can read).
+nginx_conf_head() {
+    cat <<EOT
+daemon off;
+worker_processes ${2:-1};
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections 4096; }
+EOT
+}
+
+# cpu_run FILE COMMAND...: runs COMMAND (its output passes through) and writes to FILE the user
+# and system CPU seconds it used, "USER SYS" (the child's rusage: what a tool says of its own CPU
+# is not always the same measure). Returns the command's status.
+cpu_run() {
+    python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%.6f %.6f\n" % (r.ru_utime, r.ru_stime))
+sys.exit(rc)' "$@"
+}

@@ -7,16 +7,17 @@
 #
 # Each run starts from the seeds in tests/fuzz/corpus/<target>/ and keeps what it finds in
 # build-fuzz/corpus/<target>/; a failing input is saved in build-fuzz/artifacts/<target>/.
-# Included by the Makefile (which supplies WARN, LUA_CFLAGS, LUA_LIBS and the deps target).
+# Included by the Makefile (which supplies WARN, LUA_CFLAGS, LUA_LIBS, DEPS and the deps target).
 
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_BUILD ?= build-fuzz
-FUZZ_ALL := frame ctx opt bopt tune kstat verify lua lpattern json proxy
+FUZZ_ALL := frame ctx opt bopt tune kstat verify lua lpattern json proxy tls
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 
 # Every target links the daemon's and lfbench's modules (SRV_MODS, CLI_MODS of the Makefile),
-# compiled again with coverage instrumentation, as archives: each takes only what it calls.
+# compiled again with coverage instrumentation, as archives: each takes only what it calls
+# (OpenSSL itself is not instrumented: fuzz_tls covers lfepolld's use of it, src/tls*.c).
 FUZZ_LIBS := $(FUZZ_BUILD)/libcli.a $(FUZZ_BUILD)/libsrv.a
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -42,7 +43,7 @@ $(FUZZ_BUILD)/libcli.a: $(CLI_MODS:%=$(FUZZ_BUILD)/obj/client/%.o)
 	rm -f $@ && ar rcs $@ $^
 
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIBS)
-	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ $(LUA_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ $(LUA_LIBS) $(SSL_LIBS) -lm
 
 .PRECIOUS: $(FUZZ_BUILD)/obj/tests/fuzz/%.o
 
@@ -55,16 +56,7 @@ fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 # clang brings libFuzzer and the sanitizers' runtimes (Debian's clang package).
 fuzz-deps: deps
-	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages: clang"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang \
-	      >/dev/null || exit 1; \
-	  else \
-	    echo "missing clang (libFuzzer); install it with:"; \
-	    echo "  sudo apt-get install -y clang"; exit 1; \
-	  fi; \
-	}
+	@$(DEPS) tool $(FUZZ_CC) clang 'clang (libFuzzer)'
 
 -include $(wildcard $(FUZZ_BUILD)/obj/*/*.d $(FUZZ_BUILD)/obj/src/lua/*.d $(FUZZ_BUILD)/obj/tests/fuzz/*.d)
 

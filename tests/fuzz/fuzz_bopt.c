@@ -169,6 +169,11 @@ static void check_same(const struct bopt *a, const struct bopt *b)
     /* a URL's target points into its own struct (hostport) */
     FZ_CHECK(!x.target == !y.target && (!x.target || !strcmp(x.target, y.target)), "target");
     x.target = y.target = NULL;
+    /* the TLS names point into their own struct (tls_host) unless --tls-sni gave one */
+    FZ_CHECK(!x.tls_sni == !y.tls_sni && (!x.tls_sni || !strcmp(x.tls_sni, y.tls_sni)), "tls_sni");
+    FZ_CHECK(!x.tls_name == !y.tls_name && (!x.tls_name || !strcmp(x.tls_name, y.tls_name)),
+             "tls_name");
+    x.tls_sni = y.tls_sni = x.tls_name = y.tls_name = NULL;
     FZ_CHECK(!memcmp(&x, &y, sizeof(x)), "a second parse gave another configuration");
 }
 

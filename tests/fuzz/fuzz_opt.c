@@ -1,4 +1,5 @@
-/* fuzz_opt: lfepolld's command line (opt_parse, with args_next and cpulist_parse under it).
+/* fuzz_opt: lfepolld's command line (opt_parse, with args_next, args_set and cpulist_parse under
+ * it).
  *
  * The input is argv, NUL-separated. Invariants: the result is one of the three; an error is one
  * line (not empty, no control character, inside its buffer) and the same line cut short when
@@ -98,7 +99,7 @@ static void check_config(const struct opt *o, char **argv, int argc)
     }
 }
 
-/* Reference opt_parse_size: digits, then K/M/G with an optional "i" and "B" (or "b"). */
+/* Reference args_size: digits, then K/M/G with an optional "i" and "B" (or "b"). */
 static int ref_size(const char *s, size_t *out)
 {
     unsigned long long v = 0;
@@ -131,12 +132,12 @@ static void check_helpers(const char *s)
 {
     size_t a = 0, b = 0;
     long ms = -1;
-    int ra = opt_parse_size(s, &a), rb = ref_size(s, &b);
+    int ra = args_size(s, &a), rb = ref_size(s, &b);
 
-    FZ_CHECK(ra == rb && (ra < 0 || a == b), "opt_parse_size('%s') = %d %zu, reference %d %zu", s,
-             ra, a, rb, b);
-    if (opt_parse_duration_ms(s, &ms) == 0)
-        FZ_CHECK(ms >= 0 && ms <= 86400000, "opt_parse_duration_ms('%s') = %ld", s, ms);
+    FZ_CHECK(ra == rb && (ra < 0 || a == b), "args_size('%s') = %d %zu, reference %d %zu", s, ra, a,
+             rb, b);
+    if (args_time_ms(s, &ms) == 0)
+        FZ_CHECK(ms >= 0 && ms <= 86400000, "args_time_ms('%s') = %ld", s, ms);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

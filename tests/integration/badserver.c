@@ -10,8 +10,10 @@
  *   badserver PORT unanswered N  echo, but every Nth read close (FIN) without answering it
  *   badserver PORT truncrst N  the same, closing with a reset
  *   badserver PORT extra S N   read S bytes, answer them and N bytes more in one write
- *   badserver PORT stall F [T] echo, but from F ms after the first connection until T ms after
- *                              it (for ever without T) neither accept, read nor answer
+ *   badserver PORT stall F [T] echo, but from F ms after the first request (the first byte any
+ *                              connection sent: a connect alone, a readiness probe's, is none)
+ *                              until T ms after it (for ever without T) neither accept, read nor
+ *                              answer
  *   badserver PORT lifo K [CPU] echo, holding each request (up to 256 bytes) until K
  *                              connections have one (or nothing came for 5 ms), then answer the
  *                              newest first; with CPU, on that CPU under SCHED_FIFO, so a client
@@ -202,17 +204,27 @@ static int fin_due(void)
 static long long nth_answered;
 static const char *nth_file;
 
-static void nth_count(long long answered_before, long long answered_after)
+/* FILE is replaced whole (written beside it, then renamed over it): a reader sees the count
+ * before or after, never the empty file that rewriting it in place shows in between. */
+static void nth_write(void)
 {
+    char tmp[4096];
     FILE *f;
 
+    if (!nth_file || snprintf(tmp, sizeof(tmp), "%s.tmp", nth_file) >= (int)sizeof(tmp) ||
+        !(f = fopen(tmp, "w")))
+        return;
+    fprintf(f, "%lld\n", nth_answered);
+    if (fclose(f) || rename(tmp, nth_file))
+        unlink(tmp);
+}
+
+static void nth_count(long long answered_before, long long answered_after)
+{
     if (answered_after == answered_before)
         return;
     nth_answered += answered_after - answered_before;
-    if (nth_file && (f = fopen(nth_file, "w"))) {
-        fprintf(f, "%lld\n", nth_answered);
-        fclose(f);
-    }
+    nth_write();
 }
 
 static void answer_held(void)
@@ -229,7 +241,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 2 ? argv[2] : "echo";
     long every = argc > 3 ? atol(argv[3]) : 0, arg2 = argc > 4 ? atol(argv[4]) : -1, nreads = 0;
     int one = 1, lfd, ep;
-    uint64_t first = 0; /* when the first connection came (stall) */
+    uint64_t first = 0; /* when the first request came (stall) */
     static char buf[1 << 16], out[1 << 17];
     struct epoll_event ev = {.events = EPOLLIN}, evs[64];
 
@@ -266,7 +278,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "nth") && argc > 6) {
         nth_file = argv[6];
-        nth_count(0, 0);
+        nth_write();
     }
     if ((!strcmp(mode, "extra") && (every < 1 || every > (long)sizeof(buf) || arg2 < 0 ||
                                     every + arg2 > (long)sizeof(out))) ||
@@ -344,8 +356,6 @@ int main(int argc, char **argv)
                     closing[c] = 0;
                     ev.data.fd = c;
                     epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
-                    if (!first)
-                        first = now_ms();
                 } else if (c >= 0) {
                     close(c);
                 }
@@ -366,6 +376,11 @@ int main(int argc, char **argv)
                 write_endless(fd);
             if (endless[fd] && !(evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 continue;
+            if (!first && recv(fd, buf, 1, MSG_PEEK) > 0) {
+                first = now_ms(); /* the first request: a connect alone (a probe) is none */
+                if (!strcmp(mode, "stall") && every == 0)
+                    break; /* stall 0: not even this one is read; the stall begins above */
+            }
             r = read(fd, buf, !strcmp(mode, "lifo") ? sizeof(held[0].data) : sizeof(buf));
             if (r < 0 && endless[fd] && errno == EAGAIN)
                 continue;

@@ -2,11 +2,12 @@
 """hdr_interop: reads an lfbench --hdr-log with HdrHistogram's Python port (hdrh, a reader
 nobody here wrote), sums its intervals, and checks them against lfbench's own figures.
 
-    hdr_interop.py LOG JSON [KEY]
+    hdr_interop.py LOG JSON [KEY [TAG]]
 
 JSON is lfbench's --json output (or any file with the same "latency" object; KEY names another
 object, default "latency"): samples, and where present min_us, p50_us, p90_us, p99_us, p999_us,
-p9999_us, max_us, mean_us. Exit 0 when every check passes, 1 when one fails (each failure is
+p9999_us, max_us, mean_us. The intervals summed are the untagged ones, or with TAG those tagged
+TAG (lfbench's phases: connect, handshake, first_byte, compared with KEY connect_latency, ...). Exit 0 when every check passes, 1 when one fails (each failure is
 printed), 77 when hdrh is not installed (python3 -m pip install hdrhistogram), 2 on bad usage.
 
 What is compared, and why exactly so:
@@ -32,7 +33,7 @@ HIGHEST = 2**41 - 1
 
 
 def main(argv):
-    if len(argv) not in (3, 4):
+    if len(argv) not in (3, 4, 5):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     try:
@@ -43,7 +44,8 @@ def main(argv):
               file=sys.stderr)
         return 77
     log_path, json_path = argv[1], argv[2]
-    key = argv[3] if len(argv) == 4 else "latency"
+    key = argv[3] if len(argv) >= 4 else "latency"
+    tag = argv[4] if len(argv) == 5 else None
     failures = []
 
     def check(ok, what):
@@ -62,21 +64,27 @@ def main(argv):
 
     reader = HistogramLogReader(log_path, HdrHistogram(1, HIGHEST, 2))
     total = HdrHistogram(1, HIGHEST, 2)
-    read = 0
-    last_start = -1.0
+    read = tagged = 0
+    last_start = {}
     while True:
         h = reader.get_next_interval_histogram()
         if h is None:
             break
         fields = intervals[read].split(",")
+        check(fields[0].startswith("Tag=") == (h.get_tag() is not None),
+              "interval %d: hdrh read its tag as %r" % (read, h.get_tag()))
+        if fields[0].startswith("Tag="):
+            fields = fields[1:]
         start = float(fields[0])
-        check(start >= last_start, "interval %d starts at %s, before the one above" %
-              (read, fields[0]))
-        last_start = start
+        check(start >= last_start.get(h.get_tag(), -1.0),
+              "interval %d starts at %s, before the one above of its tag" % (read, fields[0]))
+        last_start[h.get_tag()] = start
         want_max = "%.3f" % (h.get_max_value() / 1e6)
         check(fields[2] == want_max, "interval %d: Interval_Max %s, its histogram says %s" %
               (read, fields[2], want_max))
-        total.add(h)
+        if h.get_tag() == tag:
+            total.add(h)
+            tagged += 1
         read += 1
     reader.close()
     check(read == len(intervals), "hdrh read %d of the %d interval lines" %
@@ -85,7 +93,8 @@ def main(argv):
     with open(json_path, encoding="utf-8") as f:
         lat = json.load(f)[key]
     n = total.get_total_count()
-    print("hdr_interop: %d intervals, %d samples (lfbench: %d)" % (read, n, lat["samples"]))
+    check(tag is None or tagged > 0, "no interval tagged %s" % tag)
+    print("hdr_interop: %d intervals, %d samples (lfbench: %d)" % (tagged, n, lat["samples"]))
     check(n == lat["samples"], "count: hdrh %d, lfbench %d" % (n, lat["samples"]))
 
     def in_bucket(name, ns, hv):

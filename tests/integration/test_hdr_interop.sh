@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_hdr_interop: lfbench --hdr-log against lfepolld, the log read back by HdrHistogram's
-# Python port (tests/integration/hdr_interop.py) and compared with the same run's --json.
+# Python port (tests/integration/hdr_interop.py) and compared with the same run's --json: the
+# latencies, and a short run's connection phases (tagged intervals).
 # Prints cmocka's result lines, for tests/run.sh. Needs LFEPOLLD and LFBENCH (make test sets
 # them) and python3 with hdrh: without hdrh it is skipped, except in CI (CI=true): it fails.
 set -u
@@ -73,4 +74,24 @@ $(cat "$dir/run.hlog")"
 # (empty) for the warm-up when the writer logs the whole run.
 n=$(sed -n 's/^hdr_interop: \([0-9]*\) intervals.*/\1/p' "$dir/check")
 [ "${n:-0}" -ge 3 ] && [ "$n" -le 5 ] || end failed "$n intervals for -d 3"
+
+# Short connections: each second's connect and first-byte phases, tagged intervals of their own
+# beside the untagged latencies, read by hdrh and compared with --json's connect_latency and
+# first_byte_latency; no handshake without --tls.
+timeout -k 5 60 "$LFBENCH" -q --mode short -c 4 -n 400 --hdr-log "$dir/short.hlog" \
+    --json "$dir/short.json" "127.0.0.1:$port" >"$dir/out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || end failed "$(cat "$dir/out")
+lfbench --mode short exited with $rc"
+for phase in connect first_byte; do
+    python3 "$here/hdr_interop.py" "$dir/short.hlog" "$dir/short.json" "${phase}_latency" \
+        "$phase" >"$dir/check" 2>&1
+    rc=$?
+    cat "$dir/check"
+    [ "$rc" -eq 0 ] || end failed "hdr_interop.py $phase exited with $rc; the log:
+$(cat "$dir/short.hlog")"
+    grep -q "^hdr_interop: [0-9]* intervals, 400 samples (lfbench: 400)" "$dir/check" ||
+        end failed "want the 400 connections' $phase in the log"
+done
+! grep -q '^Tag=handshake,' "$dir/short.hlog" || end failed "a handshake interval without --tls"
 end passed ""

@@ -431,6 +431,9 @@ static void test_idle_closes_a_half_closed_peer_that_never_reads(void **state)
                      "1 s idle timeout",
                      m ? "lua" : "echo", now_ms() - t0);
         assert_true(metric(ap, "lfepolld_worker_idle_closed_total") == 1);
+        if (metric(ap, "lfepolld_connections_pending_output") != 0) /* conn_close's count */
+            fail_msg("%s: closed with output pending, it is still counted as pending",
+                     m ? "lua" : "echo");
         close(fd);
         assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
         cleanup(&d);

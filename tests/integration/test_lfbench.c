@@ -128,6 +128,89 @@ static void test_short_and_pipelined(void **state)
                  500);
 }
 
+/* The sum of the "samples" of the objects "key": {...} of every --json-stream line in text. */
+static long stream_samples(const char *text, const char *key)
+{
+    char k[64];
+    long n = 0;
+
+    snprintf(k, sizeof(k), "\"%s\": {\"samples\": ", key);
+    for (const char *p = strstr(text, k); p; p = strstr(p + 1, k))
+        n += strtol(p + strlen(k), NULL, 10);
+    return n;
+}
+
+/* test_connection_phases: short connections against lfepolld: one connect and one first byte
+ * timed per connection made, in the summary's rows, --json's objects and --json-stream's
+ * seconds, and no handshake row without --tls. Against a server that closes every connection
+ * without an answer, the first byte has no row and zeros in --json, not a percentile of
+ * nothing. */
+static void test_connection_phases(void **state)
+{
+    const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
+    const char *bad[] = {lfb.badserver, "PORT", "unanswered", "1", NULL};
+    char json[] = "/tmp/lfe-json-XXXXXX", stream[] = "/tmp/lfe-stream-XXXXXX";
+    static char buf[1 << 20];
+    const char *p;
+    long n;
+
+    (void)state;
+    lfb_start(srv);
+    close(mkstemp(json));
+    close(mkstemp(stream));
+    expect_clean(lfb_bench(lfb.server_port, "--mode", "short", "-c", "4", "-n", "300", "-q",
+                           "--json", json, "--json-stream", stream, NULL),
+                 300);
+    n = lfb_field("connections");
+    assert_int_equal(n, 300);
+    if (!strstr(lfb.out, "\n  connect      p50 ") || !strstr(lfb.out, "(µs, 300 samples)\n") ||
+        !strstr(lfb.out, "\n  first byte   p50 ") || strstr(lfb.out, "  handshake  ") ||
+        strstr(lfb.out, "\nhandshakes "))
+        fail_msg("want a connect and a first byte row of 300 samples, no handshake:\n%s", lfb.out);
+    snprintf(buf, sizeof(buf), "%s", lfb_slurp(stream));
+    assert_int_equal(stream_samples(buf, "connect"), 300);
+    assert_int_equal(stream_samples(buf, "first_byte"), 300);
+    assert_null(strstr(buf, "\"handshake\""));
+    snprintf(buf, sizeof(buf), "%s", lfb_slurp(json));
+    assert_true(json_valid(buf));
+    assert_int_equal(lfb_jnum(strstr(buf, "\n  \"connect_latency\": {"), "samples"), 300);
+    assert_int_equal(lfb_jnum(strstr(buf, "\n  \"first_byte_latency\": {"), "samples"), 300);
+    assert_true(lfb_jnum(strstr(buf, "\n  \"first_byte_latency\": {"), "p50_us") > 0);
+    assert_int_equal(lfb_jnum(strstr(buf, "\n  \"handshake_latency\": {"), "samples"), 0);
+    p = strstr(buf, "\n  \"handshakes\": {");
+    assert_non_null(p);
+    if (lfb_jnum(p, "samples") != 0 || lfb_jnum(p, "full") != 0 || lfb_jnum(p, "resumed") != 0 ||
+        lfb_jnum(p, "per_s") != 0)
+        fail_msg("want no handshake without --tls:\n%.200s", p);
+    /* the warm-up's connections are not timed: the connects timed are those counted */
+    close(mkstemp(json));
+    expect_clean(lfb_bench(lfb.server_port, "--mode", "short", "-c", "2", "--warmup", "0.3", "-d",
+                           "0.4", "-q", "--json", json, NULL),
+                 -1);
+    n = lfb_field("connections");
+    snprintf(buf, sizeof(buf), "%s", lfb_slurp(json));
+    if (n <= 0 || lfb_jnum(strstr(buf, "\n  \"connect_latency\": {"), "samples") != n ||
+        lfb_jtop(buf, "all_requests") <= n)
+        fail_msg("want the %ld connections of the window timed, not the warm-up's:\n%s", n,
+                 lfb.out);
+    lfb_stop_server(&lfb.server_pid);
+    lfb_start(bad);
+    close(mkstemp(json));
+    assert_int_equal(lfb_bench(lfb.server_port, "--mode", "short", "-c", "2", "-n", "40", "-q",
+                               "--json", json, NULL),
+                     1);
+    if (lfb_field("requests") != 0 || lfb_field("connections") <= 0 ||
+        !strstr(lfb.out, "\n  connect      p50 ") || strstr(lfb.out, "\n  first byte ") ||
+        strstr(lfb.out, "nan") || strstr(lfb.out, "inf"))
+        fail_msg("want connects timed and no first byte row:\n%s", lfb.out);
+    snprintf(buf, sizeof(buf), "%s", lfb_slurp(json));
+    assert_true(json_valid(buf));
+    p = strstr(buf, "\n  \"first_byte_latency\": {");
+    assert_non_null(p);
+    assert_int_equal(lfb_jnum(p, "samples"), 0);
+    assert_true(lfb_jnum(p, "p50_us") == 0 && lfb_jnum(p, "max_us") == 0);
+}
+
 static void test_open_loop_rate(void **state)
 {
     const char *srv[] = {lfb.lfepolld, "--listen", "127.0.0.1:PORT", "-q", NULL};
@@ -783,6 +866,7 @@ int main(void)
         cmocka_unit_test_teardown(test_long_against_lfepolld, lfb_teardown),
         cmocka_unit_test_teardown(test_version_quiet_units, lfb_teardown),
         cmocka_unit_test_teardown(test_short_and_pipelined, lfb_teardown),
+        cmocka_unit_test_teardown(test_connection_phases, lfb_teardown),
         cmocka_unit_test_teardown(test_open_loop_rate, lfb_teardown),
         cmocka_unit_test_teardown(test_mix, lfb_teardown),
         cmocka_unit_test_teardown(test_mismatch_fails, lfb_teardown),

@@ -27,6 +27,13 @@
 
 static char json[1 << 20]; /* lfbench's --json of the last run (its output: lfb.out) */
 
+/* A run that counts answers waits for every one: a request still unanswered when the drain's
+ * --timeout ends is lost, and lost fails the count. Under load a dropped segment on loopback
+ * stalls its connection for 200 ms, then 400, 800...; with the schedule's backlog still going
+ * out, 5 s (the default) was outlasted (281 lost, 9 of them answered too late to be read). 30 s
+ * stays inside the 60 s alarm bench() sets. */
+#define DRAIN "--timeout", "30"
+
 /* Starts badserver on a free port with args (NULL-terminated). */
 static void start_server(const char *first, ...)
 {
@@ -115,21 +122,22 @@ static void test_pipelined_failures_count_each_request(void **state)
     (void)state;
     close(mkstemp(count));
     start_server("nth", "50", "64", "fin", count, NULL);
-    if (bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1", NULL) != 1 ||
+    if (bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1", DRAIN, NULL) != 1 ||
         !strstr(lfb.out, "errors exceed --max-errors"))
         fail_msg("want the closes to fail the run:\n%s", lfb.out);
     expect_every_request_counted("open loop, FIN", jnum("sent"));
     if (jnum("requests") != answered(count))
         fail_msg("want every answer counted: %.0f done, the server answered %ld\n%s",
                  jnum("requests"), answered(count), lfb.out);
-    bench("--pipeline", "8", "-n", "3000", "-c", "4", "--max-errors", "1000000", NULL);
+    bench("--pipeline", "8", "-n", "3000", "-c", "4", "--max-errors", "1000000", DRAIN, NULL);
     expect_every_request_counted("closed loop, FIN", 3000);
     lfb_teardown(NULL);
 
     start_server("nth", "50", "64", "rst", NULL);
-    bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1", "--max-errors", "1000000", NULL);
+    bench("--pipeline", "8", "-R", "2000", "-c", "4", "-d", "1", "--max-errors", "1000000", DRAIN,
+          NULL);
     expect_every_request_counted("open loop, reset", jnum("sent"));
-    bench("--pipeline", "8", "-n", "3000", "-c", "4", "--max-errors", "1000000", NULL);
+    bench("--pipeline", "8", "-n", "3000", "-c", "4", "--max-errors", "1000000", DRAIN, NULL);
     expect_every_request_counted("closed loop, reset", jnum("all_requests"));
     if (jnum("all_requests") != 3000)
         fail_msg("want -n 3000 issued:\n%s", lfb.out);
@@ -159,7 +167,7 @@ static void test_responses_before_a_reset_are_counted(void **state)
     start_server("nth", "20", "64", "rst", count, NULL);
     for (int k = 0; k < 2; k++) {
         bench("--pipeline", "8", "-R", "20000", "-c", "50", "-d", "1", "--max-errors", "1000000",
-              NULL);
+              DRAIN, NULL);
         if (jnum("requests") != answered(count))
             fail_msg("want every answer the server wrote counted: %.0f done, %ld answered\n%s",
                      jnum("requests"), answered(count), lfb.out);

@@ -649,11 +649,13 @@ static void test_url_and_headers_nginx(void **state)
                             "Connection: close", need, NULL),
                  100);
 
-    /* refused, exit 2, before any connection */
+    /* https:// to this plain-text server: its answer to the ClientHello is named */
     snprintf(bad, sizeof(bad), "https://127.0.0.1:%d/need", lfb.server_port);
-    if (bench_args("-n", "1", bad, NULL) != 2 ||
-        !strstr(lfb.out, "https:// is not supported yet (lfbench has no TLS)"))
-        fail_msg("want https:// refused:\n%s", lfb.out);
+    if (bench_args("--mode", "short", "-n", "1", "-q", "--tls-insecure", bad, NULL) != 1 ||
+        !strstr(lfb.out, "the server did not answer TLS (its first bytes: \"HTTP/") ||
+        lfb_field("tls_not_tls") != 1)
+        fail_msg("want https:// to a plain server named:\n%s", lfb.out);
+    /* refused, exit 2, before any connection */
     snprintf(bad, sizeof(bad), "127.0.0.1:%d", lfb.server_port);
     if (bench_args("-n", "1", "-H", "X: y", bad, NULL) != 2 ||
         !strstr(lfb.out, "-H adds a header to an HTTP request: give an http:// target or "

@@ -342,16 +342,14 @@ static void test_find_rate(void **state)
  * range's end; the answer says which break was not confirmed. */
 static void test_find_rate_retests_a_stall(void **state)
 {
-    char at[32];
     const char *f;
     int rc;
 
     (void)state;
-    /* the steps: [0.02, 1.22] s after the launch, then the second's measured window [1.44,
-     * 2.44]: the pause, [1.9, 2.2] s after now, is inside it with 0.15 s either side for the
-     * server's start and the machine's load */
-    snprintf(at, sizeof(at), "%.0f", (wall() + 1.9) * 1000);
-    lfb_start((const char *[]){lfb.badserver, "PORT", "pauseat", at, "300", NULL});
+    /* the steps, from the first request: [0, 1.2] s, then the second's measured window [1.42,
+     * 2.42]: the pause, [1.9, 2.2] s after the first request, is inside it. Timed from the
+     * launch instead, it was not: under load lfbench took up to a second to begin. */
+    lfb_start((const char *[]){lfb.badserver, "PORT", "stall", "1900", "2200", NULL});
     rc = bench(lfb.server_port, "-c", "20", "--find-rate", "p99=50ms", "--rate-sweep",
                "200:1600:200", "-d", "1", "--warmup", "0.2", "-q", NULL);
     f = strstr(lfb.out, "\nfound        ");
@@ -713,14 +711,31 @@ static void test_nothing_listens_judged_at_start_at(void **state)
                  mono() - t0, lfb.out, eout);
 }
 
+/* Whether eout holds a progress line (stderr, each second) with requests in it. */
+static bool progress_served(void)
+{
+    for (const char *l = strstr(eout, " req/s"); l; l = strstr(l + 1, " req/s")) {
+        const char *b = l;
+
+        while (b > eout && b[-1] == ' ')
+            b--;
+        while (b > eout && b[-1] >= '0' && b[-1] <= '9')
+            b--;
+        if (atol(b) > 0)
+            return true;
+    }
+    return false;
+}
+
 /* test_server_gone_mid_run: connects refused after one was established are the run's errors, not
  * "nothing listens": a server that stops mid-run leaves a run that goes on to -d and counts them.
- */
+ * The server stops once a second of the run has had responses (its progress line says so): a
+ * fixed 1 s after the launch was, under load, before lfbench had connected at all. */
 static void test_server_gone_mid_run(void **state)
 {
     char po[] = "/tmp/lfe-runs-XXXXXX", pe[] = "/tmp/lfe-runs-XXXXXX";
     int fo = mkstemp(po), fe = mkstemp(pe), rc;
-    const char *const args[] = {"-c", "4", "-d", "3", "-q", NULL};
+    const char *const args[] = {"-c", "4", "-d", "3", NULL};
     double t0;
     pid_t pid;
 
@@ -728,7 +743,12 @@ static void test_server_gone_mid_run(void **state)
     start_lfepolld();
     t0 = mono();
     pid = spawn(lfb.server_port, args, fo, fe);
-    lfb_sleep_ms(1000);
+    for (int i = 0; i < 2000 * lfb.slow && !progress_served(); i++) {
+        lfb_sleep_ms(10);
+        lfb_read_back(fe, eout, sizeof(eout));
+    }
+    if (!progress_served())
+        fail_msg("no progress line with requests in 20 s:\n%s", eout);
     lfb_stop_server(&lfb.server_pid);
     rc = lfb_wait(pid);
     elapsed = mono() - t0;

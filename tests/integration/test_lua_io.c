@@ -497,6 +497,39 @@ static void test_stop_while_waiting(void **state)
     }
 }
 
+/* test_stop_signal_sent_twice: timeout(1) signals the daemon and then its process group, so
+ * one stop can come as two SIGTERMs too far apart to merge; the second, left pending while the
+ * accept threads drained, was taken as a second signal: "second stop signal: not waiting", the
+ * in-flight request cut (CI's test_sysctl, under ASan). One within 100 ms of the first is the
+ * same stop: the request in flight is answered, the exit is 0. A second one later still stops
+ * waiting (test_stop_while_waiting). */
+static void test_stop_signal_sent_twice(void **state)
+{
+    static const char *const args[] = {
+        "--lua", "tests/lua/io.lua", "--workers", "2", "--drain-timeout", "20s", NULL};
+    struct daemon d;
+    int fd, st;
+    long t0;
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    send_all(fd, "sleep 0.5\n", 10);
+    sleep_ms(100);
+    kill(d.pid, SIGTERM);
+    for (t0 = now_ms(); !strstr(log_text(&d), "SIGTERM: stopping") && now_ms() - t0 < 5000 * slow;)
+        sleep_ms(1);
+    kill(d.pid, SIGTERM); /* what timeout's second kill is: the same sender, a moment later */
+    expect_prefix(fd, NULL, "slept 0.5");
+    assert_int_equal(waitpid(d.pid, &st, 0), d.pid);
+    d.pid = -1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || strstr(log_text(&d), "second stop signal"))
+        fail_msg("two SIGTERMs a moment apart: status %#x, want exit 0 and one stop\n%s", st,
+                 log_text(&d));
+    close(fd);
+    cleanup(&d);
+}
+
 /* Copies lua/NAME to path, replacing each CONFIG line that starts (after spaces) with one of
  * keys[i] by "    vals[i],". */
 static void write_script(const char *name, const char *path, const char *const *keys,
@@ -848,6 +881,79 @@ static void test_lua_socket_bounds(void **state)
     cleanup(&d);
 }
 
+/* Answers each connection by its request: "crlf" a line ended by "\r\n" and a byte after it,
+ * "abc" three bytes, "long" 2 MiB without a newline; anything else nothing. Then closes. */
+static void answer_by_request(int fd)
+{
+    static char chunk[65536];
+    char req[64];
+    ssize_t n = read(fd, req, sizeof(req) - 1);
+
+    if (n <= 0)
+        return;
+    req[n] = '\0';
+    if (!strcmp(req, "crlf")) {
+        send_all(fd, "ab\r\nc", 5);
+    } else if (!strcmp(req, "abc")) {
+        send_all(fd, "abc", 3);
+    } else if (!strcmp(req, "long")) {
+        memset(chunk, 'y', sizeof(chunk));
+        for (int i = 0; i < 32; i++)
+            if (write(fd, chunk, sizeof(chunk)) <= 0)
+                return;
+    }
+}
+
+/* sock:receive's patterns as lua/README.md gives them: "*l" (the default, "l" too) a line
+ * without its "\n" and the "\r" before it, and a line over 1 MiB fails; "*a" ("a") what came
+ * until the peer closed; a count, 0 included, that many bytes; a count out of range and an
+ * unknown pattern raise a clear error (the connection closed, the daemon serving on). */
+static void test_receive_patterns(void **state)
+{
+    static const char *const args[] = {"--lua", "tests/lua/io.lua", "--workers", "1", NULL};
+    static const struct {
+        const char *req, *pat, *want;
+    } cases[] = {
+        {"crlf", "*l", "raw ab"},
+        {"crlf", "l", "raw ab"},
+        {"abc", "*a", "raw abc"},
+        {"abc", "a", "raw abc"},
+        {"abc", "0", "raw "},
+        {"abc", "2", "raw ab"},
+        {"long", "*l", "ERR recv line too long"},
+    };
+    struct daemon d;
+    char line[128];
+    int fd, port;
+
+    (void)state;
+    start(&d, args);
+    fd = tcp_connect(d.port);
+    port = start_backend(answer_by_request, (int)(sizeof(cases) / sizeof(cases[0])) + 2);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(line, sizeof(line), "raw %d %s %s", port, cases[i].req, cases[i].pat);
+        expect(fd, line, cases[i].want);
+    }
+    close(fd);
+    fd = tcp_connect(d.port);
+    snprintf(line, sizeof(line), "bad count %d", port);
+    expect(fd, line, "<closed>");
+    log_has(&d, "sock:receive: 67108865 bytes is out of range (0 to 67108864)");
+    close(fd);
+    fd = tcp_connect(d.port);
+    snprintf(line, sizeof(line), "bad pattern %d", port);
+    expect(fd, line, "<closed>");
+    log_has(&d, "sock:receive: '*x' is not a pattern; use a byte count, '*l' (a line) or '*a' "
+                "(everything until the peer closes)");
+    close(fd);
+    fd = tcp_connect(d.port);
+    expect_prefix(fd, "sleep 0", "slept ");
+    close(fd);
+    stop_backend();
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 static void test_attack_regressions(void **state)
 {
     static const char *const args[] = {
@@ -917,12 +1023,14 @@ int main(void)
         cmocka_unit_test_teardown(test_calls_and_failures, teardown_all),
         cmocka_unit_test_teardown(test_pool, teardown_all),
         cmocka_unit_test_teardown(test_lua_socket_bounds, teardown_all),
+        cmocka_unit_test_teardown(test_receive_patterns, teardown_all),
         cmocka_unit_test_teardown(test_bad_use, teardown_all),
         cmocka_unit_test_teardown(test_timeouts, teardown_all),
         cmocka_unit_test_teardown(test_batch_given_back, teardown_all),
         cmocka_unit_test_teardown(test_solo_batch_kept_through_wait, teardown_all),
         cmocka_unit_test_teardown(test_idle_and_waits, teardown_all),
         cmocka_unit_test_teardown(test_stop_while_waiting, teardown_all),
+        cmocka_unit_test_teardown(test_stop_signal_sent_twice, teardown_all),
         cmocka_unit_test_teardown(test_proxy_and_delay, teardown_all),
         cmocka_unit_test_teardown(test_len32_and_distributions, teardown_all),
         cmocka_unit_test_teardown(test_attack_regressions, teardown_all),

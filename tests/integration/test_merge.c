@@ -153,6 +153,27 @@ static unsigned long long percentile(const unsigned long long *b, unsigned long 
     return max;
 }
 
+/* The lines of merge's output that are its own words ("lfbench merge: ..."), a new string. */
+static char *said_by_merge(const char *text)
+{
+    size_t n = 0, cap = strlen(text) + 1;
+    char *s = malloc(cap);
+
+    assert_non_null(s);
+    for (const char *l = text; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) + 1 : strlen(l);
+
+        if (!strncmp(l, "lfbench merge: ", 15)) {
+            memcpy(s + n, l, len);
+            n += len;
+        }
+        l += len;
+    }
+    s[n] = '\0';
+    return s;
+}
+
 static void test_two_agents(void **state)
 {
     char port[32], a[] = "/tmp/lfe-merge-a-XXXXXX", b[] = "/tmp/lfe-merge-b-XXXXXX",
@@ -161,7 +182,7 @@ static void test_two_agents(void **state)
                    om[] = "/tmp/lfe-merge-om-XXXXXX";
     unsigned long long *ub = calloc(NBUCKETS, sizeof(*ub)), mina, maxa, minb, maxb, ca, cb,
                        *mb = calloc(NBUCKETS, sizeof(*mb)), minm, maxm, cm;
-    char *ja, *jb, *jm, *text, want[128];
+    char *ja, *jb, *jm, *text, want[128], *said, *said2;
     pid_t pa, pb;
     int rc;
 
@@ -188,6 +209,7 @@ static void test_two_agents(void **state)
     text = slurp(om);
     if (rc)
         fail_msg("lfbench merge exited %d:\n%s", rc, text);
+    said = said_by_merge(text);
     ja = slurp(a);
     jb = slurp(b);
     jm = slurp(m);
@@ -201,6 +223,18 @@ static void test_two_agents(void **state)
                     in(strstr(jb, "\n  \"errors\": {"), "total"));
     assert_true(top(jm, "agents") == 2);
     assert_true(in(strstr(jm, "\"config\": {"), "connections") == 10);
+    /* the connections' phases, as the latencies: long mode times the opening's connections, so
+     * each agent's connects and first bytes are its connections, and the merged file's both */
+    {
+        static const char *const ph[] = {"connect_latency", "first_byte_latency"};
+        for (size_t i = 0; i < 2; i++) {
+            char k[64];
+            snprintf(k, sizeof(k), "\n  \"%s\": {", ph[i]);
+            assert_true(in(strstr(ja, k), "samples") == 4 && in(strstr(jb, k), "samples") == 6);
+            assert_true(in(strstr(jm, k), "samples") == 10);
+        }
+        assert_true(in(strstr(jm, "\n  \"handshake_latency\": {"), "samples") == 0);
+    }
     /* the union's histogram, and its percentiles, from the two files' bucket lists */
     buckets(ja, ub, &mina, &maxa, &ca);
     buckets(jb, ub, &minb, &maxb, &cb);
@@ -236,6 +270,39 @@ static void test_two_agents(void **state)
     assert_true(top(text, "requests") == top(ja, "requests") + top(jb, "requests"));
     assert_true(top(text, "agents") == 2);
     free(text);
+    /* Regression: a full disk was "Input/output error" (ferror's -EIO before fclose could say
+     * why); the cause is said */
+    rc = lfb_wait(start(om, (const char *const[]){"merge", "-q", "--json", "/dev/full", m, NULL}));
+    text = slurp(om);
+    if (rc != 1 || !strstr(text, "lfbench merge: cannot write --json /dev/full: No space left"))
+        fail_msg("merge --json /dev/full exited %d:\n%s", rc, text);
+    free(text);
+    /* A's file as an lfbench before the handshake and first-byte phases wrote it (only
+     * connect_latency): merged with B without a word, its connects summed, B's first bytes */
+    {
+        const char *from = strstr(ja, ",\n  \"handshake_latency\""),
+                   *upto = from ? strstr(from, ",\n  \"schedule\"") : NULL;
+        FILE *f = fopen(a, "w");
+
+        assert_non_null(upto);
+        assert_non_null(f);
+        fprintf(f, "%.*s%s", (int)(from - ja), ja, upto);
+        fclose(f);
+        rc = lfb_wait(start(om, (const char *const[]){"merge", "--json", m2, a, b, NULL}));
+        text = slurp(om);
+        said2 = said_by_merge(text);
+        /* what it says is what the same windows made it say above (a small overlap, under load),
+         * nothing of the missing phases */
+        if (rc || strcmp(said, said2))
+            fail_msg("merge of an older file exited %d, saying\n%s\nnot\n%s", rc, said2, said);
+        free(said2);
+        free(text);
+        text = slurp(m2);
+        assert_true(in(strstr(text, "\n  \"connect_latency\": {"), "samples") == 10);
+        assert_true(in(strstr(text, "\n  \"first_byte_latency\": {"), "samples") == 6);
+        free(text);
+    }
+    free(said);
     free(ja);
     free(jb);
     free(jm);

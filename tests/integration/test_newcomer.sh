@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test_newcomer: what a newcomer runs first says what it does. make run installs only the run
 # packages (make test the test stack too) and README.md lists the same two sets as the Makefile;
-# etc/lfepolld.conf shows every option of lfepolld --help; make sysctl-check is a report that
-# exits 0 whatever the kernel says, and fails only when the checker does; make sysctl-apply is
-# done when it set what it can; the bench scripts' ports follow PORT_BASE. Prints cmocka's
-# result lines for tests/run.sh.
+# make integration builds the peers it runs; LDLIBS is appended; etc/lfepolld.conf shows every
+# option of lfepolld --help; make sysctl-check is a report that exits 0 whatever the kernel says,
+# and fails only when the checker does; make sysctl-apply is done when it set what it can; the
+# bench scripts' ports follow PORT_BASE. Prints cmocka's result lines for tests/run.sh.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/lfe-newcomer-XXXXXX)
@@ -15,7 +15,7 @@ unset MAKEFLAGS MFLAGS MAKELEVEL
 bin=${LFEPOLLD:-$top/lfepolld}
 passed=0 failed=()
 
-echo "[==========] Running 6 test(s)."
+echo "[==========] Running 8 test(s)."
 t() { # name: runs the function of that name; its output, if any, is the failure
     echo "[ RUN      ] $1"
     local out
@@ -31,9 +31,9 @@ var() { printf 'show:\n\t@echo $(%s)\n' "$1" | make -s --no-print-directory -f M
 
 test_make_run_installs_run_pkgs_only() {
     local run test deps p
-    run=$(make -n --no-print-directory run 2>/dev/null | grep -m1 'for p in')
-    deps=$(make -n --no-print-directory deps 2>/dev/null | grep -m1 'for p in')
-    [ -n "$run" ] && [ -n "$deps" ] || { echo "no package loop in make -n run / deps"; return; }
+    run=$(make -n --no-print-directory run 2>/dev/null | grep -m1 'deps.sh debs ')
+    deps=$(make -n --no-print-directory deps 2>/dev/null | grep -m1 'deps.sh debs ')
+    [ -n "$run" ] && [ -n "$deps" ] || { echo "no scripts/deps.sh debs line in make -n run / deps"; return; }
     for p in $(var RUN_PKGS); do
         grep -q " $p " <<<"$run " || echo "make run does not install $p"
         grep -q " $p " <<<"$deps " || echo "make deps does not install $p"
@@ -46,6 +46,35 @@ test_make_run_installs_run_pkgs_only() {
     done
     make -n --no-print-directory test 2>/dev/null | grep -q " nginx-light " ||
         echo "make test does not install the test packages"
+}
+
+# make integration builds the peers test_peers.sh runs, as make test does: the peers' list
+# was read after the rule that names it, so on a fresh clone make integration built none of
+# them and test_peers.sh failed for want of its binaries.
+test_make_integration_builds_the_peers() {
+    local peers p out
+    peers=$(var PEERS_C)
+    [ -n "$peers" ] || { echo "PEERS_C is empty"; return; }
+    out=$(make -n -B --no-print-directory integration 2>/dev/null)
+    for p in $peers; do
+        grep -q -- "-o $p " <<<"$out" || echo "make integration does not build $p"
+    done
+}
+
+# LDLIBS from the command line is added to what a binary links, never in its place: test_hdr's
+# zlib was a target's LDLIBS += -lz, which a command-line LDLIBS overrides, so make test
+# LDLIBS=... failed to link it (undefined reference to `uncompress').
+test_user_ldlibs_are_appended() {
+    local out bin line
+    # the plain build's rules (its paths), whatever SANITIZER the suite runs under
+    out=$(make -n -B --no-print-directory SANITIZER= LDLIBS=-lLFE_USER build/t/test_hdr \
+        build/t/test_plot lfbench 2>/dev/null | sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}')
+    for bin in build/t/test_hdr build/t/test_plot lfbench; do
+        line=$(grep -- "-o $bin " <<<"$out")
+        [ -n "$line" ] || { echo "no link line for $bin"; continue; }
+        grep -q -- " -lz " <<<"$line " || echo "$bin lost -lz under LDLIBS=...: $line"
+        grep -q -- " -lLFE_USER " <<<"$line " || echo "$bin ignores LDLIBS: $line"
+    done
 }
 
 # README.md's two lines, "`make run` needs: ..." and "`make test` adds: ...", name exactly the
@@ -69,7 +98,7 @@ test_conf_covers_every_option() {
     opts=$("$bin" --help | grep -oE '^  (-[a-zA-Z], )?--[a-z0-9-]+' | sed 's/.*--//' | sort -u)
     [ "$(wc -l <<<"$opts")" -ge 30 ] || echo "too few options read from lfepolld --help: $opts"
     for o in $opts; do
-        case $o in help | version | config | check-sysctl | apply-sysctl | sysctl-conf) continue ;; esac
+        case $o in help | version | config | check-sysctl | apply-sysctl | dry-run | undo-sysctl | undo-file | sysctl-conf) continue ;; esac
         grep -q "^#$o = " etc/lfepolld.conf || echo "etc/lfepolld.conf has no line for --$o"
     done
     # the lines that are not defaults say so: the ones whose value --help calls no default
@@ -111,7 +140,7 @@ test_sysctl_check_is_a_report() {
 test_sysctl_apply_is_done() {
     local out rc fake=$dir/fake-lfepolld
     [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null || return 0 # needs root and a namespace
-    out=$(unshare -n make -s --no-print-directory SANITIZER="${LFE_SANITIZER:-}" sysctl-apply 2>&1)
+    out=$(unshare -n make -s --no-print-directory SANITIZER="${LFE_SANITIZER:-}" SYSCTL_UNDO="$dir/undo" sysctl-apply 2>&1)
     rc=$?
     [ $rc = 0 ] || echo "make sysctl-apply exited $rc: $out"
     grep -q '^set net.core.somaxconn = 65535 (was ' <<<"$out" || echo "somaxconn not set: $out"
@@ -177,12 +206,14 @@ test_bench_ports_follow_port_base() {
 }
 
 t test_make_run_installs_run_pkgs_only
+t test_make_integration_builds_the_peers
+t test_user_ldlibs_are_appended
 t test_readme_pkgs_match_makefile
 t test_conf_covers_every_option
 t test_sysctl_check_is_a_report
 t test_sysctl_apply_is_done
 t test_bench_ports_follow_port_base
-echo "[==========] 6 test(s) run."
+echo "[==========] 8 test(s) run."
 echo "[  PASSED  ] $passed test(s)."
 if [ ${#failed[@]} -gt 0 ]; then
     echo "[  FAILED  ] ${#failed[@]} test(s), listed below:"

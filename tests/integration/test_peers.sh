@@ -8,8 +8,15 @@
 # 16 MB of provided buffers for two connections, so its buffer ring runs dry. Every byte is verified; a pass needs exit 0, requests done, 0 mismatches,
 # 0 lost. Then echoload against epoll_st broken on purpose (--flip: a changed byte; --drop: a
 # missing one) must fail, with the fault named in its line. uring_echo is skipped, saying so,
-# where liburing was not there to build it or the kernel refuses io_uring. Prints cmocka's
-# result lines for tests/run.sh.
+# where liburing was not there to build it or the kernel refuses io_uring. The TLS peers
+# (tls_epoll_echo; go_tls_echo and tokio_tls_echo where make peers could build them, skipped
+# with a line otherwise) each pass tls_echo_check.py on an ECDSA P-256 certificate made here:
+# 6 MB per connection echoed byte for byte through partial writes, close_notify answered for
+# the client's close_notify and for its bare EOF, a ticket resumed; and refuse a missing file, a
+# certificate that is not one and a key that does not match with one line, exit 1. Then the
+# bench's TLS clients: tls_idle_conns holds its handshaken connections and names the one that
+# fails against a plain server; tls_handshakes.py resumes. Prints cmocka's result lines for
+# tests/run.sh.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${PEER_BIN:-$top/build/peers}
@@ -20,7 +27,7 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 ulimit -n "$(ulimit -Hn)"
 passed=0 skipped=() failed=()
 
-echo "[==========] Running 6 test(s)."
+echo "[==========] Running 11 test(s)."
 t() { # name: runs the function of that name; its output, if any, is the failure ("SKIP ..." skips)
     echo "[ RUN      ] $1"
     local out
@@ -145,13 +152,103 @@ test_echoload_refuses_bad_input() {
     done
 }
 
+# certs: an ECDSA P-256 certificate and key in $dir (cert.pem, key.pem), made once, and a
+# second key (other.pem) that does not match it.
+certs() {
+    [ -s "$dir/cert.pem" ] && return 0
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/key.pem" \
+        -out "$dir/cert.pem" -days 1 -subj /CN=localhost 2>"$dir/openssl.err" &&
+        openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$dir/other.pem" \
+            2>>"$dir/openssl.err" ||
+        { echo "openssl cannot make a certificate: $(cat "$dir/openssl.err")"; return 1; }
+}
+
+# check_tls NAME: the TLS peer NAME (a binary in $bin taking --cert --key --port) against
+# tls_echo_check.py; a SKIP line where make peers did not build it (its toolchain is missing).
+check_tls() {
+    local out
+    [ -x "$bin/$1" ] || { echo "SKIP no $bin/$1: make peers builds it where ${2:-its toolchain} is installed (make test builds the C peers only)"; return; }
+    certs || return
+    serve "$bin/$1" --cert "$dir/cert.pem" --key "$dir/key.pem" --port {port} || return
+    out=$(timeout 60 python3 "$top/tests/integration/tls_echo_check.py" "$port" 2>&1) ||
+        echo "$1: tls_echo_check.py: $out"
+    kill -0 "$pid" 2>/dev/null || echo "$1 died under tls_echo_check.py: $(cat "$dir/server.log")"
+    stop
+}
+
+test_tls_epoll_echo_echoes_exactly() {
+    [ -x "$bin/tls_epoll_echo" ] || { echo "no $bin/tls_epoll_echo: make test builds it (make peers)"; return; }
+    check_tls tls_epoll_echo
+}
+
+test_go_tls_echo_echoes_exactly() {
+    check_tls go_tls_echo go
+}
+
+test_tokio_tls_echo_echoes_exactly() {
+    check_tls tokio_tls_echo "a cargo that can build it (rustup's)"
+}
+
+# A missing file, a file that is no certificate, a key that is not the certificate's: one line
+# naming the file, exit 1, for each TLS peer there is; bad usage: one line, exit 2.
+test_tls_peers_refuse_bad_certificates() {
+    local p c k want args out rc
+    certs || return
+    for p in tls_epoll_echo go_tls_echo tokio_tls_echo; do
+        [ -x "$bin/$p" ] || continue
+        for args in "$dir/none.pem $dir/key.pem none.pem" "$dir/key.pem $dir/key.pem key.pem" \
+            "$dir/cert.pem $dir/other.pem other.pem"; do
+            read -r c k want <<<"$args"
+            out=$(timeout 10 "$bin/$p" --cert "$c" --key "$k" --port 1 2>&1)
+            rc=$?
+            [ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && [[ $out == "$p: "*"$want"* ]] ||
+                echo "$p --cert $c --key $k: exit $rc, not 1 with one line naming $want: '$out'"
+        done
+        for args in "" "--cert $dir/cert.pem --key $dir/key.pem" "--port 80 --cert" "--bogus 1"; do
+            # shellcheck disable=SC2086 # args is a list of options
+            out=$(timeout 10 "$bin/$p" $args 2>&1)
+            rc=$?
+            [ $rc -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] ||
+                echo "$p $args: exit $rc, not 2 with one line: '$out'"
+        done
+    done
+}
+
+# tests/bench/tls_server.sh's clients: tls_idle_conns holds N handshaken connections and says
+# so; against a server that speaks no TLS it names the connection that failed, exit 1.
+# tls_handshakes.py --resume resumes.
+test_tls_bench_clients() {
+    local out rc
+    [ -x "$bin/tls_idle_conns" ] || { echo "no $bin/tls_idle_conns: make test builds it (make peers)"; return; }
+    certs || return
+    serve "$bin/tls_epoll_echo" --cert "$dir/cert.pem" --key "$dir/key.pem" --port {port} || return
+    out=$(timeout 20 "$bin/tls_idle_conns" "$port" 50 </dev/null 2>&1)
+    [ "$out" = "open 50" ] || echo "tls_idle_conns $port 50: '$out', not 'open 50'"
+    out=$(timeout 20 python3 "$top/tests/bench/tls_handshakes.py" "$port" 0.3 --resume 2>&1)
+    [[ $out =~ ^handshakes=([0-9]+)\ resumed=([0-9]+)\ errors=0 ]] && [ "${BASH_REMATCH[2]}" -gt 0 ] &&
+        [ "${BASH_REMATCH[2]}" -ge $((BASH_REMATCH[1] - 1)) ] ||
+        echo "tls_handshakes.py $port 0.3 --resume: '$out': not every handshake after the first resumed"
+    stop
+    serve "$bin/epoll_st" {port} || return
+    out=$(timeout 20 "$bin/tls_idle_conns" "$port" 5 </dev/null 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && [[ $out == "tls_idle_conns: connection 1 of 5 "* ]] ||
+        echo "tls_idle_conns against a plain echo: exit $rc, not 1 with one line naming connection 1: '$out'"
+    stop
+}
+
 t test_epoll_st_echoes_exactly
 t test_epoll_reuseport_echoes_exactly
 t test_uv_echo_echoes_exactly
 t test_uring_echo_echoes_exactly
 t test_echoload_fails_a_wrong_echo
 t test_echoload_refuses_bad_input
-echo "[==========] 6 test(s) run."
+t test_tls_epoll_echo_echoes_exactly
+t test_go_tls_echo_echoes_exactly
+t test_tokio_tls_echo_echoes_exactly
+t test_tls_peers_refuse_bad_certificates
+t test_tls_bench_clients
+echo "[==========] 11 test(s) run."
 echo "[  PASSED  ] $passed test(s)."
 if [ ${#skipped[@]} -gt 0 ]; then
     echo "[  SKIPPED ] ${#skipped[@]} test(s), listed below:"

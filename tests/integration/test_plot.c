@@ -232,9 +232,9 @@ static void write_synthetic(const char *path)
         free(h);
     }
     r.lat = hist_of(&total_raw);
-    r.clat = malloc(sizeof(*r.clat));
-    assert_non_null(r.clat);
-    hist_init(r.clat);
+    r.ph[CP_CONNECT] = malloc(sizeof(*r.ph[CP_CONNECT]));
+    assert_non_null(r.ph[CP_CONNECT]);
+    hist_init(r.ph[CP_CONNECT]);
     r.total.requests = total_raw.n;
     r.nsteps = NSTEP;
     r.steps = calloc(NSTEP, sizeof(*r.steps));
@@ -585,6 +585,163 @@ static void test_real_run(void **state)
     check_png(png, 640, 480);
 }
 
+/* The connections' phases: a short run's connects and first bytes each a spectrum of their own,
+ * its last point the phase's maximum at 100%, drawn in a panel of their own with a key naming
+ * the phases drawn (no handshake without TLS); a run without phases has no such panel. */
+static void test_phases_drawn(void **state)
+{
+    static double rows[4096][8];
+    const char *json = path_in("phases.json"), *png = path_in("phases.png");
+    static const struct {
+        enum cphase p;
+        const char *block;
+    } ph[] = {{CP_CONNECT, "phase0_connect"}, {CP_FIRST_BYTE, "phase0_first_byte"}};
+    struct bresult r;
+    const char *panel;
+    int n, cols;
+
+    (void)state;
+    /* a second of it: connections enough for spectra of several points each */
+    real_run(json, &r, "--mode", "short", "-c", "2", "-d", "1", NULL);
+    assert_true(r.ph[CP_CONNECT]->count > 2 && r.ph[CP_CONNECT]->count == r.total.connects);
+    assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
+    {
+        double div = strstr(out, "# latencies in ms") ? 1e6 : 1e3;
+
+        for (size_t k = 0; k < 2; k++) {
+            const struct hist *h = r.ph[ph[k].p];
+
+            n = block(ph[k].block, rows, 4096, &cols);
+            assert_true(n > 2 && cols == 3);
+            assert_true(rows[n - 1][0] == 100);
+            assert_true(fabs(rows[n - 1][2] * div - (double)h->max) <= 1e-5 * (double)h->max);
+            assert_true(fabs(rows[n - 1][1] - fmax((double)h->count, rows[n - 2][1])) < 1e-6);
+        }
+    }
+    assert_null(strstr(out, "$phase0_handshake"));
+    panel = strstr(out, "\n# connection phases\n");
+    if (!panel || !strstr(panel, "\nset xlabel 'percentile'") ||
+        !strstr(panel, "$phase0_connect using 2:3 with lines lw 1.5 dt 1 ") ||
+        !strstr(panel, "$phase0_first_byte using 2:3 with lines lw 1.5 dt 3 ") ||
+        !strstr(panel, "title 'connect'") || !strstr(panel, "title 'first byte'") ||
+        strstr(panel, "title 'handshake'"))
+        fail_msg("want the phases' panel, a curve and a key entry each:\n%.3000s",
+                 panel ? panel : out);
+    result_free(&r);
+    write_synthetic(path_in("synthetic.json"));
+    assert_int_equal(run(NULL, "plot", path_in("synthetic.json"), "--script", "-", NULL), 0);
+    assert_null(strstr(out, "connection phases"));
+    if (!have_gnuplot()) {
+        skip();
+        return;
+    }
+    if (run(NULL, "plot", json, "-o", png, "--size", "640x480", NULL) != 0)
+        fail_msg("plot of a short run failed:\n%s%s", out, err);
+    check_png(png, 640, 480);
+}
+
+/* --- a run over within its first second ---------------------------------------------------- */
+
+/* A run of one second t long (from the load's start), its requests all of latency v ns, each
+ * connection's connect taking v too, with nph of them (regression: a second shorter than 0.2 s
+ * had no throughput, so its panel had no point and gnuplot failed: "all points y value
+ * undefined"). v 0: nothing a log axis can draw. */
+static void write_short(const char *path, double t, int requests, uint64_t v, int nph)
+{
+    struct bresult r;
+    struct hist *h = malloc(sizeof(*h));
+    FILE *f;
+
+    assert_non_null(h);
+    result_init(&r);
+    r.target = strdup("127.0.0.1:9");
+    r.mode = strdup("short");
+    r.expect = strdup("echo");
+    r.conns = 4, r.threads = 1, r.pipeline = 1, r.timeout_ms = 1000, r.agents = 1;
+    r.measured = t, r.wall = t;
+    r.nseries = 1;
+    r.series = calloc(1, sizeof(*r.series));
+    assert_non_null(r.series);
+    r.series[0].t = t;
+    r.series[0].wall = 1.7e9 + t;
+    r.series[0].c.requests = (uint64_t)requests;
+    hist_init(h);
+    for (int i = 0; i < requests; i++)
+        hist_record(h, v);
+    assert_int_equal(hcompact_from(&r.series[0].lat, h), 0);
+    r.lat = h;
+    r.total.requests = (uint64_t)requests;
+    r.ph[CP_CONNECT] = malloc(sizeof(*r.ph[CP_CONNECT]));
+    assert_non_null(r.ph[CP_CONNECT]);
+    hist_init(r.ph[CP_CONNECT]);
+    for (int i = 0; i < nph; i++)
+        hist_record(r.ph[CP_CONNECT], v);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(result_write_json(f, &r), 0);
+    assert_int_equal(fclose(f), 0);
+    result_free(&r);
+}
+
+/* The throughput panel's curve of run 0 in the script (in out), its "with" part onwards. */
+static const char *curve(const char *panel_name, const char *using)
+{
+    char head[96], u[96];
+    const char *panel, *c;
+
+    snprintf(head, sizeof(head), "\n# %s\n", panel_name);
+    snprintf(u, sizeof(u), "$series0 using %s with ", using);
+    panel = strstr(out, head);
+    c = panel ? strstr(panel, u) : NULL;
+    if (!c)
+        fail_msg("no curve %s in panel %s:\n%.3000s", u, panel_name, out);
+    return c + strlen(u);
+}
+
+/* A run whose only second is shorter than 0.2 s still plots: that second's rate is drawn (what
+ * it is: its requests over its length) and each one-point curve marks its point, a spectrum of
+ * one sample too; a run with nothing a log axis can draw is one line, exit 2, and no image. */
+static void test_short_run_plotted(void **state)
+{
+    static double rows[16][8];
+    const char *json = path_in("short.json"), *png = path_in("short.png");
+    const char *zero = path_in("zero.json"), *zpng = path_in("zero.png");
+    struct bresult r;
+    int n, cols;
+
+    (void)state;
+    write_short(json, 0.05, 300, 200000, 1);
+    assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
+    n = block("series0", rows, 16, &cols);
+    assert_int_equal(n, 1);
+    assert_true(fabs(rows[0][4] - 300 / 0.05) < 1e-3); /* requests/s: below 1e4, no thousands */
+    assert_true(!strncmp(curve("throughput per second", "1:5"), "linespoints", 11));
+    assert_true(!strncmp(curve("latency per second", "1:2"), "linespoints", 11));
+    if (!strstr(out, "$phase0_connect using 2:3 with linespoints "))
+        fail_msg("want the one connect marked:\n%.3000s", out);
+    if (have_gnuplot()) {
+        if (run(NULL, "plot", json, "-o", png, NULL) != 0)
+            fail_msg("plot of a 0.05 s run failed:\n%s%s", out, err);
+        assert_string_equal(err, "");
+        check_png(png, 1200, 0);
+        /* the report's case: a real run over in a fraction of a second */
+        real_run(json, &r, "--mode", "short", "-c", "4", "-n", "300", NULL);
+        result_free(&r);
+        if (run(NULL, "plot", json, "-o", png, NULL) != 0)
+            fail_msg("plot of a -n 300 run failed:\n%s%s", out, err);
+        check_png(png, 1200, 0);
+    }
+    write_short(zero, 0.05, 3, 0, 3);
+    assert_int_equal(run(NULL, "plot", zero, "-o", zpng, NULL), 2);
+    one_line("no latencies to plot");
+    assert_int_not_equal(access(zpng, F_OK), 0);
+    assert_int_equal(run(NULL, "plot", zero, zero, "-o", zpng, NULL), 2);
+    one_line("none of the 2 runs has a latency to plot");
+    assert_int_equal(run(NULL, "plot", zero, json, "--script", "-", NULL), 0);
+    if (have_gnuplot() && run(NULL, "plot", zero, json, "-o", zpng, NULL) != 0)
+        fail_msg("plot of a run of zeros beside a short one failed:\n%s%s", out, err);
+}
+
 /* --- bad input: one line, exit 2; gnuplot missing or failing: one line, exit 1 -------------- */
 
 static void write_file(const char *path, const char *text)
@@ -594,6 +751,39 @@ static void write_file(const char *path, const char *text)
     assert_non_null(f);
     fputs(text, f);
     assert_int_equal(fclose(f), 0);
+}
+
+/* A --json-stream file given to plot or merge (one progress line, and several): one line that
+ * says what the file is and that the run's --json file is the one to give, not that it is of an
+ * old version. */
+static void test_json_stream_named(void **state)
+{
+    const char *json = path_in("stream-run.json"), *one = path_in("stream1.ndjson");
+    const char *three = path_in("stream3.ndjson"), *png = path_in("stream.png");
+    const char *files[] = {one, three};
+    char line[4096], all[3 * sizeof(line)];
+    struct bresult r;
+    FILE *f;
+
+    (void)state;
+    real_run(json, &r, "-c", "2", "-n", "200", "--json-stream", one, NULL);
+    result_free(&r);
+    f = fopen(one, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof(line), f));
+    fclose(f);
+    snprintf(all, sizeof(all), "%s%s%s", line, line, line); /* as a run of 3 s writes */
+    write_file(three, all);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(run(NULL, "plot", files[k], "-o", png, NULL), 2);
+        one_line("a --json-stream file (progress lines, no histograms), not a --json result: "
+                 "give plot and merge the run's --json file instead");
+        assert_int_equal(run(NULL, "merge", files[k], json, NULL), 2);
+        one_line("lfbench merge: ");
+        one_line("a --json-stream file");
+        assert_null(strstr(err, "version 1"));
+    }
+    assert_int_not_equal(access(png, F_OK), 0);
 }
 
 static void test_bad_input(void **state)
@@ -891,28 +1081,53 @@ static void test_every_warmup_shaded(void **state)
     result_free(&r);
 }
 
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Regression (issue 25): a --start-at run was drawn from lfbench's start, its wait a run of empty
  * seconds and the load a ramp up from 0 (the second it began in counted whole), its warm-up
  * shaded where the wait was. Now the seconds before the load began are left out, the time axis
- * starts with it, and the second it began in is a rate over its part after that. */
+ * starts with it, and the second it began in is a rate over its part after that. WHEN is an
+ * epoch time, half-way through a second: a +TIME counts from lfbench's own start, which under
+ * load up to a second before its clock starts (t0 was 1.09 for +2), so only an epoch WHEN
+ * says where the load begins: never before WHEN, the warm-up and -d done by its exit. */
 static void test_start_at_drawn_from_start(void **state)
 {
     static double rows[4096][8];
     static char sec[8][16384];
     const char *json = path_in("startat.json");
-    double from[16], to[16], t0, len;
+    double from[16], to[16], t0, len, origin, load, when = floor(wall_now()) + 3.5, after;
+    char at[32];
     struct bresult r;
     size_t skip;
     int n, cols;
 
     (void)state;
+    snprintf(at, sizeof(at), "%.3f", when);
     real_run(json, &r, "-c", "4", "-t", "1", "-R", "400", "--warmup", "0.5", "-d", "1",
-             "--start-at", "+2", NULL);
+             "--start-at", at, NULL);
+    after = wall_now();
     t0 = load_t0(&r);
-    assert_true(t0 > 1.5 && t0 < 2.5 + 3 * slow); /* the wait was there */
+    origin = r.series[0].wall - r.series[0].t;
+    load = origin + t0;
+    if (origin >= floor(when))
+        fail_msg("lfbench's clock started at %.3f, past WHEN's second %.0f: no wait to draw",
+                 origin, floor(when));
+    if (load < when || load + 0.5 + 1 > after)
+        fail_msg("want the load begun at WHEN %.3f or after, its warm-up and -d done by %.3f: "
+                 "begun at %.6f",
+                 when, after, load);
+    /* the wait was there: the wall clock's whole seconds up to the load's, each empty */
     skip = seconds_before(&r, t0);
-    assert_true(skip >= 1 && skip < r.nseries);
-    for (size_t k = 0; k < skip; k++) /* ... and empty */
+    if (skip != (size_t)(floor(load) - floor(origin)) || skip >= r.nseries)
+        fail_msg("want the %.0f whole seconds from %.3f to the load's start (%.6f), of %zu: %zu",
+                 floor(load) - floor(origin), origin, load, r.nseries, skip);
+    for (size_t k = 0; k < skip; k++)
         assert_true(r.series[k].c.requests == 0 && r.series[k].lat.count == 0);
     assert_int_equal(run(NULL, "plot", json, "--script", "-", NULL), 0);
     n = block("series0", rows, 4096, &cols);
@@ -955,7 +1170,10 @@ int main(void)
         cmocka_unit_test(test_labels_escaped),
         cmocka_unit_test(test_png_synthetic),
         cmocka_unit_test(test_real_run),
+        cmocka_unit_test(test_phases_drawn),
+        cmocka_unit_test(test_short_run_plotted),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_json_stream_named),
         cmocka_unit_test(test_gnuplot_missing_or_failing),
         cmocka_unit_test(test_default_output_name),
         cmocka_unit_test(test_refuses_to_overwrite_input),

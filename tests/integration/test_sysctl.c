@@ -151,7 +151,11 @@ static void test_apply_in_netns(void **state)
     run("cat /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/ip_local_port_range "
         "/proc/sys/net/ipv4/ip_local_reserved_ports /proc/sys/net/ipv4/tcp_slow_start_after_idle",
         &host0);
-    snprintf(cmd, sizeof(cmd), "unshare -n sh -c '%s --apply-sysctl' 2>&1", lfepolld);
+    /* its undo file in /tmp: the default (/var/lib/lfepoll) is the host's, not a test's */
+    snprintf(cmd, sizeof(cmd),
+             "d=$(mktemp -d /tmp/lfe-sysctl-XXXXXX) && unshare -n sh -c '%s --apply-sysctl "
+             "--undo-file '$d/undo; rc=$?; rm -rf $d; exit $rc",
+             lfepolld);
     rc = run(cmd, &out);
     if (rc != 0 && rc != 1)
         fail_msg("--apply-sysctl in a namespace exited %d:\n%s", rc, out);

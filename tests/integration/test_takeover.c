@@ -190,9 +190,12 @@ static void takeover_run_n(const char *const *load, const char *lua, const char 
     n = read(fd, buf, bufsize - 1);
     close(fd);
     buf[n > 0 ? n : 0] = '\0';
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "A's log:\n%s\n", log_text(&a)); /* log_text: one static buffer */
+        fprintf(stderr, "B's log:\n%s\n", log_text(&b)); /* (cmocka's messages stop at 4 KiB) */
         fail_msg("lfbench failed across the hand-over (exit %d):\n%s",
                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+    }
     print_message("%s", strstr(buf, "requests") ? strstr(buf, "requests") : buf);
     if (check_b)
         check_b(&b);

@@ -6,7 +6,8 @@
 --   sleep S            lfe.sleep(S): "slept SECONDS"
 --   keep PORT          connect and keep the socket in a global
 --   usekept            use that socket from this (another) callback: an error
---   bad WHAT           a bad call: port, option, host, pattern, timeout
+--   bad WHAT [PORT]    a bad call: port, option, host, timeout; pattern, count (a receive on
+--                      a socket to PORT)
 --   closesleep         on_close of this connection will call lfe.sleep (an error, logged)
 --   lines PORT N       connect, send "go", read N lines: "lines N BYTES"
 --   late PORT T        connect, send "late", receive with timeout T, then setkeepalive: what
@@ -68,14 +69,14 @@ function cmds.keep(port)
     return "kept"
 end
 function cmds.usekept() kept:send("x\n") return "used" end
-function cmds.bad(what)
+function cmds.bad(what, port)
     if what == "port" then lfe.connect("127.0.0.1", 70000)
     elseif what == "option" then lfe.connect("127.0.0.1", 1, { timeuot = 1 })
     elseif what == "host" then lfe.connect("example.com", 80)
     elseif what == "timeout" then lfe.sleep(-1)
-    elseif what == "pattern" then
-        local s = try("connect", lfe.connect("127.0.0.1", tonumber(lfe.shared:get("port"))))
-        s:receive("*x")
+    elseif what == "pattern" or what == "count" then
+        local s = try("connect", lfe.connect("127.0.0.1", tonumber(port)))
+        s:receive(what == "pattern" and "*x" or 64 * 1024 * 1024 + 1)
     end
     return "not reached"
 end

@@ -503,6 +503,91 @@ static void test_timeout_bare_number_is_seconds(void **state)
     assert_string_equal(o.warning, "");
 }
 
+/* Issue 35: the TLS options: what the SNI and the certificate's name are for each kind of host,
+ * what https:// implies, and every bad value and combination refused in one line. */
+static void test_tls_options(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("127.0.0.1:1", NULL), BOPT_RUN);
+    assert_false(o.tls);
+    /* a name: sent and checked; an address: none sent (RFC 6066), checked as an address */
+    assert_int_equal(parse("--tls", "localhost:443", NULL), BOPT_RUN);
+    assert_true(o.tls);
+    assert_string_equal(o.tls_sni, "localhost");
+    assert_string_equal(o.tls_name, "localhost");
+    assert_false(o.tls_name_ip);
+    assert_null(o.tls_alpn); /* no ALPN unless asked, or HTTPS */
+    assert_int_equal(parse("--tls", "127.0.0.1:443", NULL), BOPT_RUN);
+    assert_null(o.tls_sni);
+    assert_string_equal(o.tls_name, "127.0.0.1");
+    assert_true(o.tls_name_ip);
+    assert_int_equal(parse("--tls", "[::1]:443", NULL), BOPT_RUN);
+    assert_null(o.tls_sni);
+    assert_string_equal(o.tls_name, "::1");
+    assert_true(o.tls_name_ip);
+    assert_int_equal(parse("--tls", "--tls-sni", "example.com", "127.0.0.1:443", NULL), BOPT_RUN);
+    assert_string_equal(o.tls_sni, "example.com");
+    assert_string_equal(o.tls_name, "example.com");
+    assert_false(o.tls_name_ip);
+    /* https://: TLS, HTTP, ALPN http/1.1 unless --tls-alpn says otherwise */
+    assert_int_equal(parse("https://localhost:8443/x", NULL), BOPT_RUN);
+    assert_true(o.tls);
+    assert_int_equal(o.expect, EXPECT_HTTP);
+    assert_string_equal(o.tls_alpn, "http/1.1");
+    assert_string_equal(o.tls_sni, "localhost");
+    assert_int_equal(parse("--tls-alpn", "h2,http/1.1", "https://localhost/", NULL), BOPT_RUN);
+    assert_string_equal(o.tls_alpn, "h2,http/1.1");
+    /* versions and the resumption share */
+    assert_int_equal(parse("--tls", "--tls-version", "1.2-1.3", "127.0.0.1:1", NULL), BOPT_RUN);
+    assert_int_equal(o.tls_min, 0x0303);
+    assert_int_equal(o.tls_max, 0x0304);
+    assert_int_equal(parse("--tls", "--mode", "short", "--tls-resume", "0.25", "127.0.0.1:1", NULL),
+                     BOPT_RUN);
+    assert_true(o.tls_resume == 0.25);
+    assert_int_equal(
+        parse("--tls", "--reconnect-every", "10", "--tls-resume", "1", "127.0.0.1:1", NULL),
+        BOPT_RUN);
+    /* refused, each in one line */
+    expect_error("--tls-version: '1.1' is not 1.2, 1.3 or 1.2-1.3",
+                 parse("--tls", "--tls-version", "1.1", "127.0.0.1:1", NULL));
+    expect_error("--tls-resume: '1.5' is not a share from 0 to 1",
+                 parse("--tls", "--mode", "short", "--tls-resume", "1.5", "127.0.0.1:1", NULL));
+    expect_error("--tls-resume: '-0.1' is not a share from 0 to 1",
+                 parse("--tls", "--mode", "short", "--tls-resume", "-0.1", "127.0.0.1:1", NULL));
+    expect_error("--tls-resume: 'half' is not a share",
+                 parse("--tls", "--mode", "short", "--tls-resume", "half", "127.0.0.1:1", NULL));
+    expect_error("--tls-resume shares out new connections: give --mode short or "
+                 "--reconnect-every N",
+                 parse("--tls", "--tls-resume", "0.5", "127.0.0.1:1", NULL));
+    expect_error("--tls-ca is a TLS option, and this run has no TLS: give --tls, or an https:// "
+                 "target",
+                 parse("--tls-ca", "ca.pem", "127.0.0.1:1", NULL));
+    expect_error("--tls-insecure is a TLS option, and this run has no TLS",
+                 parse("--tls-insecure", "http://127.0.0.1:1/", NULL));
+    expect_error("--tls-resume is a TLS option, and this run has no TLS",
+                 parse("--mode", "short", "--tls-resume", "0", "127.0.0.1:1", NULL));
+    expect_error("--tls-cert and --tls-key go together",
+                 parse("--tls", "--tls-cert", "c.pem", "127.0.0.1:1", NULL));
+    expect_error("--tls-cert and --tls-key go together",
+                 parse("--tls", "--tls-key", "k.pem", "127.0.0.1:1", NULL));
+    expect_error("--tls-ca with --tls-insecure",
+                 parse("--tls", "--tls-ca", "a", "--tls-insecure", "127.0.0.1:1", NULL));
+    expect_error("--tls-sni: 'a b' holds a space",
+                 parse("--tls", "--tls-sni", "a b", "127.0.0.1:1", NULL));
+    expect_error("--tls-sni: give a value of 1 to 255 bytes",
+                 parse("--tls", "--tls-sni", "", "127.0.0.1:1", NULL));
+    expect_error("--tls-alpn: 'h2,,x' has an empty name",
+                 parse("--tls", "--tls-alpn", "h2,,x", "127.0.0.1:1", NULL));
+    expect_error("--tls-alpn: 'h2,' has an empty name",
+                 parse("--tls", "--tls-alpn", "h2,", "127.0.0.1:1", NULL));
+    expect_error(
+        "--tls-ciphers is TLS 1.2's list, and --tls-version 1.3 was given",
+        parse("--tls", "--tls-version", "1.3", "--tls-ciphers", "AES128-SHA", "127.0.0.1:1", NULL));
+    expect_error("--tls-ciphersuites is TLS 1.3's list, and --tls-version 1.2 was given",
+                 parse("--tls", "--tls-version", "1.2", "--tls-ciphersuites",
+                       "TLS_AES_128_GCM_SHA256", "127.0.0.1:1", NULL));
+}
+
 /* Issue 33 (B.10): a wrk user's target, http://HOST[:PORT][/PATH], is --expect http with that
  * path, its host and port as written the Host header, port 80 when it names none. */
 static void test_url_targets(void **state)
@@ -523,13 +608,14 @@ static void test_url_targets(void **state)
         {"http://127.0.0.1:8080?x=1", "127.0.0.1:8080", "127.0.0.1:8080", "/?x=1", AF_INET, 8080},
         {"http://127.0.0.1:8080#top", "127.0.0.1:8080", "127.0.0.1:8080", "/", AF_INET, 8080},
         {"http://127.0.0.1/%20a%2Fb", "127.0.0.1:80", "127.0.0.1", "/%20a%2Fb", AF_INET, 80},
+        /* https://: TLS, port 443 when it names none */
+        {"https://127.0.0.1/", "127.0.0.1:443", "127.0.0.1", "/", AF_INET, 443},
+        {"HTTPS://[::1]:8443/x", "[::1]:8443", "[::1]:8443", "/x", AF_INET6, 8443},
     };
     static const struct {
         const char *url, *msg;
     } bad[] = {
-        {"https://127.0.0.1/", "target 'https://127.0.0.1/': https:// is not supported yet "
-                               "(lfbench has no TLS); give an http:// URL"},
-        {"HTTPS://[::1]:443/x", "https:// is not supported yet"},
+        {"https://u@127.0.0.1/", "is not http://ADDR[:PORT][/PATH]"},
         {"http://example.com/", "target 'http://example.com/' is not http://ADDR[:PORT][/PATH]; "
                                 "write http://127.0.0.1:8080/path"},
         {"http://127.0.0.1:/", "is not http://ADDR[:PORT][/PATH]"},
@@ -614,8 +700,10 @@ static void test_url_targets(void **state)
     {
         char hp[80], au[80], *path = NULL;
 
-        assert_int_equal(bopt_parse_url("https://x/", hp, sizeof(hp), au, sizeof(au), &path),
-                         -EPROTONOSUPPORT);
+        assert_int_equal(bopt_parse_url("https://x/", hp, sizeof(hp), au, sizeof(au), &path), 1);
+        assert_string_equal(hp, "x:443");
+        free(path);
+        path = NULL;
         assert_int_equal(bopt_parse_url("http://a:1/p", hp, 3, au, sizeof(au), &path), -EINVAL);
         assert_null(path);
         assert_int_equal(bopt_parse_url("http://a:1/p", hp, sizeof(hp), au, sizeof(au), &path), 0);
@@ -782,8 +870,8 @@ static void test_version_quiet(void **state)
 }
 
 /* Every row of the option table is an option the parser knows (a value-taking one asks for its
- * value by name; a flag is taken), and a prefix of a long name is not one: getopt_long would
- * take "--conn" for --connect-rate, lfbench never did. */
+ * value by name, and a bad one is refused for what it is; a flag is taken), and a prefix of a long
+ * name is not one: getopt_long would take "--conn" for --connect-rate, lfbench never did. */
 static void test_table_is_the_parser(void **state)
 {
     char want[96];
@@ -806,9 +894,14 @@ static void test_table_is_the_parser(void **state)
             if (op->arg) {
                 snprintf(want, sizeof(want), "%s needs a value", arg);
                 expect_error(want, parse(arg, NULL));
+                /* its row has a hook or a kind args_set applies to its field */
+                if (parse(arg, "x", "127.0.0.1:1", NULL) == BOPT_ERROR && strstr(err, "unknown"))
+                    fail_msg("%s x: %s", arg, err);
                 continue;
             }
-            r = parse(arg, "127.0.0.1:1", NULL);
+            /* a --tls-* flag is TLS's: it needs --tls */
+            r = strncmp(arg, "--tls-", 6) ? parse(arg, "127.0.0.1:1", NULL)
+                                          : parse("--tls", arg, "127.0.0.1:1", NULL);
             if (r == BOPT_ERROR)
                 fail_msg("%s: %s", arg, err);
         }
@@ -979,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_durations_with_units),
         cmocka_unit_test(test_timeout_bare_number_is_seconds),
         cmocka_unit_test(test_url_targets),
+        cmocka_unit_test(test_tls_options),
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_latency_flag),
         cmocka_unit_test(test_version_quiet),

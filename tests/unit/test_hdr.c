@@ -562,6 +562,42 @@ static void test_log_text(void **state)
     free(d);
 }
 
+/* A tagged interval: "Tag=NAME," before the same fields (HdrHistogram's format 1.3), which its
+ * readers keep apart from the untagged ones; a tag that would break the line is refused, and
+ * nothing written. */
+static void test_log_tagged(void **state)
+{
+    struct hist *h = malloc(sizeof(*h)), *d = malloc(sizeof(*d));
+    char path[256], err[256] = "", line[1 << 14];
+    struct hdrlog *l;
+    const char *text, *p;
+
+    (void)state;
+    path_in_tmp(path, sizeof(path), "tag.hlog");
+    l = hdrlog_open(path, 1700000000, err, sizeof(err));
+    assert_non_null(l);
+    hist_init(h);
+    hist_record(h, 100000);
+    assert_int_equal(hdrlog_write(l, 0, 1, h), 0);
+    hist_record(h, 100000);
+    assert_int_equal(hdrlog_write_tagged(l, "first_byte", 0, 1, h), 0);
+    assert_int_equal(hdrlog_write_tagged(l, "a,b", 1, 1, h), -EINVAL);
+    assert_int_equal(hdrlog_write_tagged(l, "a b", 1, 1, h), -EINVAL);
+    assert_int_equal(hdrlog_write_tagged(l, "", 1, 1, h), -EINVAL);
+    assert_int_equal(hdrlog_close(l), -EINVAL); /* the log says it is incomplete */
+    text = slurp(path);
+    p = strstr(text, "\n0.000,1.000,0.100,");
+    assert_non_null(p);
+    p = strchr(p + 1, '\n') + 1;
+    assert_int_equal(sscanf(p, "Tag=first_byte,0.000,1.000,0.100,%16383[^\n]\n", line), 1);
+    assert_int_equal(hdr_decode(line, strlen(line), d), 0);
+    assert_int_equal(d->count, 2);
+    assert_int_equal(strchr(p, '\n')[1], '\0'); /* nothing of the refused tags */
+    unlink(path);
+    free(h);
+    free(d);
+}
+
 static void test_log_errors(void **state)
 {
     struct hist *h = malloc(sizeof(*h));
@@ -703,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_refuses_truncated_and_garbage),
         cmocka_unit_test(test_refuses_lies),
         cmocka_unit_test(test_log_text),
+        cmocka_unit_test(test_log_tagged),
         cmocka_unit_test(test_log_errors),
         cmocka_unit_test(test_hdrh_reads_the_log),
     };

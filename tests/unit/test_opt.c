@@ -115,6 +115,13 @@ static void test_bad_values(void **state)
 {
     (void)state;
     expect_error("unknown option '--bogus'", parse("--bogus", NULL));
+    expect_error("--dry-run goes with --apply-sysctl", parse("--dry-run", NULL));
+    expect_error("--dry-run goes with --apply-sysctl", parse("--dry-run", "--check-sysctl", NULL));
+    expect_error("--undo-sysctl puts back what --apply-sysctl set: give it alone",
+                 parse("--undo-sysctl", "--apply-sysctl", NULL));
+    expect_error("--undo-sysctl puts back", parse("--check-sysctl", "--undo-sysctl", NULL));
+    expect_error("--undo-file goes with --apply-sysctl or --undo-sysctl",
+                 parse("--undo-file", "/tmp/u", NULL));
     expect_error("unexpected argument 'extra'", parse("extra", NULL));
     expect_error("--groups needs a value", parse("--groups", NULL));
     expect_error("--no-pin takes no value", parse("--no-pin=1", NULL));
@@ -142,6 +149,45 @@ static void test_bad_values(void **state)
     expect_error("--drain-timeout: '-1'", parse("--drain-timeout", "-1", NULL));
     expect_error("--proxy-timeout: '0' is not a duration of 1ms to 86400s",
                  parse("--proxy-timeout", "0", NULL));
+    expect_error("--tls-handshake-timeout: '0' is not a duration of 1ms to 86400s",
+                 parse("--tls-handshake-timeout", "0", NULL));
+    expect_error("--listen-tls: '9443' is not HOST:PORT", parse("--listen-tls", "9443", NULL));
+    expect_error("--listen-tls needs --tls-cert FILE and --tls-key FILE (both missing)",
+                 parse("--listen-tls", "127.0.0.1:0", NULL));
+    expect_error("--listen-tls needs --tls-cert FILE and --tls-key FILE (--tls-key missing)",
+                 parse("--listen-tls", "127.0.0.1:0", "--tls-cert", "c.pem", NULL));
+    expect_error("--tls-key given without --listen-tls", parse("--tls-key", "k.pem", NULL));
+#define TLS_ON "--listen-tls", "127.0.0.1:0", "--tls-cert", "c", "--tls-key", "k"
+    expect_error("--tls-cert given 2 times and --tls-key 1: give each certificate its key",
+                 parse(TLS_ON, "--tls-cert", "c2", NULL));
+    expect_error("--tls-cert: at most 16 certificates",
+                 parse(TLS_ON, "--tls-cert=1", "--tls-cert=2", "--tls-cert=3", "--tls-cert=4",
+                       "--tls-cert=5", "--tls-cert=6", "--tls-cert=7", "--tls-cert=8",
+                       "--tls-cert=9", "--tls-cert=10", "--tls-cert=11", "--tls-cert=12",
+                       "--tls-cert=13", "--tls-cert=14", "--tls-cert=15", "--tls-cert=16", NULL));
+    expect_error("--tls-key: give the path of a PEM file", parse(TLS_ON, "--tls-key=", NULL));
+    expect_error("--tls-verify-client on needs --tls-client-ca FILE",
+                 parse(TLS_ON, "--tls-verify-client", "on", NULL));
+    expect_error("--tls-client-ca without --tls-verify-client",
+                 parse(TLS_ON, "--tls-client-ca", "ca.pem", NULL));
+    expect_error("--tls-verify-client: 'yes' is not a mode; use off, optional or on",
+                 parse(TLS_ON, "--tls-verify-client", "yes", NULL));
+    expect_error("--tls-min-version: '1.1' is not a TLS version; use 1.2 or 1.3",
+                 parse(TLS_ON, "--tls-min-version", "1.1", NULL));
+    expect_error("--tls-min-version 1.3 above --tls-max-version 1.2",
+                 parse(TLS_ON, "--tls-min-version", "1.3", "--tls-max-version", "1.2", NULL));
+    expect_error("--tls-tickets: 'no' is not a setting; use on or off",
+                 parse(TLS_ON, "--tls-tickets", "no", NULL));
+    expect_error("--tls-ticket-rotate: '0' is not a duration of 1s to 86400s",
+                 parse(TLS_ON, "--tls-ticket-rotate", "0", NULL));
+    expect_error("--tls-session-cache: '-1' is not an integer from 0 (off)",
+                 parse(TLS_ON, "--tls-session-cache", "-1", NULL));
+    expect_error("--tls-session-timeout: '500ms' is not a duration of 1s to 86400s",
+                 parse(TLS_ON, "--tls-session-timeout", "500ms", NULL));
+    expect_error("--tls-alpn given without --listen-tls", parse("--tls-alpn", "h2", NULL));
+    expect_error("--tls-ciphers: give an OpenSSL cipher list",
+                 parse(TLS_ON, "--tls-ciphers=", NULL));
+#undef TLS_ON
     expect_error("--proxy-timeout: 'soon'", parse("--proxy-timeout", "soon", NULL));
     expect_error("--proxy-timeout: '2d'", parse("--proxy-timeout", "2d", NULL));
     expect_error("--batch: '0'", parse("--batch", "0", NULL));
@@ -176,38 +222,38 @@ static void test_sizes_durations(void **state)
     long ms;
 
     (void)state;
-    assert_int_equal(opt_parse_size("1024", &sz), 0);
+    assert_int_equal(args_size("1024", &sz), 0);
     assert_int_equal(sz, 1024);
-    assert_int_equal(opt_parse_size("4k", &sz), 0);
+    assert_int_equal(args_size("4k", &sz), 0);
     assert_int_equal(sz, 4096);
-    assert_int_equal(opt_parse_size("2MiB", &sz), 0);
+    assert_int_equal(args_size("2MiB", &sz), 0);
     assert_int_equal(sz, 2 << 20);
-    assert_int_equal(opt_parse_size("1G", &sz), 0);
+    assert_int_equal(args_size("1G", &sz), 0);
     assert_int_equal(sz, 1 << 30);
-    assert_int_equal(opt_parse_size("", &sz), -EINVAL);
-    assert_int_equal(opt_parse_size("k", &sz), -EINVAL);
-    assert_int_equal(opt_parse_size("1kk", &sz), -EINVAL);
-    assert_int_equal(opt_parse_size("99999999999999999999", &sz), -EINVAL);
-    assert_int_equal(opt_parse_duration_ms("5", &ms), 0);
+    assert_int_equal(args_size("", &sz), -EINVAL);
+    assert_int_equal(args_size("k", &sz), -EINVAL);
+    assert_int_equal(args_size("1kk", &sz), -EINVAL);
+    assert_int_equal(args_size("99999999999999999999", &sz), -EINVAL);
+    assert_int_equal(args_time_ms("5", &ms), 0);
     assert_int_equal(ms, 5000);
-    assert_int_equal(opt_parse_duration_ms("0.5s", &ms), 0);
+    assert_int_equal(args_time_ms("0.5s", &ms), 0);
     assert_int_equal(ms, 500);
-    assert_int_equal(opt_parse_duration_ms("20ms", &ms), 0);
+    assert_int_equal(args_time_ms("20ms", &ms), 0);
     assert_int_equal(ms, 20);
-    assert_int_equal(opt_parse_duration_ms("0", &ms), 0);
+    assert_int_equal(args_time_ms("0", &ms), 0);
     assert_int_equal(ms, 0);
-    assert_int_equal(opt_parse_duration_ms("1m", &ms), 0); /* issue 33: minutes and hours */
+    assert_int_equal(args_time_ms("1m", &ms), 0); /* issue 33: minutes and hours */
     assert_int_equal(ms, 60000);
-    assert_int_equal(opt_parse_duration_ms("1.5h", &ms), 0);
+    assert_int_equal(args_time_ms("1.5h", &ms), 0);
     assert_int_equal(ms, 5400000);
-    assert_int_equal(opt_parse_duration_ms("24h", &ms), 0);
+    assert_int_equal(args_time_ms("24h", &ms), 0);
     assert_int_equal(ms, 86400000);
-    assert_int_equal(opt_parse_duration_ms("25h", &ms), -EINVAL);
-    assert_int_equal(opt_parse_duration_ms("1d", &ms), -EINVAL);
-    assert_int_equal(opt_parse_duration_ms("1M", &ms), -EINVAL);
-    assert_int_equal(opt_parse_duration_ms("1min", &ms), -EINVAL);
-    assert_int_equal(opt_parse_duration_ms("1us", &ms), -EINVAL);
-    assert_int_equal(opt_parse_duration_ms("", &ms), -EINVAL);
+    assert_int_equal(args_time_ms("25h", &ms), -EINVAL);
+    assert_int_equal(args_time_ms("1d", &ms), -EINVAL);
+    assert_int_equal(args_time_ms("1M", &ms), -EINVAL);
+    assert_int_equal(args_time_ms("1min", &ms), -EINVAL);
+    assert_int_equal(args_time_ms("1us", &ms), -EINVAL);
+    assert_int_equal(args_time_ms("", &ms), -EINVAL);
 }
 
 /* Issue 33 (B.9): the TIME options take a bare number as seconds (as lfbench's do now), and
@@ -466,9 +512,9 @@ static void test_table_is_help_and_man_page(void **state)
     free(help);
 }
 
-/* Every row of the table reaches a setter that handles it: its name, with a value when it takes
- * one, parses or is refused for its value, never for want of a case (the setter a row names
- * switches on the row's id). */
+/* Every row of the table is applied: its name, with a value when it takes one, parses or is
+ * refused for its value, never because the row has neither a hook nor a kind that args_set
+ * applies to its field (a kind stored in a field of another size). */
 static void test_every_option_is_handled(void **state)
 {
     (void)state;

@@ -70,7 +70,8 @@ static void make(struct bresult *r, double wall0, int secs, int n, const char *t
     r->connect_s = 0.5;
     r->connect_calls = 1000;
     r->lat = new_hist();
-    r->clat = new_hist();
+    for (int k = 0; k < CP_N; k++)
+        r->ph[k] = new_hist();
     r->nclasses = 2;
     for (int k = 0; k < 2; k++) {
         r->cls[k].name = strdup(k ? "b.bin" : "a \"quoted\" name");
@@ -92,7 +93,10 @@ static void make(struct bresult *r, double wall0, int secs, int n, const char *t
             if (u)
                 hist_record(u, v);
         }
-        hist_record(r->clat, 1000 + next() % 100000);
+        hist_record(r->ph[CP_CONNECT], 1000 + next() % 100000);
+        hist_record(r->ph[CP_CONNECT], 1000 + next() % 100000);
+        hist_record(r->ph[CP_HANDSHAKE], 200000 + next() % 100000);
+        hist_record(r->ph[CP_FIRST_BYTE], 5000 + next() % 1000);
         b->t = s + 1.03125;
         b->wall = wall0 + b->t;
         b->c.requests = (uint64_t)n;
@@ -121,6 +125,10 @@ static void make(struct bresult *r, double wall0, int secs, int n, const char *t
     r->conn_max = 200;
     r->reconnects = r->total.reconnects = 4;
     r->all_requests = r->total.requests + 50;
+    r->resumed = (uint64_t)secs / 2; /* of the secs handshakes timed */
+    r->tls = true;                   /* and the run's, warm-up included */
+    r->tls_full = (uint64_t)secs + 1;
+    r->tls_resumed = r->tls_offered = 2;
     r->cpu_s = 0.75;
     r->have_k = true;
     for (int i = 0; i < KS_N; i++) {
@@ -219,7 +227,10 @@ static void test_round_trip(void **state)
     t1 = to_text(&a);
     read_text(t1, &b);
     same_hist(a.lat, b.lat);
-    same_hist(a.clat, b.clat);
+    for (int k = 0; k < CP_N; k++)
+        same_hist(a.ph[k], b.ph[k]);
+    assert_int_equal(b.resumed, 2);
+    assert_int_equal(b.tls_full + b.tls_resumed, 8);
     for (int k = 0; k < 2; k++) {
         same_hist(a.cls[k].lat, b.cls[k].lat);
         assert_string_equal(a.cls[k].name, b.cls[k].name);
@@ -272,6 +283,7 @@ static void test_print(void **state)
 
     (void)state;
     make(&a, 1700000000.5, 3, 100, "10.0.0.1:9000", NULL);
+    a.tls = false; /* the errors line without the TLS kinds */
     result_print(f, &a);
     fclose(f);
     /* a sweep's totals add its steps together, and say so (newcomer item 8) */
@@ -400,6 +412,9 @@ static void test_merge_exact(void **state)
     (void)state;
     make(&a, 1700000000.25, 4, 500, "10.0.0.1:9000", u);
     make(&b, 1700000000.75, 5, 300, "10.0.0.2:9000", u);
+    struct hist *ufb = new_hist(); /* both runs' first bytes together */
+    hist_merge(ufb, a.ph[CP_FIRST_BYTE]);
+    hist_merge(ufb, b.ph[CP_FIRST_BYTE]);
     assert_int_equal(merge_result(&a, &b), 0);
     same_hist(a.lat, u);
     for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
@@ -419,6 +434,14 @@ static void test_merge_exact(void **state)
     assert_int_equal(a.connect_calls, 2000); /* what the hints weigh ActiveOpens against */
     assert_int_equal(a.open_connects, 24);
     assert_true(a.connect_s == 1.0);
+    /* the phases, as the latencies: every sample of both */
+    assert_int_equal(a.ph[CP_CONNECT]->count, 2 * (4 + 5));
+    assert_int_equal(a.ph[CP_HANDSHAKE]->count, 4 + 5);
+    assert_int_equal(a.ph[CP_FIRST_BYTE]->count, 4 + 5);
+    assert_int_equal(a.resumed, 2 + 2);
+    assert_int_equal(a.tls_full + a.tls_resumed, 7 + 8);
+    same_hist(a.ph[CP_FIRST_BYTE], ufb);
+    free(ufb);
     assert_false(a.kd.have[KS_SOFTNET_SQUEEZED]);
     /* series on whole epoch seconds: a's end at .28, b's at .78, both in the same buckets */
     {
@@ -519,6 +542,147 @@ static void test_merge_refused(void **state)
     result_free(&b);
 }
 
+/* Phase p's histogram of a replaced by n samples of v ns each (n 0: empty). */
+static void set_phase(struct bresult *a, enum cphase p, int n, uint64_t v)
+{
+    hist_init(a->ph[p]);
+    for (int i = 0; i < n; i++)
+        hist_record(a->ph[p], v);
+}
+
+static char *print_text(const struct bresult *a)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    assert_non_null(f);
+    result_print(f, a);
+    fclose(f);
+    return text;
+}
+
+/* test_phases_print: the connections' phases, a row each with samples and none without, and in
+ * short mode the handshakes' rate and the client's CPU per handshake; a run where no connection
+ * ever completed prints no phase at all (no percentile of nothing, no NaN). */
+static void test_phases_print(void **state)
+{
+    struct bresult a;
+    char *text;
+
+    (void)state;
+    make(&a, 1700000000.5, 3, 100, "10.0.0.1:9000", NULL);
+    free(a.mode);
+    a.mode = strdup("short");
+    set_phase(&a, CP_CONNECT, 100, 10000);
+    set_phase(&a, CP_HANDSHAKE, 50, 200000);
+    set_phase(&a, CP_FIRST_BYTE, 100, 5000);
+    a.resumed = 20;
+    a.tls_full = 35;
+    a.tls_resumed = 25;
+    a.total.connects = 100;
+    text = print_text(&a);
+    assert_non_null(strstr(text, "\n  connect      p50 10.0  p90 10.0  p99 10.0  max 10.0  (µs, "
+                                 "100 samples)\n"));
+    assert_non_null(strstr(text, "\n  handshake    p50 200.0  p90 200.0  p99 200.0  max 200.0  "
+                                 "(µs, 50 samples: 30 full, 20 resumed)\n"));
+    assert_non_null(strstr(text, "\n  first byte   p50 5.0  p90 5.0  p99 5.0  max 5.0  (µs, 100 "
+                                 "samples)\n"));
+    assert_non_null(strstr(text, "\nhandshakes   50: 16.7/s, 30 full, 20 resumed; client CPU "
+                                 "12500.00 µs per handshake (of the run's 60)\n"));
+    free(text);
+    /* without --tls: no handshake row, no handshakes line */
+    set_phase(&a, CP_HANDSHAKE, 0, 0);
+    a.resumed = a.tls_full = a.tls_resumed = 0;
+    text = print_text(&a);
+    assert_non_null(strstr(text, "\n  connect      p50 10.0"));
+    assert_non_null(strstr(text, "\n  first byte   p50 5.0"));
+    assert_null(strstr(text, "  handshake  "));
+    assert_null(strstr(text, "\nhandshakes "));
+    free(text);
+    /* the server refused every connection: the count says so, and nothing else */
+    for (int p = 0; p < CP_N; p++)
+        set_phase(&a, (enum cphase)p, 0, 0);
+    a.total.connects = 0;
+    text = print_text(&a);
+    assert_non_null(strstr(text, "\nconnections  0: 0.0 conn/s"));
+    assert_null(strstr(text, "  connect  "));
+    assert_null(strstr(text, "first byte"));
+    assert_null(strstr(text, "nan"));
+    assert_null(strstr(text, "inf"));
+    free(text);
+    /* long mode: the rows beneath the opening line, no rate (the handshakes are the opening's) */
+    free(a.mode);
+    a.mode = strdup("long");
+    set_phase(&a, CP_CONNECT, 10, 30000);
+    set_phase(&a, CP_HANDSHAKE, 10, 300000);
+    text = print_text(&a);
+    assert_non_null(strstr(text, "before the measured window; 0.12 s of it inside connect() "));
+    assert_non_null(strstr(text, "\n  connect      p50 30.0  p90 30.0  p99 30.0  max 30.0  (µs, 10 "
+                                 "samples)\n  handshake    p50 300.0"));
+    assert_null(strstr(text, "\nhandshakes "));
+    free(text);
+    result_free(&a);
+}
+
+/* text without what lies from from (included) up to upto (excluded): a key of an older file. */
+static char *cut(const char *text, const char *from, const char *upto)
+{
+    const char *p = strstr(text, from), *q = p ? strstr(p, upto) : NULL;
+    char *s;
+
+    assert_non_null(q);
+    assert_true(asprintf(&s, "%.*s%s", (int)(p - text), text, q) > 0);
+    return s;
+}
+
+/* test_phases_old_file: a file written before the handshake and first-byte phases were (only
+ * connect_latency) is read, prints its connect row alone, and merges with a new one: the sum
+ * of the phases each has, and no word of anything wrong. */
+static void test_phases_old_file(void **state)
+{
+    struct bresult a, old, n, o2;
+    char *t, *e, *text;
+
+    (void)state;
+    make(&a, 1700000000, 3, 50, "h1:1", NULL);
+    t = to_text(&a);
+    e = cut(t, ",\n  \"handshake_latency\"", ",\n  \"schedule\"");
+    assert_null(strstr(e, "first_byte"));
+    assert_null(strstr(e, "\"handshake_latency\""));
+    assert_null(strstr(e, "\"handshakes\":"));
+    read_text(e, &old);
+    assert_null(old.ph[CP_HANDSHAKE]);
+    assert_null(old.ph[CP_FIRST_BYTE]);
+    same_hist(old.ph[CP_CONNECT], a.ph[CP_CONNECT]);
+    text = print_text(&old);
+    assert_non_null(strstr(text, "\n  connect      p50 "));
+    assert_null(strstr(text, "  handshake  "));
+    assert_null(strstr(text, "first byte"));
+    free(text);
+    /* merged either way round: the new file's phases, the connects of both */
+    make(&n, 1700000000.5, 3, 50, "h2:1", NULL);
+    assert_int_equal(merge_result(&n, &old), 0);
+    assert_int_equal(n.ph[CP_CONNECT]->count, 2 * 3 * 2);
+    assert_int_equal(n.ph[CP_HANDSHAKE]->count, 3);
+    assert_int_equal(n.ph[CP_FIRST_BYTE]->count, 3);
+    assert_int_equal(n.resumed, 1);
+    read_text(e, &o2);
+    result_free(&n);
+    make(&n, 1700000000.5, 3, 50, "h2:1", NULL);
+    assert_int_equal(merge_result(&o2, &n), 0);
+    assert_int_equal(o2.ph[CP_CONNECT]->count, 2 * 3 * 2);
+    assert_int_equal(o2.ph[CP_HANDSHAKE]->count, 3);
+    assert_int_equal(o2.ph[CP_FIRST_BYTE]->count, 3);
+    assert_int_equal(o2.tls_full + o2.tls_resumed, 2 * 6);
+    free(e);
+    free(t);
+    result_free(&a);
+    result_free(&old);
+    result_free(&n);
+    result_free(&o2);
+}
+
 /* Replaces the first from in text with to (a new string). */
 static char *edit(const char *text, const char *from, const char *to)
 {
@@ -589,6 +753,29 @@ static void test_read_refused(void **state)
     refused(e, "(not valid JSON)");
     free(e);
     refused("", "1:1: expected a value");
+    /* the phases: no more handshakes or first bytes than connects, no more resumed than
+     * handshakes, no fewer handshakes in all than timed */
+    e = edit(t, "\"resumed\": 1,", "\"resumed\": 3,");
+    refused(e, "\"handshakes.resumed\": is 3, more than the 2 of \"handshake_latency\"");
+    free(e);
+    {
+        char *e1 = edit(t, "\"handshakes_full\": 3,", "\"handshakes_full\": 0,");
+        e = edit(e1, "\"handshakes_resumed\": 2,", "\"handshakes_resumed\": 1,");
+        free(e1);
+    }
+    refused(e, "\"handshake_latency.samples\": is 2, more than the 1 handshakes of \"tls\"");
+    free(e);
+    e = edit(t, "\"handshakes_resumed\": 2,", "\"handshakes_resumed\": 0,");
+    refused(e, "\"handshakes.resumed\": is 1, more than the 0 of \"tls\"");
+    free(e);
+    e = edit(t, "\"resumed\": 1,", "\"resumed\": -1,");
+    refused(e, "\"handshakes.resumed\": is not a count");
+    free(e);
+    for (int i = 0; i < 5; i++)
+        hist_record(a.ph[CP_FIRST_BYTE], 1000);
+    e = to_text(&a);
+    refused(e, "\"first_byte_latency.samples\": is 7, more than the 4 of \"connect_latency\"");
+    free(e);
     {
         char err[256];
         struct bresult r;
@@ -610,6 +797,8 @@ int main(void)
         cmocka_unit_test(test_read_refused),
         cmocka_unit_test(test_opening_is_the_opening),
         cmocka_unit_test(test_rate_units),
+        cmocka_unit_test(test_phases_print),
+        cmocka_unit_test(test_phases_old_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,7 @@ static void test_calls(void **state)
         "  if f == 'table' then return {} end\n"
         "  if f == 'id' then return conn.id .. ' ' .. tostring(conn) end\n"
         "  if f == 'set' then conn.id = 3 end\n"
+        "  if f == 'tls' then return tostring(conn.tls) end\n"
         "  return '<' .. f .. '>'\n"
         "end}\n";
     struct script_opts o = opts();
@@ -143,6 +144,8 @@ static void test_calls(void **state)
     assert_int_equal(data(sc, &c, "set", &out), SCRIPT_ERROR);
     assert_int_equal(data(sc, &c, "id", &out), SCRIPT_OK);
     out_is(&out, "42 conn 42");
+    assert_int_equal(data(sc, &c, "tls", &out), SCRIPT_OK);
+    out_is(&out, "nil"); /* plain TCP: no TLS facts (test_tls has them over TLS) */
     assert_int_equal(st.lua_errors, 3);
     assert_true(st.lua_calls >= 10);
     script_free(sc);

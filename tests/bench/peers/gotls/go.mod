@@ -1,0 +1,3 @@
+module go_tls_echo
+
+go 1.21
