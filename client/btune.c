@@ -42,8 +42,8 @@ static const char usage_text[] =
     "\n"
     "  --set KEY=V1,V2,...  V1 is the baseline, each other value a variant (repeatable: each\n"
     "                       key alone against all at V1); 'default' is what a fresh namespace\n"
-    "                       holds. A value with blanks goes in quotes: '...=32768 60999,1024 "
-    "65535'\n"
+    "                       holds; KEY=V alone holds V in every variant. A value with blanks\n"
+    "                       goes in quotes: '...=32768 60999,1024 65535'\n"
     "  --sysctl-conf FILE   ablation: each key of FILE alone against a fresh namespace's\n"
     "                       defaults, then all of them together (neither option: the\n"
     "                       sysctl.conf lfbench was built with)\n"
@@ -198,11 +198,9 @@ static int take_set(struct btune_opt *o, const char *arg, char *err, size_t errl
         }
         s->vals[s->nvals++] = w;
     }
-    if (s->nvals < 2) {
-        snprintf(err, errlen,
-                 "--set %s needs two values or more: the baseline first, then what to compare "
-                 "(%s=default,%s)",
-                 s->key, s->key, s->nvals ? s->vals[0] : "V");
+    if (!s->nvals) {
+        snprintf(err, errlen, "--set %s= has no value: write %s=V1,V2,... (V alone: held at V)",
+                 s->key, s->key);
         return -1;
     }
     o->nset++;
@@ -281,6 +279,18 @@ static int check(struct btune_opt *o, char *err, size_t errlen)
     if (o->nset && o->conf) {
         snprintf(err, errlen, "--set and --sysctl-conf are two experiments: give one of them");
         return -1;
+    }
+    if (o->nset) {
+        int varied = 0;
+        for (int i = 0; i < o->nset; i++)
+            varied += o->set[i].nvals > 1;
+        if (!varied) {
+            snprintf(err, errlen,
+                     "--set %s=%s holds one value in every variant: nothing is compared; give a "
+                     "key two values or more, the baseline first (%s=default,%s)",
+                     o->set[0].key, o->set[0].vals[0], o->set[0].key, o->set[0].vals[0]);
+            return -1;
+        }
     }
     if (o->server && o->server_args) {
         snprintf(err, errlen,

@@ -14,12 +14,16 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 lfepolld=${LFEPOLLD:-$top/lfepolld}
 lfbench=${LFBENCH:-$top/lfbench}
 badserver=${BADSERVER:-$top/build/t/badserver}
-port=$((20000 + $$ % 20000)) # inside the namespaces; on the host, where TIME_WAIT must not be
+# The port inside the namespaces, checked on the host for TIME_WAIT left behind: below the host's
+# ephemeral range, so that no other test's client connection can hold it there as its source
+# port (one in the range failed CI: another suite's TIME_WAIT on port 34350, sport 34350).
+lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+port=$((lo > 12000 ? lo - 1 - $$ % 10000 : 1024 + $$ % (lo > 1124 ? lo - 1024 : 100)))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
 names=()
-tests=(test_tune_two_variants test_tune_refuses_bad_input test_tune_server_that_does_not_start
+tests=(test_tune_two_variants test_tune_held_key test_tune_refuses_bad_input test_tune_server_that_does_not_start
     test_tune_server_dies_mid_round test_tune_round_with_errors_from_a_daemon
     test_tune_sigint_leaves_nothing test_tune_host_puts_back test_tune_host_after_a_crash)
 
@@ -104,6 +108,25 @@ if [ -z "$why" ]; then result test_tune_two_variants passed; else
 $out
 $(cat "$tmp/two.err")"; fi
 
+echo "[ RUN      ] test_tune_held_key"
+# --set KEY=V alone: V in every variant, the baseline too. The server reads it from inside each
+# round's namespace, so the check is the kernel's value, not lfbench's account of it.
+tune "$tmp/held" --set net.ipv4.tcp_fin_timeout=31 --set net.ipv4.tcp_tw_reuse=0,2 --rounds 2 \
+    --round-seconds 1 --confidence 0.5 --json "$tmp/held.json" \
+    --server "sh -c 'cat /proc/sys/net/ipv4/tcp_fin_timeout /proc/sys/net/ipv4/tcp_tw_reuse >>$tmp/held.seen; exec $lfepolld --listen 127.0.0.1:{port} -q'" \
+    -- --mode short -c 2
+rc=$? left=$(leftovers) why=""
+[ $rc -eq 0 ] || why+="exit $rc; "
+seen=$(paste -d' ' - - <"$tmp/held.seen" 2>/dev/null | sort | uniq -c | awk '{print $1 "x" $2 "/" $3}' | tr '\n' ' ')
+[ "$seen" = "2x31/0 2x31/2 " ] || why+="the namespaces held (count x fin_timeout/tw_reuse) '$seen', want 2x31/0 2x31/2; "
+[ "$(grep -c '"net.ipv4.tcp_fin_timeout": "31"' "$tmp/held.json" 2>/dev/null)" -ge 2 ] ||
+    why+="the held key is not in both variants' settings in the JSON; "
+grep -qE '^net.ipv4.tcp_fin_timeout=31' "$tmp/held.out" && why+="the held key got a verdict; "
+[ -z "$left" ] || why+="left behind: $left"
+if [ -z "$why" ]; then result test_tune_held_key passed; else
+    result test_tune_held_key failed "$why
+$(cat "$tmp/held.out" "$tmp/held.err")"; fi
+
 echo "[ RUN      ] test_tune_refuses_bad_input"
 # each: the expected exit status, a word of its one line, the arguments
 why=""
@@ -126,7 +149,7 @@ check_refusal 2 "cannot isolate it" --set net.core.rmem_max=212992,4194304 "${lo
 check_refusal 2 "cannot isolate it" --set fs.file-max=100000,200000 "${load[@]}"
 check_refusal 2 "the kernel refuses '7' (Invalid argument)" --set net.ipv4.tcp_tw_reuse=0,7 "${load[@]}"
 check_refusal 2 "not a sysctl name" --set net/../../kernel.x=0,1 "${load[@]}"
-check_refusal 2 "needs two values" --set net.ipv4.tcp_tw_reuse=0 "${load[@]}"
+check_refusal 2 "holds one value in every variant" --set net.ipv4.tcp_tw_reuse=0 "${load[@]}"
 check_refusal 2 "may not hold -d" --set net.ipv4.tcp_tw_reuse=0,2 -- --mode short -d 3
 check_refusal 2 "name a target" --set net.ipv4.tcp_tw_reuse=0,2 -- --mode short 127.0.0.1:80
 check_refusal 2 "no load" --set net.ipv4.tcp_tw_reuse=0,2

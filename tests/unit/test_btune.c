@@ -69,6 +69,12 @@ static void test_defaults_and_values(void **state)
     assert_string_equal(o.restore_file, "r.txt");
     assert_string_equal(o.write_sysctl, "out.conf");
 
+    /* a key of one value is held there in every variant, beside one that varies */
+    assert_int_equal(parse("--set net.ipv4.tcp_tw_reuse=0 --set net.ipv4.tcp_fin_timeout=60,5 "
+                           "-- --mode short"),
+                     0);
+    assert_true(o.nset == 2 && o.set[0].nvals == 1 && o.set[1].nvals == 2);
+
     assert_int_equal(parse("--sysctl-conf sysctl.conf -- --mode short"), 0);
     assert_string_equal(o.conf, "sysctl.conf");
     assert_int_equal(parse("--help"), 1);
@@ -80,7 +86,9 @@ static void test_bad_input(void **state)
     static const struct {
         const char *line, *words;
     } bad[] = {
-        {"--set net.ipv4.tcp_tw_reuse=0 -- -c 1", "needs two values or more"},
+        {"--set net.ipv4.tcp_tw_reuse=0 -- -c 1", "holds one value in every variant"},
+        {"--set a.b=0 --set c.d=1 -- -c 1", "nothing is compared"},
+        {"--set net.ipv4.tcp_tw_reuse= -- -c 1", "has no value"},
         {"--set net.ipv4.tcp_tw_reuse -- -c 1", "write KEY=V1,V2"},
         {"--set =0,1 -- -c 1", "write KEY=V1,V2"},
         {"--set net/../x=0,1 -- -c 1", "is not a sysctl name"},
