@@ -25,7 +25,8 @@ const char *const btune_metric_name[] = {"rate", "p50", "p99", "cpu"};
 
 static const char usage_text[] =
     "usage: lfbench tune [--set KEY=V1,V2,...]... | [--sysctl-conf FILE]\n"
-    "                    [--rounds N] [--round-seconds S] [--confidence C] [--metric M]\n"
+    "                    [--rounds N] [--round-seconds S] [--confidence C] [--per-variant]\n"
+    "                    [--metric M]\n"
     "                    [--server 'CMD ... {port}' | --server-args 'ARGS'] [--port N]\n"
     "                    [--json FILE] [--plot FILE.png] [--write-sysctl FILE [--force]]\n"
     "                    [--host [--restore-file FILE]] [-q] -- LOAD-OPTIONS\n"
@@ -47,9 +48,14 @@ static const char usage_text[] =
     "  --sysctl-conf FILE   ablation: each key of FILE alone against a fresh namespace's\n"
     "                       defaults, then all of them together (neither option: the\n"
     "                       sysctl.conf lfbench was built with)\n"
-    "  --rounds N           rounds of every variant (default 6: the fewest for a 95% interval)\n"
+    "  --rounds N           rounds of every variant (default: the fewest for the intervals:\n"
+    "                       6 for one variant at 95%, 9 for the built-in sysctl.conf's 7)\n"
     "  --round-seconds S    each round's load, lfbench -d (default 5)\n"
-    "  --confidence C       the interval's level, 0.5 to 0.999 (default 0.95)\n"
+    "  --confidence C       0.5 to 0.999 (default 0.95): the chance that none of the run's\n"
+    "                       verdicts says an effect that is not there is C or more; with K\n"
+    "                       variants each interval is at 1 - (1 - C) / K (Bonferroni)\n"
+    "  --per-variant        C is each verdict's level alone: fewer rounds, but of K verdicts\n"
+    "                       up to K x (1 - C) may name an effect that is not there\n"
     "  --metric M           what is judged: rate (responses/s, default), p50, p99, cpu (the\n"
     "                       server's CPU per request)\n"
     "  --server CMD         any server, run by /bin/sh in the namespace, {port} its port; it\n"
@@ -77,6 +83,7 @@ enum {
     T_ROUNDS,
     T_SECONDS,
     T_CONF_LEVEL,
+    T_EACH,
     T_METRIC,
     T_SERVER,
     T_SARGS,
@@ -96,6 +103,7 @@ static const struct option long_opts[] = {
     {"rounds", required_argument, NULL, T_ROUNDS},
     {"round-seconds", required_argument, NULL, T_SECONDS},
     {"confidence", required_argument, NULL, T_CONF_LEVEL},
+    {"per-variant", no_argument, NULL, T_EACH},
     {"metric", required_argument, NULL, T_METRIC},
     {"server", required_argument, NULL, T_SERVER},
     {"server-args", required_argument, NULL, T_SARGS},
@@ -221,7 +229,7 @@ static int take(struct btune_opt *o, int c, const char *val, char *err, size_t e
         return 0;
     case T_ROUNDS:
         if (args_whole(val, 1, BTUNE_MAX_ROUNDS, &n) == 0)
-            return o->rounds = (int)n, 0;
+            return o->rounds = (int)n, o->rounds_given = true, 0;
         snprintf(err, errlen, "--rounds: '%.40s' is not a whole number of 1 to %d", val,
                  BTUNE_MAX_ROUNDS);
         return -1;
@@ -236,6 +244,8 @@ static int take(struct btune_opt *o, int c, const char *val, char *err, size_t e
         snprintf(err, errlen, "--confidence: '%.40s' is not 0.5 to 0.999 (0.95: a 95%% interval)",
                  val);
         return -1;
+    case T_EACH:
+        return o->per_variant = true, 0;
     case T_METRIC:
         for (int m = 0; m <= BTUNE_CPU; m++)
             if (!strcmp(val, btune_metric_name[m]))
@@ -1167,6 +1177,7 @@ int btune_main(int argc, char **argv)
         rc = strstr(err, "needs root") ? 1 : 2;
         goto out;
     }
+    btune_levels(&t);
     if (!(t.r = calloc((size_t)t.o.rounds, sizeof(*t.r)))) {
         fprintf(stderr, "lfbench tune: out of memory\n");
         rc = 1;

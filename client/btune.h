@@ -39,11 +39,13 @@ struct btune_opt {
     int nset;
     const char *conf; /* --sysctl-conf FILE; NULL with --set (neither: the built-in one) */
     int rounds;
+    bool rounds_given; /* --rounds N; otherwise the fewest for the level asked (btune_levels) */
     double round_s;
     const char *server;      /* --server 'CMD {port}', or NULL: lfepolld */
     const char *server_args; /* --server-args, for lfepolld */
     int port;
-    double alpha; /* 1 - --confidence */
+    double alpha;     /* 1 - --confidence: for all the verdicts of a run together */
+    bool per_variant; /* --per-variant: alpha is each verdict's alone (no correction) */
     enum btune_metric metric;
     const char *json, *plot;
     bool quiet;
@@ -109,9 +111,16 @@ struct btune {
     int nvar;                                    /* var[0] is the baseline */
     struct btune_round (*r)[BTUNE_MAX_VARIANTS]; /* r[round][variant], o.rounds of them */
     struct btune_judged j[BTUNE_MAX_VARIANTS];
+    double alpha_each;     /* each verdict's 1 - level: o.alpha / (nvar - 1), or o.alpha */
     char server_desc[512]; /* the server command, {port} filled in */
     const char *source;    /* "--set", or the --sysctl-conf file's name */
 };
+
+/* Each verdict's level, once the variants are known: with k variants against the baseline,
+ * o.alpha / k (Bonferroni: all k verdicts together say an effect that is not there with
+ * probability o.alpha at most, whatever ties them), or o.alpha alone with --per-variant; and,
+ * without --rounds, the fewest rounds that make an interval at that level. */
+void btune_levels(struct btune *t);
 
 /* The figure a round is judged on, and whether more is better. */
 double btune_figure(const struct btune_round *r, enum btune_metric m);

@@ -38,6 +38,18 @@ bool btune_more_is_better(enum btune_metric m)
     return m == BTUNE_RATE;
 }
 
+void btune_levels(struct btune *t)
+{
+    int k = t->nvar - 1;
+
+    t->alpha_each = t->o.per_variant || k <= 1 ? t->o.alpha : t->o.alpha / k;
+    if (!t->o.rounds_given) {
+        t->o.rounds = btune_rounds_for(t->alpha_each);
+        if (t->o.rounds > BTUNE_MAX_ROUNDS)
+            t->o.rounds = BTUNE_MAX_ROUNDS;
+    }
+}
+
 void btune_judge_all(struct btune *t)
 {
     double ratio[BTUNE_MAX_ROUNDS];
@@ -54,7 +66,7 @@ void btune_judge_all(struct btune *t)
             else
                 j->pairs_dropped++;
         }
-        if (n == 0 || btune_interval(ratio, n, t->o.alpha, &j->ci) < 0) {
+        if (n == 0 || btune_interval(ratio, n, t->alpha_each, &j->ci) < 0) {
             j->v = BTUNE_TOO_FEW;
             continue;
         }
@@ -217,15 +229,25 @@ static void print_verdicts(FILE *f, const struct btune *t)
     if (j1 && j1->ci.k)
         fprintf(f, " at %.1f%%: from the %ssmallest to the %slargest of %d ratios",
                 100 * j1->ci.level, ordinal(j1->ci.k), ordinal(j1->ci.k), j1->ci.n);
+    if (t->nvar > 2 && !t->o.per_variant)
+        fprintf(f,
+                " (%.4g%% or more each, so that the chance that any of the %d verdicts names an "
+                "effect that is not there is %.4g%% or less: Bonferroni)",
+                100 * (1 - t->alpha_each), t->nvar - 1, 100 * t->o.alpha);
+    else if (t->nvar > 2)
+        fprintf(f,
+                " (--per-variant: %.4g%% or more each alone, so that, on average, up to %.4g of "
+                "the %d verdicts name an effect that is not there)",
+                100 * (1 - t->o.alpha), (t->nvar - 1) * t->o.alpha, t->nvar - 1);
     fprintf(f, "\n");
     for (int v = 1; v < t->nvar; v++) {
         const struct btune_judged *j = &t->j[v];
         fprintf(f, "%-*s x%.3f [%.3f, %.3f]  %s", name_width(t), t->var[v].name, j->ci.median,
                 j->ci.lo, j->ci.hi, btune_verdict_name[j->v]);
         if (j->v == BTUNE_TOO_FEW)
-            fprintf(f, ": %d round%s for a %.0f%% interval; give --rounds %d or more", j->ci.n,
-                    j->ci.n == 1 ? "" : "s", 100 * (1 - t->o.alpha),
-                    (int)ceil(log2(2 / t->o.alpha) - 1e-9) + j->pairs_dropped);
+            fprintf(f, ": %d round%s for a %.4g%% interval; give --rounds %d or more", j->ci.n,
+                    j->ci.n == 1 ? "" : "s", 100 * (1 - t->alpha_each),
+                    btune_rounds_for(t->alpha_each) + j->pairs_dropped);
         fprintf(f, "\n");
         if (j->pairs_dropped)
             fprintf(f, "    %d round%s left out: no figure on one side (no response)\n",
@@ -367,11 +389,13 @@ int btune_write_json(FILE *f, const struct btune *t)
     json_str(f, t->source);
     fprintf(f,
             ",\n  \"metric\": \"%s\",\n  \"more_is_better\": %s,\n  \"confidence\": %.6f,\n"
+            "  \"confidence_each\": %.6f,\n  \"correction\": \"%s\",\n"
             "  \"method\": \"median of the rounds' paired ratios to the baseline; the sign "
             "test's distribution-free interval (order statistics)\",\n"
             "  \"rounds\": %d,\n  \"round_seconds\": %g,\n  \"server\": ",
             btune_metric_name[t->o.metric], btune_more_is_better(t->o.metric) ? "true" : "false",
-            1 - t->o.alpha, t->o.rounds, t->o.round_s);
+            1 - t->o.alpha, 1 - t->alpha_each, t->alpha_each < t->o.alpha ? "bonferroni" : "none",
+            t->o.rounds, t->o.round_s);
     json_str(f, t->server_desc);
     fprintf(f, ",\n  \"load\": [");
     for (int i = 0; i < t->o.nload; i++) {

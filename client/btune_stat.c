@@ -86,6 +86,11 @@ int btune_order_k(int n, double alpha)
     return k;
 }
 
+int btune_rounds_for(double alpha)
+{
+    return (int)ceil(log2(2 / alpha) - 1e-9);
+}
+
 int btune_interval(const double *r, int n, double alpha, struct btune_ci *ci)
 {
     double *s;

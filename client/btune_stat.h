@@ -37,6 +37,10 @@ double btune_binom_cdf(int n, int j);
  * n below log2(2 / alpha). */
 int btune_order_k(int n, double alpha);
 
+/* The fewest pairs whose interval (the smallest to the largest ratio) covers the median with
+ * probability 1 - alpha or more: ceil(log2(2 / alpha)), 6 for alpha 0.05, 9 for 0.05 / 7. */
+int btune_rounds_for(double alpha);
+
 /* The median of ratios r[0..n-1] and its interval at level 1 - alpha (0 < alpha < 1). Valid for
  * any continuous distribution of the ratios: it assumes only that the rounds are independent
  * pairs. Returns 0, or -EINVAL for n < 1 or a ratio that is not finite and positive. */

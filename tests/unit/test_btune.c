@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "btune.h"
@@ -151,6 +153,83 @@ static void test_host_wide_by_name(void **state)
     assert_false(btune_host_wide("net.ipv4.ip_local_port_range"));
 }
 
+/* A run of nvar variants (the baseline and nvar - 1 others) parsed from line, every variant
+ * of every round the same figure (each ratio 1), judged and printed into out. */
+static struct btune *run_of(const char *line, int nvar, char *out, size_t outlen)
+{
+    static struct btune t;
+
+    free(t.r);
+    memset(&t, 0, sizeof(t));
+    assert_int_equal(parse(line), 0);
+    t.o = o;
+    t.nvar = nvar;
+    t.source = "--set";
+    snprintf(t.server_desc, sizeof(t.server_desc), "lfepolld");
+    for (int v = 0; v < nvar; v++)
+        snprintf(t.var[v].name, sizeof(t.var[v].name), v ? "k.v%d=1" : "baseline", v);
+    btune_levels(&t);
+    t.r = calloc((size_t)t.o.rounds, sizeof(*t.r));
+    assert_non_null(t.r);
+    for (int r = 0; r < t.o.rounds; r++)
+        for (int v = 0; v < nvar; v++)
+            t.r[r][v] = (struct btune_round){.ok = true,
+                                             .seconds = 1,
+                                             .requests = 1000 + r,
+                                             .rate = 1000 + r,
+                                             .p50_us = 10,
+                                             .p99_us = 20};
+    btune_judge_all(&t);
+    FILE *f = fmemopen(out, outlen, "w");
+    assert_non_null(f);
+    btune_print(f, &t);
+    fclose(f);
+    return &t;
+}
+
+/* Several variants: each interval at 1 - alpha / k (Bonferroni), and without --rounds the fewest
+ * rounds for it; --rounds too few for it says so with the number; --per-variant takes alpha
+ * alone. */
+static void test_levels_of_several_variants(void **state)
+{
+    static char out[16384];
+    struct btune *t;
+
+    (void)state;
+    assert_int_equal(btune_rounds_for(0.05), 6);
+    assert_int_equal(btune_rounds_for(0.05 / 7), 9);
+    assert_int_equal(btune_rounds_for(0.01), 8);
+
+    t = run_of("--set a.b=0,1 -- -c 1", 2, out, sizeof(out));
+    assert_true(t->alpha_each > 0.0499 && t->alpha_each < 0.0501 && t->o.rounds == 6);
+    assert_null(strstr(out, "Bonferroni"));
+    assert_int_equal(t->j[1].v, BTUNE_NONE);
+
+    /* the built-in sysctl.conf's ablation: 7 variants against the baseline */
+    t = run_of("-- -c 1", 8, out, sizeof(out));
+    assert_true(fabs(t->alpha_each - 0.05 / 7) < 1e-12);
+    assert_int_equal(t->o.rounds, 9);
+    assert_true(t->j[7].ci.level >= 1 - 0.05 / 7);
+    assert_int_equal(t->j[7].v, BTUNE_NONE);
+    assert_non_null(strstr(out, "(99.29% or more each, so that the chance that any of the 7 "
+                                "verdicts names an effect that is not there is 5% or less: "
+                                "Bonferroni)"));
+
+    t = run_of("--rounds 6 -- -c 1", 8, out, sizeof(out));
+    assert_int_equal(t->o.rounds, 6);
+    assert_int_equal(t->j[1].v, BTUNE_TOO_FEW);
+    assert_non_null(strstr(out, "too few rounds: 6 rounds for a 99.29% interval; give --rounds 9 "
+                                "or more"));
+
+    t = run_of("--per-variant -- -c 1", 8, out, sizeof(out));
+    assert_true(t->alpha_each > 0.0499 && t->alpha_each < 0.0501 && t->o.rounds == 6);
+    assert_int_equal(t->j[1].v, BTUNE_NONE);
+    assert_non_null(strstr(out, "(--per-variant: 95% or more each alone, so that, on average, "
+                                "up to 0.35 of the 7 verdicts name an effect that is not there)"));
+    free(t->r);
+    t->r = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_key_names),
         cmocka_unit_test(test_host_wide_by_name),
+        cmocka_unit_test(test_levels_of_several_variants),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
