@@ -19,7 +19,10 @@
 #      server shares one with the client, so the wall-clock ratio says little there; on a
 #      machine with CPUs to spare it is the scaling (16 CPUs: NGINX_CPUS=8-15 NGINX_WORKERS=8
 #      E_CPUS=0-7 E_THREADS=8, so that the server is not what stops it).
-#   tests/bench/tls_client.sh [a b c d e]     (default: all; needs an lfbench with --tls)
+#   f  what b's full handshake costs are made of: lfbench verifying the chain (as in b) against
+#      lfbench --tls-insecure, and s_time given the CA (as in b) against s_time given none (so
+#      its chain check stops at the unknown issuer, before any signature is checked)
+#   tests/bench/tls_client.sh [a b c d e f]   (default: a-e; needs an lfbench with --tls)
 # Knobs: LFBENCH (./lfbench), REPS (5 pairs), DUR (3 s a run), CONNS (100), HS_CONNS (1),
 # E_CPUS (0-1), E_THREADS (2), NGINX_CPUS (0), NGINX_WORKERS (1), QUICK=1 (REPS=1 DUR=0.5: a
 # check that it all runs, in seconds; figures meaningless). The whole run is about 4 minutes at
@@ -33,7 +36,7 @@ E_THREADS=${E_THREADS:-2} NGINX_CPUS=${NGINX_CPUS:-0} NGINX_WORKERS=${NGINX_WORK
 LFBENCH=${LFBENCH:-$top/lfbench}
 parts=${*:-a b c d e}
 for p in $parts; do
-    case $p in [a-e]) ;; *) echo "usage: $0 [a b c d e] (the comparisons to run; default all)" >&2; exit 2 ;; esac
+    case $p in [a-f]) ;; *) echo "usage: $0 [a b c d e f] (the comparisons to run; default a-e)" >&2; exit 2 ;; esac
 done
 [ -x "$LFBENCH" ] || { echo "$LFBENCH: no lfbench there (make, or LFBENCH=PATH)" >&2; exit 1; }
 # (the help read whole first: grep -q would end the pipe early, and pipefail call that a failure)
@@ -129,10 +132,13 @@ wrk_run() { # NAME URL
     work=$(awk '/requests in/ {print $1}' "$dir/wrk.out")
     echo "$1 work=$work cpu_s=$(cpu_of)" | tee -a "$out"
 }
-s_time_run() { # NAME -new|-reuse
-    local work
+s_time_run() { # NAME -new|-reuse [s_time's trust options: the CA by default]
+    local work name=$1 how=$2
+    shift 2
+    [ $# -gt 0 ] || set -- -CAfile "$dir/ca.pem" -verify 2
+    set -- "$name" "$how" "$@"
     cpu_run "$dir/cpu" timeout "$cap" taskset -c 1 openssl s_time -connect 127.0.0.1:$stream "$2" -www / \
-        -time "$(awk -v d="$DUR" 'BEGIN {printf "%d", d < 1 ? 1 : d}')" -CAfile "$dir/ca.pem" -verify 2 \
+        -time "$(awk -v d="$DUR" 'BEGIN {printf "%d", d < 1 ? 1 : d}')" "${@:3}" \
         >"$dir/st.out" 2>&1 || { echo "$1: s_time failed: $(tail -n1 "$dir/st.out")" >&2; return 1; }
     # its first count (it prints a second one in real seconds); its CPU, as lfbench's, includes
     # its start (a few ms: a small share of a DUR of seconds, a large one of QUICK's)
@@ -192,6 +198,14 @@ for p in $parts; do
         pairs e_t1 'cpus=$e1 lfb e_t1 -t 1 --cpus "$e1" --mode short -c 2 --expect bytes 1 --size 16 --tls "${tls[@]}" 127.0.0.1:$stream' \
             e_tn 'cpus=$E_CPUS lfb e_tn -t "$E_THREADS" --cpus "$E_CPUS" --mode short -c "$((2 * E_THREADS))" --expect bytes 1 --size 16 --tls "${tls[@]}" 127.0.0.1:$stream'
         ;;
+    f)
+        echo "== f: full handshakes: lfbench verifying against --tls-insecure; s_time given the CA against none"
+        insecure=(--mode short -c "$HS_CONNS" --expect bytes 1 --size 16 --tls --tls-insecure 127.0.0.1:$stream)
+        pairs f_lfbench_verify 'lfb f_lfbench_verify "${short[@]}"' \
+            f_lfbench_insecure 'lfb f_lfbench_insecure "${insecure[@]}"'
+        pairs f_s_time_ca 's_time_run f_s_time_ca -new' \
+            f_s_time_no_ca 's_time_run f_s_time_no_ca -new -no-CAfile -no-CApath -no-CAstore'
+        ;;
     esac
 done
 
@@ -220,6 +234,10 @@ for n in ("b_full_s_time", "b_res_s_time"):
         print("   %s's own figure (connections per user second): %.0f" % (n, med(n, lambda r: r["s_time_user_rate"])))
 line("d: client CPU per request", "d_tls", "d_plain", us_per, "µs", "tls/plain <= 1.5")
 line("e: handshakes per CPU second", "e_tn", "e_t1", per_cpu, "/s", "N threads/1 near 1.0: no lock cost")
+line("f: lfbench, verifying or not", "f_lfbench_verify", "f_lfbench_insecure", per_cpu, "/s", "the chain check's share")
+line("f: s_time, given the CA or not", "f_s_time_ca", "f_s_time_no_ca", per_cpu, "/s", "the chain check's share")
+line("f: lfbench against s_time, both verifying", "f_lfbench_verify", "f_s_time_ca", per_cpu, "/s", "lfbench/s_time >= 1.0")
+line("f: lfbench against s_time, neither", "f_lfbench_insecure", "f_s_time_no_ca", per_cpu, "/s", "lfbench/s_time >= 1.0")
 dur = float(sys.argv[2])
 line("e: handshakes per second (wall, ~)", "e_tn", "e_t1", lambda r: r["work"] / dur, "/s",
      "N (threads) within 15%, where CPUs are spare")
