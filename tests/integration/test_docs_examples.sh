@@ -275,9 +275,11 @@ for i in $(seq "$n"); do
     echo "[ RUN      ] $where"
     [ -n "$args" ] && echo "(with ./$args serving)"
     sed 's/^/    | /' "$b"
+    t0=$SECONDS
     out=$(cd "$clone" && PATH="$dir/bin:$PATH" timeout -k 5 "$limit" "${nsc[@]}" \
         bash "$runner" "$b" "$args" "$slow" 2>&1)
     rc=$?
+    echo "($((SECONDS - t0)) s)"
     if [ "$rc" = 0 ]; then
         echo "[       OK ] $where"; passed=$((passed + 1))
     else
@@ -406,9 +408,11 @@ for i in $(seq "$ns"); do
         echo "fewer than 2 CPUs here: the samples are of a 2-CPU machine"
         echo "[  SKIPPED ] $name"; passed=$((passed + 1)); continue
     fi
+    t0=$SECONDS
     out=$(cd "$clone" && PATH="$dir/bin:$PATH" timeout -k 5 "$limit" taskset -c "$cpus" \
         "${nsc[@]}" bash "$srunner" "$smp" "$spec" "$slow" 2>&1)
     rc=$?
+    echo "($((SECONDS - t0)) s)"
     if [ "$rc" = 0 ] && diff=$(awk -f "$dir/compare.awk" "$smp" "$smp.out"); then
         echo "[       OK ] $name"; passed=$((passed + 1))
     else
