@@ -13,16 +13,23 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
-LFBENCH=${LFBENCH:-} LFEPOLLD=${LFEPOLLD:-}
-[ -n "$LFBENCH$LFEPOLLD" ] || make -s -C "$top" lfepolld lfbench
-LFBENCH=${LFBENCH:-$top/lfbench} LFEPOLLD=${LFEPOLLD:-$top/lfepolld}
 N=${N:-10} ROUNDS=${ROUNDS:-6} SECS=${SECS:-3} ONLY=${ONLY:-}
+case $ONLY in
+'' | slow-start | aa) ;;
+*) echo "tune_repeat.sh: ONLY=$ONLY is neither slow-start nor aa" >&2; exit 2 ;;
+esac
+LFBENCH=${LFBENCH:-} LFEPOLLD=${LFEPOLLD:-}
+mk=()
+[ -n "$LFBENCH" ] || mk+=(lfbench)
+[ -n "$LFEPOLLD" ] || mk+=(lfepolld)
+[ ${#mk[@]} -eq 0 ] || make -s -C "$top" "${mk[@]}"
+LFBENCH=${LFBENCH:-$top/lfbench} LFEPOLLD=${LFEPOLLD:-$top/lfepolld}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)
 echo "kernel $(uname -r); CPU$cpu; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$N experiments each, lfbench tune --rounds $ROUNDS --round-seconds $SECS; JSON in $OUT"
-srv="taskset -c 0 $LFEPOLLD --listen 127.0.0.1:{port} -q --cpus 0"
+srv="taskset -c 0 $(printf %q "$LFEPOLLD") --listen 127.0.0.1:{port} -q --cpus 0"
 
 # repeat NAME TUNE-OPTIONS... -- LOAD-OPTIONS...
 repeat() {
@@ -35,9 +42,17 @@ repeat() {
         taskset -c 1 "$LFBENCH" tune -q --rounds "$ROUNDS" --round-seconds "$SECS" \
             --server "$srv" --json "$OUT/$name-$i.json" "$@" >"$OUT/$name-$i.txt"
         # The variant's verdict line: "KEY=V   xMEDIAN [LOW, HIGH]  WORDS"
-        line=$(grep -E ' x[0-9.]+ \[' "$OUT/$name-$i.txt" | tail -1)
+        line=$({ grep -E ' x[0-9.]+ \[' "$OUT/$name-$i.txt" || true; } | tail -n 1)
         echo "  $i: ${line#"${line%%[! ]*}"}"
-        case $line in *"no measurable effect"*) ;; *) effects=$((effects + 1)) ;; esac
+        case $line in
+        *"no measurable effect"*) ;;
+        *" helps" | *" hurts") effects=$((effects + 1)) ;;
+        *)
+            echo "tune_repeat.sh: experiment $i of $name gave no verdict (${line:-no line}):" \
+                "see $OUT/$name-$i.txt; too few ROUNDS for one variant at 95% (6)?" >&2
+            exit 1
+            ;;
+        esac
     done
     echo "$name: $((N - effects)) of $N 'no measurable effect', $effects said an effect" \
         "($((SECONDS - t0)) s)"
