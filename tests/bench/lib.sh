@@ -115,3 +115,20 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 open(sys.argv[1], "w").write("%.6f %.6f\n" % (r.ru_utime, r.ru_stime))
 sys.exit(rc)' "$@"
 }
+
+# bench_binaries TOP: sets LFBENCH and LFEPOLLD, making in TOP each one that was not given (a path
+# given is used as it is, so that a long run can use copies that nothing rebuilds under it).
+bench_binaries() {
+    local mk=()
+    LFBENCH=${LFBENCH:-} LFEPOLLD=${LFEPOLLD:-}
+    [ -n "$LFBENCH" ] || mk+=(lfbench)
+    [ -n "$LFEPOLLD" ] || mk+=(lfepolld)
+    [ ${#mk[@]} -eq 0 ] || make -s -C "$1" "${mk[@]}" || return 1
+    LFBENCH=${LFBENCH:-$1/lfbench} LFEPOLLD=${LFEPOLLD:-$1/lfepolld}
+}
+
+# machine_line: the kernel, the CPU model, the CPUs and the load average, for a run's first line.
+machine_line() {
+    echo "kernel $(uname -r); CPU$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2);" \
+        "$(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+}

@@ -18,16 +18,11 @@ case $ONLY in
 '' | slow-start | aa) ;;
 *) echo "tune_repeat.sh: ONLY=$ONLY is neither slow-start nor aa" >&2; exit 2 ;;
 esac
-LFBENCH=${LFBENCH:-} LFEPOLLD=${LFEPOLLD:-}
-mk=()
-[ -n "$LFBENCH" ] || mk+=(lfbench)
-[ -n "$LFEPOLLD" ] || mk+=(lfepolld)
-[ ${#mk[@]} -eq 0 ] || make -s -C "$top" "${mk[@]}"
-LFBENCH=${LFBENCH:-$top/lfbench} LFEPOLLD=${LFEPOLLD:-$top/lfepolld}
+. "$top/tests/bench/lib.sh"
+bench_binaries "$top"
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)
-echo "kernel $(uname -r); CPU$cpu; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 echo "$N experiments each, lfbench tune --rounds $ROUNDS --round-seconds $SECS; JSON in $OUT"
 srv="taskset -c 0 $(printf %q "$LFEPOLLD") --listen 127.0.0.1:{port} -q --cpus 0"
 

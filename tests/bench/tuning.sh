@@ -24,15 +24,10 @@ case $ONLY in
     range-sources) ;;
 *) echo "tuning.sh: ONLY=$ONLY is none of the experiments named at the top of $0" >&2; exit 2 ;;
 esac
-LFBENCH=${LFBENCH:-} LFEPOLLD=${LFEPOLLD:-}
-mk=()
-[ -n "$LFBENCH" ] || mk+=(lfbench)
-[ -n "$LFEPOLLD" ] || mk+=(lfepolld)
-[ ${#mk[@]} -eq 0 ] || make -s -C "$top" "${mk[@]}"
-LFBENCH=${LFBENCH:-$top/lfbench} LFEPOLLD=${LFEPOLLD:-$top/lfepolld}
+. "$top/tests/bench/lib.sh"
+bench_binaries "$top"
 [ -z "$OUT" ] || mkdir -p "$OUT"
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)
-echo "kernel $(uname -r); CPU$cpu; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 rounds=()
 [ -z "$ROUNDS" ] || rounds=(--rounds "$ROUNDS")
 [ -z "$PER_VARIANT" ] || rounds+=(--per-variant)
