@@ -66,6 +66,9 @@ enum conn_phase {
 #define CONN_TLS_DEAD 0x200u
 #define CONN_TLS_NOTIFIED 0x400u
 #define CONN_TLS_WOUT 0x800u
+/* TLS: its last read wanted the socket: what TLS holds is part of a record, and only the socket
+ * (an event) can bring the rest */
+#define CONN_TLS_RWAIT 0x1000u
 
 /* In a solo group (one worker, level-triggered: src/worker.c), the events the registration
  * asks for now, so that a worker re-arms only when they change. */

@@ -68,9 +68,14 @@ ssize_t tls_read(struct conn *c, char *buf, size_t n);
  * from wherever they are then), or -errno. */
 ssize_t tls_write(struct conn *c, const char *p, size_t n);
 
-/* Whether TLS holds input already read from the socket that no read has returned yet: no event
- * will come for it. */
+/* Whether a read could return input TLS already took from the socket (plaintext, or a whole
+ * record not yet opened): no event will come for it. Not the start of a record whose rest is
+ * still to come: the socket's event brings that (re-arming for it at once would spin). */
 bool tls_has_pending(const struct conn *c);
+
+/* Whether TLS holds any input not yet returned, whole records or a part of one: the peer has
+ * sent something nobody read. */
+bool tls_has_input(const struct conn *c);
 
 /* Sends c's close_notify, once, when its handshake finished and no error broke it; as much as
  * the socket takes now (never waits). Caller owns c. */

@@ -110,7 +110,7 @@ static ssize_t io_failed(struct conn *c, int e, bool reading)
     switch (e) {
     case SSL_ERROR_WANT_READ:
         if (reading)
-            c->flags &= ~CONN_TLS_WOUT;
+            c->flags = (c->flags & ~CONN_TLS_WOUT) | CONN_TLS_RWAIT;
         return 0;
     case SSL_ERROR_WANT_WRITE:
         if (reading)
@@ -139,7 +139,7 @@ ssize_t tls_read(struct conn *c, char *buf, size_t n)
     ERR_clear_error();
     r = SSL_read(c->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
     if (r > 0) {
-        c->flags &= ~CONN_TLS_WOUT;
+        c->flags &= ~(CONN_TLS_WOUT | CONN_TLS_RWAIT);
         return r;
     }
     return io_failed(c, SSL_get_error(c->ssl, r), true);
@@ -162,8 +162,15 @@ ssize_t tls_write(struct conn *c, const char *p, size_t n)
 
 bool tls_has_pending(const struct conn *c)
 {
+    /* SSL_has_pending counts the start of a record too: after a read that wanted the socket,
+     * what it holds is that (OpenSSL opens every whole record before it reads) */
     return c->ssl && !(c->flags & (CONN_RDCLOSED | CONN_TLS_DEAD)) &&
-           (SSL_pending(c->ssl) > 0 || SSL_has_pending(c->ssl));
+           (SSL_pending(c->ssl) > 0 || (!(c->flags & CONN_TLS_RWAIT) && SSL_has_pending(c->ssl)));
+}
+
+bool tls_has_input(const struct conn *c)
+{
+    return c->ssl && !(c->flags & (CONN_RDCLOSED | CONN_TLS_DEAD)) && SSL_has_pending(c->ssl);
 }
 
 void tls_notify(struct conn *c)

@@ -238,7 +238,7 @@ static uint32_t drain_echo(struct worker *w, struct conn *c, uint32_t events,
 
     setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
     want = conn_echo(c, events, io);
-    if (want == (EPOLLIN | EPOLLRDHUP) && w->st.bytes_out != out && !tls_has_pending(c) &&
+    if (want == (EPOLLIN | EPOLLRDHUP) && w->st.bytes_out != out && !tls_has_input(c) &&
         recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN &&
         (tls_notify(c), shutdown(c->fd, SHUT_WR) == 0)) { /* TLS: its close_notify, then FIN */
         c->phase = CONN_PH_WRCLOSED;

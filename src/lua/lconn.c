@@ -166,7 +166,7 @@ static bool close_would_reset(const struct lconn *lc)
 {
     char b;
 
-    return obuf_len(&lc->in) || tls_has_pending(&lc->c) ||
+    return obuf_len(&lc->in) || tls_has_input(&lc->c) ||
            recv(lc->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0 || unacked(lc->c.fd) > 0;
 }
 

@@ -541,6 +541,57 @@ static void test_oversized_record_after_handshake(void **state)
     tls_close(s);
 }
 
+/* The events a daemon's workers have handled, from its /metrics on admin port adm. */
+static double events_of(int adm)
+{
+    char *body = NULL;
+    double v;
+
+    assert_int_equal(http_get(adm, "/metrics", &body), 200);
+    v = metric_sum(body, "lfepolld_worker_events_total");
+    free(body);
+    return v;
+}
+
+/* A client that sends the first 20 bytes of a 100-byte record and holds the rest for a second:
+ * the server waits for the socket (a handful of events at most, not one per loop of a worker
+ * that spins on the bytes it holds), then echoes the record whole once its rest comes. */
+static void hold_part_of_a_record(int port, int adm)
+{
+    SSL *s = tls_connect(port);
+    int fd = SSL_get_fd(s);
+    BIO *mem = BIO_new(BIO_s_mem());
+    char want[100], got[100], rec[512];
+    double before, during;
+    int n;
+
+    set_timeout(fd, 5000L * slow);
+    tls_send(s, "first\n", 6);
+    assert_int_equal(tls_recv(s, got, 6), 6); /* the tickets too, before it */
+    memset(want, 'p', sizeof(want));
+    SSL_set0_wbio(s, mem); /* the record is made here, sent by hand; reads stay on fd */
+    assert_int_equal(SSL_write(s, want, sizeof(want)), sizeof(want));
+    n = BIO_read(mem, rec, sizeof(rec));
+    assert_true(n > 40);
+    send_all(fd, rec, 20);
+    sleep_ms(200); /* the server has taken them */
+    before = events_of(adm);
+    sleep_ms(1000);
+    during = events_of(adm) - before;
+    send_all(fd, rec + 20, (size_t)n - 20);
+    assert_int_equal(tls_recv(s, got, sizeof(got)), sizeof(got));
+    assert_memory_equal(got, want, sizeof(want));
+    tls_close(s);
+    if (during > 20)
+        fail_msg("the server handled %.0f events in the second it held a part of a record", during);
+}
+
+static void test_part_of_a_record_waits(void **state)
+{
+    (void)state;
+    hold_part_of_a_record(shared.port, admin);
+}
+
 static void test_python_ssl_client(void **state)
 {
     char cmd[1024];
@@ -853,6 +904,19 @@ static void test_lua_over_tls(void **state)
     free(in);
 }
 
+/* The same in Lua mode (its own read loop): lua/echo.lua waits for the rest of the record too. */
+static void test_part_of_a_record_waits_lua(void **state)
+{
+    const char *extra[] = {"--lua", "lua/echo.lua", "--admin", "127.0.0.1:0", NULL};
+    struct daemon d;
+
+    (void)state;
+    start_own(&d, extra);
+    hold_part_of_a_record(d.port, admin_port(&d));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 /* --takeover: the successor, started with the same --listen-tls, serves TLS on the socket it
  * was handed; the predecessor ends its TLS connection between requests with a close_notify. */
 static void test_takeover_keeps_tls(void **state)
@@ -1150,6 +1214,7 @@ int main(void)
         cmocka_unit_test(test_close_notify_after_data),
         cmocka_unit_test(test_fin_without_close_notify),
         cmocka_unit_test(test_oversized_record_after_handshake),
+        cmocka_unit_test(test_part_of_a_record_waits),
         cmocka_unit_test(test_python_ssl_client),
         cmocka_unit_test(test_resumed_and_metrics),
         cmocka_unit_test(test_resumption_sends_a_new_ticket),
@@ -1159,6 +1224,7 @@ int main(void)
         cmocka_unit_test_teardown(test_max_conns_counts_handshakes, teardown),
         cmocka_unit_test_teardown(test_lua_over_tls, teardown),
         cmocka_unit_test_teardown(test_lua_conn_tls, teardown),
+        cmocka_unit_test_teardown(test_part_of_a_record_waits_lua, teardown),
         cmocka_unit_test_teardown(test_takeover_keeps_tls, teardown),
         cmocka_unit_test_teardown(test_socket_activation_tls, teardown),
         cmocka_unit_test_teardown(test_start_errors, teardown),
