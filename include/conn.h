@@ -150,6 +150,9 @@ ssize_t conn_write_some(struct conn *c, const char *p, size_t n);
 ssize_t conn_read_some(struct conn *c, char *buf, size_t n);
 /* As conn_read_some, from the socket itself even when c has TLS (bytes to drop). */
 ssize_t conn_read_raw(struct conn *c, char *buf, size_t n);
+/* After a read of n bytes (> 0) of the want asked: whether to stop reading until the next
+ * event, the socket likely empty (plain: a short read; TLS: nothing left in the library). */
+bool conn_drained(const struct conn *c, size_t n, size_t want);
 /* The events to re-arm an open connection with: input and output while output is pending
  * under the cap, output only at it (reading pauses: counted), input only with nothing pending. */
 uint32_t conn_rearm_events(const struct conn *c, const struct conn_io *io);

@@ -100,6 +100,14 @@ ssize_t conn_read_some(struct conn *c, char *buf, size_t n)
     return c->ssl ? tls_read(c, buf, n) : conn_read_raw(c, buf, n);
 }
 
+bool conn_drained(const struct conn *c, size_t n, size_t want)
+{
+    /* TLS returns a record a read; when it holds nothing more, the socket may (a read ahead
+     * that filled its buffer), but the re-arm that follows reports it: EPOLL_CTL_MOD, and a
+     * level-triggered solo group, look at the socket as it is */
+    return c->ssl ? !tls_has_pending(c) : n < want;
+}
+
 ssize_t conn_read_raw(struct conn *c, char *buf, size_t n)
 {
     for (;;) {
@@ -192,10 +200,9 @@ uint32_t conn_echo(struct conn *c, uint32_t events, const struct conn_io *io)
             STAT_ADD(io->st, err_nomem, 1);
             return 0;
         }
-        /* A short read drained the socket, unless the peer already sent FIN (EPOLLRDHUP): then
-         * one more read returns 0 now instead of after another epoll round trip. Not through
-         * TLS, which returns a record at a time: it reads on until it has no more. */
-        if ((size_t)n < want && !(events & EPOLLRDHUP) && !c->ssl)
+        /* Drained, unless the peer already sent FIN (EPOLLRDHUP): then one more read returns 0
+         * now instead of after another epoll round trip. */
+        if (!(events & EPOLLRDHUP) && conn_drained(c, (size_t)n, want))
             break;
     }
     if (c->flags & CONN_RDCLOSED) {

@@ -343,8 +343,8 @@ static bool read_requests(struct lconn *lc, uint32_t events, const struct conn_i
         take(lc, (size_t)n, io, sc, out, why);
         if (!emit_ok(lc, out, io, why))
             return false;
-        if ((size_t)n < want && !(events & EPOLLRDHUP) && !c->ssl)
-            break; /* (TLS returns a record a read: it reads on until none is left) */
+        if (!(events & EPOLLRDHUP) && conn_drained(c, (size_t)n, want))
+            break;
     }
     return true;
 }
