@@ -586,6 +586,34 @@ static void hold_part_of_a_record(int port, int adm)
         fail_msg("the server handled %.0f events in the second it held a part of a record", during);
 }
 
+/* 200 records of 10 bytes in one send: the server reads ahead, so one read(2) takes many of
+ * them, more than it opens in one event; those it holds raise no socket event, and must be
+ * echoed all the same, with nothing more sent. */
+static void test_many_records_in_one_segment(void **state)
+{
+    SSL *s = tls_connect(shared.port);
+    int fd = SSL_get_fd(s);
+    BIO *mem = BIO_new(BIO_s_mem());
+    char want[2000], got[2000], *recs;
+    long n;
+
+    (void)state;
+    set_timeout(fd, 5000L * slow);
+    tls_send(s, "first\n", 6);
+    assert_int_equal(tls_recv(s, got, 6), 6);
+    for (size_t i = 0; i < sizeof(want); i++)
+        want[i] = (char)('a' + i % 26);
+    SSL_set0_wbio(s, mem);
+    for (size_t off = 0; off < sizeof(want); off += 10)
+        assert_int_equal(SSL_write(s, want + off, 10), 10);
+    n = BIO_get_mem_data(mem, &recs);
+    assert_true(n > 200 * 10);
+    send_all(fd, recs, (size_t)n);
+    assert_int_equal(tls_recv(s, got, sizeof(got)), sizeof(got));
+    assert_memory_equal(got, want, sizeof(want));
+    tls_close(s);
+}
+
 static void test_part_of_a_record_waits(void **state)
 {
     (void)state;
@@ -1215,6 +1243,7 @@ int main(void)
         cmocka_unit_test(test_fin_without_close_notify),
         cmocka_unit_test(test_oversized_record_after_handshake),
         cmocka_unit_test(test_part_of_a_record_waits),
+        cmocka_unit_test(test_many_records_in_one_segment),
         cmocka_unit_test(test_python_ssl_client),
         cmocka_unit_test(test_resumed_and_metrics),
         cmocka_unit_test(test_resumption_sends_a_new_ticket),
