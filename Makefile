@@ -76,7 +76,9 @@ LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4) -lm
 # lfbench --tls (client/btls.c).
 SSL_LIBS = $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 
-LFE_CPPFLAGS = -D_GNU_SOURCE -Iinclude $(LUA_CFLAGS)
+# LFE_JEMALLOC: jemalloc is the allocator (not under a sanitizer): OpenSSL's goes to glibc's
+# (src/tls_conf.c tls_alloc_init says why)
+LFE_CPPFLAGS = -D_GNU_SOURCE -Iinclude $(LUA_CFLAGS) $(if $(strip $(ALLOC_LIBS)),-DLFE_JEMALLOC)
 LFE_CFLAGS := -std=c11 -g -pthread -MMD -MP $(WARN) $(SAN_FLAGS)
 LFE_LDFLAGS := -pthread $(SAN_FLAGS)
 ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)

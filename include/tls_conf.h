@@ -27,6 +27,10 @@ struct tls_conf;
  * Not thread-safe (start-up); one configuration per process at a time. */
 struct tls_conf *tls_conf_new(const struct opt *o, char *err, size_t errlen);
 
+/* Gives OpenSSL glibc's allocator where jemalloc is the process's (LFE_JEMALLOC); nothing
+ * otherwise. First thing in main: OpenSSL takes it only before its first allocation. */
+void tls_alloc_init(void);
+
 /* The context a new connection's SSL is made from (SSL_new, which takes its own reference):
  * the current generation's default. It stays valid on this thread until the thread's next call.
  * Any thread; no lock but once after each reload. NULL when out of memory. */

@@ -752,6 +752,7 @@ int main(int argc, char **argv)
     bool pid_written = false, handed = false;
     long max_conns, stall;
 
+    tls_alloc_init(); /* before anything of OpenSSL's */
     if ((rc = start_up(&o, argc, argv, &rl)) >= 0)
         return rc;
     if ((rc = plan_cpus(&o, &p, &allowed)) != 0)

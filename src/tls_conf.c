@@ -704,6 +704,44 @@ static struct ring *ring_new(const struct opt *o)
     return r;
 }
 
+#ifdef LFE_JEMALLOC
+/* glibc's own entry points, beside the malloc jemalloc replaces. */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+
+static void *ossl_malloc(size_t n, const char *file, int line)
+{
+    (void)file, (void)line;
+    return __libc_malloc(n);
+}
+
+static void *ossl_realloc(void *p, size_t n, const char *file, int line)
+{
+    (void)file, (void)line;
+    return __libc_realloc(p, n);
+}
+
+static void ossl_free(void *p, const char *file, int line)
+{
+    (void)file, (void)line;
+    __libc_free(p);
+}
+#endif
+
+/* An idle TLS connection is OpenSSL's state alone, about 150 objects; jemalloc's size classes
+ * (four a power of two) round them up, glibc's 16-byte steps hardly do: 14,418 bytes a
+ * connection with glibc against 15,430 with jemalloc, at 8,000 idle connections (ECDSA P-256,
+ * TLS 1.3; 0.93x). The price is in the handshake's ~2,000 allocations: 1.02-1.03x the server
+ * CPU of a resumed one, the same for long connections (tests/bench/ab.sh TLS=1, 2026-12-03).
+ * OpenSSL frees only what it allocated, so the two allocators never meet. */
+void tls_alloc_init(void)
+{
+#ifdef LFE_JEMALLOC
+    CRYPTO_set_mem_functions(ossl_malloc, ossl_realloc, ossl_free); /* 0 once it allocated */
+#endif
+}
+
 struct tls_conf *tls_conf_new(const struct opt *o, char *err, size_t errlen)
 {
     struct tls_conf *t = calloc(1, sizeof(*t));

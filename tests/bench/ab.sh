@@ -9,7 +9,9 @@
 # build/peers/echoload, made here). TLS=1: a --listen-tls listener with an ECDSA P-256
 # certificate made for the run (openssl CLI), and lfbench --tls (TLS 1.3, X25519,
 # TLS_AES_128_GCM_SHA256, as tests/bench/tls_server.sh offers) as the load, since echoload
-# speaks no TLS; LFBENCH (unset: ./lfbench, made here).
+# speaks no TLS; LFBENCH (unset: ./lfbench, made here); LFB_ARGS (unset: -c CONNS --size 64)
+# replaces lfbench's load, e.g. LFB_ARGS='--mode short -c 1 --tls-resume 0' for full handshakes
+# (a request is then a connection: "µs per request" is the server's CPU per handshake).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OLD_LFEPOLLD NEW_LFEPOLLD [lfepolld options]" >&2; exit 2; }
 a=$1 b=$2
@@ -49,7 +51,7 @@ one() { # NAME BINARY OPTIONS...
     t0=$(awk '{print $14 + $15}' /proc/$pid/stat)
     if [ "$TLS" = 1 ]; then
         res=$(taskset -c 1 "$LFBENCH" --tls --tls-insecure --tls-version 1.3 --tls-groups X25519 \
-            --tls-ciphersuites TLS_AES_128_GCM_SHA256 -c "$CONNS" --size 64 -d "$DUR" \
+            --tls-ciphersuites TLS_AES_128_GCM_SHA256 ${LFB_ARGS:--c "$CONNS" --size 64} -d "$DUR" \
             --warmup 1 -q "127.0.0.1:$port" | sed -n 's/^requests .*: \([0-9.]*\) req\/s.*/qps=\1/p')
     else
         res=$(taskset -c 1 "$ECHOLOAD" -p $port -m long -c "$CONNS" -s 64 -d "$DUR" -w 1)
