@@ -422,9 +422,13 @@ static int plan_cpus(const struct opt *o, struct plan *p, cpu_set_t *allowed)
      * worker each; no echo ever waits, so a group of several workers isolates nothing, and
      * each epoll fd then has one waiter, which served more requests for less CPU than groups
      * of 4 (docs/bench.md, "Many cores"). Lua: groups of PLAN_GROUP_CPUS, since a handler may wait
-     * (lfe.sleep, a socket) and the other workers of its group go on serving its connections. */
+     * (lfe.sleep, a socket) and the other workers of its group go on serving its connections.
+     * TLS listeners the same: a full handshake is the slow handler (an RSA-4096 signature takes
+     * milliseconds), and in a group of one the connections behind it wait (README, "Choosing G
+     * and W", has the measurement). */
     rc = plan_make(t, allowed, o->have_cpus ? &o->cpus : NULL, o->groups,
-                   o->workers || o->groups || o->lua ? o->workers : 1, o->pin, p, err, sizeof(err));
+                   o->workers || o->groups || o->lua || o->ntls ? o->workers : 1, o->pin, p, err,
+                   sizeof(err));
     free(t);
     if (rc < 0) {
         fprintf(stderr, "lfepolld: %s\n", err);

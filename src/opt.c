@@ -219,11 +219,11 @@ const struct opt_def opt_defs[] = {
     {"--backlog", 0, "N", INT(backlog, 1, INT_MAX, NULL, NULL),
      "listen backlog (default 65535; capped by net.core.somaxconn)"},
     {"--groups", 0, "N", INT(groups, 1, 1024, NULL, NULL),
-     "epoll groups (default: echo one per CPU of the plan, Lua one\n"
-     "per 4 CPUs)"},
+     "epoll groups (default: echo one per CPU of the plan; Lua, or\n"
+     "a --listen-tls, one per 4 CPUs)"},
     {"--workers", 0, "N", INT(workers, 1, 1024, NULL, NULL),
-     "worker threads per group (default: echo 1, Lua the group's\n"
-     "CPUs)"},
+     "worker threads per group (default: echo 1; Lua, or a\n"
+     "--listen-tls, the group's CPUs)"},
     {"--accept-threads", 0, "N", INT(accept_threads, 1, OPT_MAX_ACCEPT, NULL, NULL),
      "accept threads, each with its own SO_REUSEPORT listener per\n"
      "--listen address (default: one per 2 CPUs of the plan, 1-16)"},

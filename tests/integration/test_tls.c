@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -945,6 +946,32 @@ static void test_part_of_a_record_waits_lua(void **state)
     cleanup(&d);
 }
 
+/* A TLS listener gives the plan Lua's shape (README, "Choosing G and W"): on 2 CPUs one group
+ * of 2 workers, where the same daemon without it has a group per CPU. */
+static void test_default_plan_tls(void **state)
+{
+    const char *cpus[] = {"--cpus", "0-1", NULL};
+    const char *plain[] = {"--listen", "127.0.0.1:0", "--cpus", "0-1", NULL};
+    cpu_set_t allowed;
+    struct daemon d;
+
+    (void)state;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0 || !CPU_ISSET(0, &allowed) ||
+        !CPU_ISSET(1, &allowed))
+        skip(); /* needs CPUs 0 and 1 */
+    start_own(&d, cpus);
+    if (!strstr(log_text(&d), "1 group, 2 workers"))
+        fail_msg("with --listen-tls on CPUs 0-1, not one group of 2 workers: %s", log_text(&d));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+    if (spawn(&d, plain, 0, NULL) < 0)
+        fail_msg("lfepolld did not start: %s", log_text(&d));
+    if (!strstr(log_text(&d), "2 groups, 2 workers"))
+        fail_msg("with --listen alone on CPUs 0-1, not a group per CPU: %s", log_text(&d));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
 /* --takeover: the successor, started with the same --listen-tls, serves TLS on the socket it
  * was handed; the predecessor ends its TLS connection between requests with a close_notify. */
 static void test_takeover_keeps_tls(void **state)
@@ -1254,6 +1281,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lua_over_tls, teardown),
         cmocka_unit_test_teardown(test_lua_conn_tls, teardown),
         cmocka_unit_test_teardown(test_part_of_a_record_waits_lua, teardown),
+        cmocka_unit_test_teardown(test_default_plan_tls, teardown),
         cmocka_unit_test_teardown(test_takeover_keeps_tls, teardown),
         cmocka_unit_test_teardown(test_socket_activation_tls, teardown),
         cmocka_unit_test_teardown(test_start_errors, teardown),
