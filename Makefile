@@ -54,10 +54,12 @@ ifeq ($(SANITIZER),)
 BUILD ?= build
 BINDIR ?= .
 ALLOC_LIBS = $(shell pkg-config --libs jemalloc)
+ALLOC_DEFS := $(shell pkg-config --exists jemalloc 2>/dev/null && echo -DLFE_JEMALLOC)
 else
 BUILD ?= build-$(SANITIZER)
 BINDIR ?= $(BUILD)
 ALLOC_LIBS :=   # the sanitizers bring their own malloc
+ALLOC_DEFS :=
 ifeq ($(SANITIZER),address)
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 else ifeq ($(SANITIZER),undefined)
@@ -78,7 +80,7 @@ SSL_LIBS = $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 
 # LFE_JEMALLOC: jemalloc is the allocator (not under a sanitizer): OpenSSL's goes to glibc's
 # (src/tls_conf.c tls_alloc_init says why)
-LFE_CPPFLAGS = -D_GNU_SOURCE -Iinclude $(LUA_CFLAGS) $(if $(strip $(ALLOC_LIBS)),-DLFE_JEMALLOC)
+LFE_CPPFLAGS = -D_GNU_SOURCE -Iinclude $(LUA_CFLAGS) $(ALLOC_DEFS)
 LFE_CFLAGS := -std=c11 -g -pthread -MMD -MP $(WARN) $(SAN_FLAGS)
 LFE_LDFLAGS := -pthread $(SAN_FLAGS)
 ALL_CPPFLAGS = $(LFE_CPPFLAGS) $(CPPFLAGS)

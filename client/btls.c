@@ -291,7 +291,11 @@ struct tls_conn *btls_conn_new(struct tls_ctx *x, int fd, bool offer, bool *offe
     }
     s->x = x;
     s->first_hs = s->alert = -1;
-    SSL_set_fd(s->ssl, fd);
+    if (SSL_set_fd(s->ssl, fd) != 1) { /* no memory for its BIO */
+        SSL_free(s->ssl);
+        free(s);
+        return NULL;
+    }
     BIO_set_callback_ex(SSL_get_rbio(s->ssl), on_bio);
     BIO_set_callback_arg(SSL_get_rbio(s->ssl), (char *)s);
     SSL_set_connect_state(s->ssl);

@@ -203,7 +203,10 @@ static int l_sleep(lua_State *L)
     struct script *sc = waiting_allowed(L, "lfe.sleep");
     long ms = seconds_ms(L, 1, "lfe.sleep");
 
-    if (wait_fd(L, sc, -1, 0, mono_ms() + ms) == W_STOPPING) {
+    /* a millisecond more: mono_ms truncates, and the sleep must not end before S has passed
+     * from now (woken near its end, by a signal or a stop's 10 ms slices, it ended up to 1 ms
+     * early: "slept 0.499" for 0.5) */
+    if (wait_fd(L, sc, -1, 0, mono_ms() + ms + (ms > 0)) == W_STOPPING) {
         lua_pushnil(L);
         lua_pushliteral(L, "stopping");
         return 2;

@@ -27,7 +27,7 @@ static void check_folded(const char *s, size_t cap, const char *what, bool empty
 }
 
 static const char *const scope_word[] = {"netns", "host"};
-static const char *const check_word[] = {"min", "max", "eq", "range", "has"};
+static const char *const check_word[] = {"min", "max", "eq", "range", "has", "bits"};
 
 /* The keys written back as a sysctl.conf (a '-' before each name: sysctl -p's "ignore errors"
  * prefix, which the parser drops, keeps a name that starts with '#' or ';' a key). */
@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_folded(k->value, sizeof(k->value), "value", false);
         check_folded(k->why, sizeof(k->why), "why", false);
         FZ_CHECK(k->scope == TUNE_NETNS || k->scope == TUNE_HOST, "scope %d", (int)k->scope);
-        FZ_CHECK(k->check <= TUNE_HAS, "check %d", (int)k->check);
+        FZ_CHECK(k->check <= TUNE_BITS, "check %d", (int)k->check);
         FZ_CHECK(k->line >= 2 && k->line <= lines && (i == 0 || k->line > keys[i - 1].line),
                  "key %d on line %d (%d lines, previous key on %d)", i, k->line, lines,
                  i ? keys[i - 1].line : 0);

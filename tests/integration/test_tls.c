@@ -590,15 +590,14 @@ static void hold_part_of_a_record(int port, int adm)
 /* 200 records of 10 bytes in one send: the server reads ahead, so one read(2) takes many of
  * them, more than it opens in one event; those it holds raise no socket event, and must be
  * echoed all the same, with nothing more sent. */
-static void test_many_records_in_one_segment(void **state)
+static void many_records_in_one_segment(int port)
 {
-    SSL *s = tls_connect(shared.port);
+    SSL *s = tls_connect(port);
     int fd = SSL_get_fd(s);
     BIO *mem = BIO_new(BIO_s_mem());
     char want[2000], got[2000], *recs;
     long n;
 
-    (void)state;
     set_timeout(fd, 5000L * slow);
     tls_send(s, "first\n", 6);
     assert_int_equal(tls_recv(s, got, 6), 6);
@@ -613,6 +612,12 @@ static void test_many_records_in_one_segment(void **state)
     assert_int_equal(tls_recv(s, got, sizeof(got)), sizeof(got));
     assert_memory_equal(got, want, sizeof(want));
     tls_close(s);
+}
+
+static void test_many_records_in_one_segment(void **state)
+{
+    (void)state;
+    many_records_in_one_segment(shared.port);
 }
 
 static void test_part_of_a_record_waits(void **state)
@@ -942,6 +947,24 @@ static void test_part_of_a_record_waits_lua(void **state)
     (void)state;
     start_own(&d, extra);
     hold_part_of_a_record(d.port, admin_port(&d));
+    assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
+    cleanup(&d);
+}
+
+/* The same two in a group of one worker, registered level-triggered (no EPOLLONESHOT, no re-arm
+ * while what it waits for stays the same): a part of a record raises no event, whole records
+ * read ahead still do. (The shared daemon's TLS plan is groups of several workers.) */
+static void test_records_in_a_solo_group(void **state)
+{
+    const char *extra[] = {"--groups", "1", "--workers", "1", "--admin", "127.0.0.1:0", NULL};
+    struct daemon d;
+
+    (void)state;
+    start_own(&d, extra);
+    if (!strstr(log_text(&d), "1 group, 1 worker"))
+        fail_msg("not a group of one worker: %s", log_text(&d));
+    hold_part_of_a_record(d.port, admin_port(&d));
+    many_records_in_one_segment(d.port);
     assert_int_equal(stop_daemon(&d, SIGTERM, 10000), 0);
     cleanup(&d);
 }
@@ -1281,6 +1304,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lua_over_tls, teardown),
         cmocka_unit_test_teardown(test_lua_conn_tls, teardown),
         cmocka_unit_test_teardown(test_part_of_a_record_waits_lua, teardown),
+        cmocka_unit_test_teardown(test_records_in_a_solo_group, teardown),
         cmocka_unit_test_teardown(test_default_plan_tls, teardown),
         cmocka_unit_test_teardown(test_takeover_keeps_tls, teardown),
         cmocka_unit_test_teardown(test_socket_activation_tls, teardown),

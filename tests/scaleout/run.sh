@@ -445,7 +445,9 @@ check "backends never see the balancer's address $BAL_B ($npb)" "$npb -eq 0"
 # --max-conns-per-ip counts the PROXY header's address. Every backend allows 2 connections an
 # address; c1 opens 12 (4 a backend through roundrobin) and keeps them; then c2 opens 3 (1 a
 # backend). Counted against the balancer's one address, c2's would all be shed; counted
-# against the clients', only c1's excess is, and every shed is one of c1's failed connections.
+# against the clients', only c1's excess is, and every shed is one of c1's failed connections,
+# but for the last try of each of its 6 excess connections: shed by a backend as c1's -d ended,
+# after c1 stopped counting (a CI run saw 3015 shed and 3009 errors).
 say "== per-address limit behind HAProxy (--max-conns-per-ip 2 --proxy-protocol)"
 behind haproxy --max-conns-per-ip 2
 ip netns exec "$P-c1" "$LFBENCH" -q -c 12 -d 4 --max-errors 1000000 --json "$TMP/perip-c1.json" \
@@ -461,7 +463,7 @@ e1=$(j "$TMP/perip-c1.json" .errors.total) e2=$(j "$TMP/perip-c2.json" .errors.t
 echo "    c1 (-c 12): $(j "$TMP/perip-c1.json" .requests) requests, $e1 errors (closed $(j "$TMP/perip-c1.json" .errors.closed));" \
     "c2 (-c 3): $(j "$TMP/perip-c2.json" .requests) requests, $e2 errors; backends shed $shed by address"
 check "per-ip: c2's 3 connections all served (its own address, not the balancer's, is counted)" "$e2 -eq 0 && $r2 -eq 0 && $(j "$TMP/perip-c2.json" .requests) -gt 0"
-check "per-ip: c1's excess is shed ($shed), each one a failed connection of c1's ($e1)" "$shed -ge 6 && $shed -eq $e1 && $r1 -eq 0"
+check "per-ip: c1's excess is shed ($shed), each one a failed connection of c1's ($e1, up to 6 tries at the end uncounted)" "$shed -ge 6 && $shed -ge $e1 && $shed -le $((e1 + 6)) && $r1 -eq 0"
 check "per-ip: c1's 6 allowed connections served" "$(j "$TMP/perip-c1.json" .requests) -gt 0"
 fi
 
